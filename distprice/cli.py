@@ -1,0 +1,140 @@
+"""Command line: ``distprice run | generate | bench``.
+
+Exit status: 0 done; 2 invalid input (nothing written); 1 any other failure.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import click
+
+from . import datasets
+from .api import ON_INVALID, load_curves, price
+from .engines import AUTO, ENGINES, resolve
+from .engines.batch import PRECISIONS
+from .instruments import prepare
+from .lattice import tree_geometry
+from .problems import InvalidInputError
+from .tables import table_format, write_table
+
+EXIT_INVALID = 2
+
+engine_option = click.option("--engine", type=click.Choice([AUTO, *ENGINES]), default=AUTO, show_default=True,
+                             help="Pricing engine; auto picks the fastest available.")
+precision_option = click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp64",
+                                show_default=True, help="Floating-point precision of the node arithmetic.")
+
+
+def _fail_invalid(error: InvalidInputError):
+    click.echo(f"distprice: invalid input, nothing written. {error}", err=True)
+    sys.exit(EXIT_INVALID)
+
+
+@click.group()
+@click.version_option(package_name="distprice")
+def main():
+    """Price portfolios of bond options, callable and puttable bonds on Hull-White trinomial trees."""
+
+
+@main.command()
+@click.option("--portfolio", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Portfolio table (.csv or .parquet), one row per instrument.")
+@click.option("--curves", type=click.Path(exists=True, dir_okay=False),
+              help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False),
+              help="Priced table to write (.csv or .parquet), written atomically.")
+@engine_option
+@precision_option
+@click.option("--on-invalid", type=click.Choice(ON_INVALID), default="strict", show_default=True,
+              help="strict: stop on any invalid row; report: price valid rows, flag the others.")
+def run(portfolio, curves, output, engine, precision, on_invalid):
+    """Price a portfolio and write the priced table."""
+    try:
+        table_format(output)
+        start = time.perf_counter()
+        priced = price(portfolio, curves, engine=engine, precision=precision, on_invalid=on_invalid)
+        seconds = time.perf_counter() - start
+        write_table(priced, output)
+    except InvalidInputError as error:
+        _fail_invalid(error)
+    except ValueError as error:
+        raise click.ClickException(str(error))
+    priced_rows = priced["error"].isna()
+    node_steps = int((2 * priced["width"][priced_rows] * priced["height"][priced_rows]).sum())
+    invalid = len(priced) - int(priced_rows.sum())
+    click.echo(f"priced {int(priced_rows.sum())} of {len(priced)} rows ({invalid} invalid), "
+               f"{node_steps:.3e} node-steps in {seconds:.2f} s ({node_steps / seconds:.3e} NS/s), "
+               f"engine {resolve(engine)}, wrote {output}")
+
+
+@main.command()
+@click.argument("name", type=click.Choice(datasets.DATASETS))
+@click.option("--size", type=click.IntRange(min=0), help="Rows (default: the dataset's own size).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--output", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet file to write.")
+def generate(name, size, seed, output):
+    """Write one of the papers' synthetic portfolios (SPEC §7) or Hull's example book."""
+    try:
+        table = datasets.generate(name, size, seed)
+        write_table(table, output)
+    except ValueError as error:
+        raise click.ClickException(str(error))
+    click.echo(f"wrote {len(table)} rows of {name} to {output}")
+
+
+@main.command()
+@click.option("--dataset", type=click.Choice(datasets.DATASETS), default="R1", show_default=True)
+@click.option("--size", type=click.IntRange(min=1), help="Rows (default: the dataset's own size).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@engine_option
+@precision_option
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Timed runs after one warm-up; the median is reported.")
+@click.option("--peer", type=click.Choice(["quantlib"]), help="Also time a peer library on the same instruments.")
+@click.option("--peer-size", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Instruments the peer prices (it is far slower); its time is scaled to the full size.")
+def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
+    """Time an engine on a synthetic dataset: node-steps, seconds, node-steps per second (NS/s)."""
+    from .engines.batch import pack
+
+    engine = resolve(engine)
+    table = datasets.generate(dataset, size, seed)
+    curve_set = load_curves(None)
+    prepared = prepare(table, curve_set)
+    if prepared.problems:
+        _fail_invalid(InvalidInputError(prepared.problems))
+    canonical = prepared.table
+    geometry = tree_geometry(canonical["mean_reversion"], canonical["volatility"], canonical["maturity"],
+                             canonical["steps_per_year"])
+    node_steps = int(geometry.node_steps.sum())
+    run_engine = ENGINES[engine]
+    run_engine(canonical.head(8), curve_set, precision)  # warm-up: compilation, caches
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run_engine(canonical, curve_set, precision)
+        times.append(time.perf_counter() - start)
+    seconds = statistics.median(times)
+    start = time.perf_counter()
+    pack(canonical, curve_set, precision)
+    layout = time.perf_counter() - start
+    click.echo(f"dataset {dataset}  rows {len(canonical)}  engine {engine}  precision {precision}")
+    click.echo(f"node-steps {node_steps:.4e}  seconds {seconds:.4f} (median of {repeat}; layout {layout:.4f})"
+               f"  NS/s {node_steps / seconds:.4e}")
+    if peer:
+        from .quantlib_peer import price_quantlib
+
+        rows = canonical.head(peer_size)
+        peer_steps = int(geometry.node_steps[:len(rows)].sum())
+        start = time.perf_counter()
+        price_quantlib(rows, {name: (c.t, c.zero_rate) for name, c in curve_set.items()})
+        peer_seconds = time.perf_counter() - start
+        ours = peer_steps / (node_steps / seconds)
+        click.echo(f"peer quantlib  rows {len(rows)}  seconds {peer_seconds:.4f}  NS/s {peer_steps / peer_seconds:.4e}"
+                   f"  ratio {peer_seconds / ours:.1f}x (distprice faster)")
+
+
+if __name__ == "__main__":
+    main()

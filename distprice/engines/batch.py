@@ -1,0 +1,82 @@
+"""Flat arrays that the fast engines (CPU and GPU) read: per-instrument tree parameters, event tables, curves.
+
+One row per instrument of a canonical, valid table (see ``distprice.instruments``). Floating arrays that
+enter node arithmetic are in the requested precision; tree parameters stay float64 until an engine has
+derived its coefficients from them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..curves import ZeroCurve
+from ..lattice import EXERCISE_CODES, EventTable, TreeGeometry, coupon_events, exercise_events, tree_geometry
+
+PRECISIONS = {"fp64": np.float64, "fp32": np.float32}
+
+
+def real_dtype(precision: str):
+    """The numpy dtype of a precision name (``fp64`` or ``fp32``)."""
+    try:
+        return PRECISIONS[precision]
+    except KeyError:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}") from None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A portfolio laid out for an engine; see the module docstring."""
+
+    geometry: TreeGeometry
+    face: np.ndarray
+    is_call: np.ndarray
+    curve_index: np.ndarray
+    coupons: EventTable
+    exercises: EventTable
+    option_from: np.ndarray
+    """Last exercise step of each row: above it the option is worth nothing and is not rolled back."""
+    curve_offsets: np.ndarray
+    curve_t: np.ndarray
+    curve_z: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.face)
+
+
+def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
+    """Lay out a canonical, valid table for the fast engines (vectorised; no Python loop per row)."""
+    real = real_dtype(precision)
+    geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"],
+                             table["steps_per_year"])
+    cols = {c: table[c].to_numpy() for c in table.columns}
+    coupons = coupon_events(cols["maturity"], cols["coupon"], cols["coupon_frequency"], cols["face"],
+                            cols["steps_per_year"])
+    exercise_code = pd.Series(cols["exercise"]).map(EXERCISE_CODES).to_numpy(dtype=np.int64)
+    exercises = exercise_events(exercise_code, cols["expiry"], cols["first_exercise"],
+                                cols["exercise_frequency"], cols["strike"], cols["maturity"], cols["coupon"],
+                                cols["coupon_frequency"], cols["face"], cols["steps_per_year"])
+    option_from = np.zeros(len(table), dtype=np.int64)
+    has_exercise = np.diff(exercises.offsets) > 0
+    option_from[has_exercise] = exercises.step[exercises.offsets[:-1][has_exercise]]
+
+    names = list(dict.fromkeys(cols["curve"]))
+    curve_index = pd.Series(cols["curve"]).map({name: i for i, name in enumerate(names)}).to_numpy(np.int64)
+    knots = [curves[name] for name in names]
+    curve_offsets = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum([len(c.t) for c in knots], out=curve_offsets[1:])
+    curve_t = np.concatenate([c.t for c in knots]) if knots else np.zeros(0)
+    curve_z = np.concatenate([c.zero_rate for c in knots]) if knots else np.zeros(0)
+    return Batch(
+        geometry=geometry,
+        face=cols["face"].astype(real),
+        is_call=(cols["option_type"] == "call"),
+        curve_index=curve_index,
+        coupons=EventTable(coupons.offsets, coupons.step, coupons.value.astype(real)),
+        exercises=EventTable(exercises.offsets, exercises.step, exercises.value.astype(real)),
+        option_from=option_from,
+        curve_offsets=curve_offsets,
+        curve_t=curve_t.astype(np.float64),
+        curve_z=curve_z.astype(np.float64),
+    )

@@ -1,0 +1,272 @@
+"""Fast CPU engine: numba, parallel over instruments, node loops the compiler vectorises.
+
+Per instrument the forward pass keeps only two rows of state prices Q and stores ``exp(-alpha_m dt)``
+per step, computed without logarithms as ``P(0, (m+1) dt) / sum_j Q(m, j) exp(-j dr dt)``. The node
+factor ``exp(-(alpha + j dr) dt)`` is strength-reduced to ``exp(-alpha dt) * exp(-j dr dt)`` and the
+second factor folded into per-node branching coefficients computed once per instrument; interior nodes
+are a gather with no branches, the two edge rows of the tree are handled apart. Only reachable nodes
+``|j| <= min(i, jmax)`` are visited. Bond and option roll back in the same loop; above the last exercise
+step the option is zero and only the bond rolls back.
+
+Work is balanced over threads with the longest-processing-time rule on ``width * height``. Scratch rows
+are allocated once per thread, never per node or step.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .batch import Batch, real_dtype
+
+_FASTMATH = {"reassoc", "contract", "nsz"}  # lets the compiler vectorise the sums; no change of semantics
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _discount_bond(t, curve_t, curve_z, k):
+    """``P(0, t)`` on a linear-in-t zero curve with flat ends; ``k`` is a search hint (t increasing)."""
+    nk = len(curve_t)
+    while k < nk and curve_t[k] < t:
+        k += 1
+    if k == 0:
+        z = curve_z[0]
+    elif k == nk:
+        z = curve_z[nk - 1]
+    else:
+        z = curve_z[k - 1] + (curve_z[k] - curve_z[k - 1]) * (t - curve_t[k - 1]) / (curve_t[k] - curve_t[k - 1])
+    return math.exp(-z * t), k
+
+
+# Node loops index whole rows with unsigned integers: with signed indices numba adds a negative-index
+# wraparound test to every access, which keeps the compiler from vectorising; slicing a view per step
+# instead would cost reference counting on every step.
+_1 = numba.uint64(1)
+_2 = numba.uint64(2)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi):
+    """``Qn[p] = e * (fu[p-1] Q[p-1] + fm[p] Q[p] + fd[p+1] Q[p+1])`` for lo <= p < hi; returns sum Qn ej."""
+    s = 0.0
+    for p in range(lo, hi):
+        q = e * (fu[p - _1] * Q[p - _1] + fm[p] * Q[p] + fd[p + _1] * Q[p + _1])
+        Qn[p] = q
+        s += q * ej[p]
+    return s
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _stencil(e, wu, wm, wd, V, Vn, lo, hi):
+    """``Vn[p] = e * (wu[p] V[p+1] + wm[p] V[p] + wd[p] V[p-1])`` for lo <= p < hi."""
+    for p in range(lo, hi):
+        Vn[p] = e * (wu[p] * V[p + _1] + wm[p] * V[p] + wd[p] * V[p - _1])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _stencil2(e, wu, wm, wd, B, Bn, O, On, lo, hi):
+    """:func:`_stencil` on two rows at once (bond and option share the weights)."""
+    for p in range(lo, hi):
+        Bn[p] = e * (wu[p] * B[p + _1] + wm[p] * B[p] + wd[p] * B[p - _1])
+        On[p] = e * (wu[p] * O[p + _1] + wm[p] * O[p] + wd[p] * O[p - _1])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _exercise(is_call, K, B, O, lo, hi):
+    """``O = max(O, payoff(B, K))`` for lo <= p < hi, payoff ``max(B - K, 0)`` (call) or ``max(K - B, 0)``."""
+    if is_call:
+        for p in range(lo, hi):
+            O[p] = max(O[p], max(B[p] - K, 0.0))
+    else:
+        for p in range(lo, hi):
+            O[p] = max(O[p], max(K - B[p], 0.0))
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _add(B, amount, lo, hi):
+    for p in range(lo, hi):
+        B[p] += amount
+
+
+@numba.njit(cache=True)
+def _span(jmax, r):
+    """Padded index range ``[lo, hi)`` of nodes ``|j| <= r`` as unsigned integers."""
+    return numba.uint64(jmax + 1 - r), numba.uint64(jmax + 2 + r)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _coefficients(jmax, dt, dr, M, coef):
+    """Per-node factors in rows padded by one zero each side (index ``j + jmax + 1``).
+
+    ``coef[0..2]``: ``pu, pm, pd`` of interior nodes times ``exp(-j dr dt)``, zero at the two edges (used
+    as gather weights by the forward pass and as node weights by the backward pass); ``coef[3]``:
+    ``exp(-j dr dt)``. Returns the branching probabilities of the top and bottom nodes.
+    """
+    w = 2 * jmax + 1
+    for r in range(4):
+        for p in range(w + 2):
+            coef[r, p] = 0.0
+    for p in range(1, w + 1):
+        j = p - 1 - jmax
+        x = j * M
+        ej = math.exp(-j * dr * dt)
+        coef[3, p] = ej
+        if p == 1 or p == w:
+            continue
+        coef[0, p] = (1.0 / 6.0 + (x * x + x) / 2.0) * ej
+        coef[1, p] = (2.0 / 3.0 - x * x) * ej
+        coef[2, p] = (1.0 / 6.0 + (x * x - x) / 2.0) * ej
+    xt = jmax * M
+    xb = -jmax * M
+    top = (7.0 / 6.0 + (xt * xt + 3.0 * xt) / 2.0, -1.0 / 3.0 - xt * xt - 2.0 * xt, 1.0 / 6.0 + (xt * xt + xt) / 2.0)
+    bottom = (1.0 / 6.0 + (xb * xb - xb) / 2.0, -1.0 / 3.0 - xb * xb + 2.0 * xb, 7.0 / 6.0 + (xb * xb - 3.0 * xb) / 2.0)
+    return top, bottom
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea):
+    """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2.
+
+    ``s`` carries ``sum_j Q(m, j) exp(-j dr dt)``, accumulated while row m is written.
+    """
+    w = 2 * jmax + 1
+    fu, fm, fd, ej = coef[0], coef[1], coef[2], coef[3]
+    Q[jmax + 1] = 1.0
+    s = ej[jmax + 1]
+    k = 0
+    for m in range(n):
+        P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
+        ea[m] = P / s
+        if m == n - 1:
+            break
+        e = ea[m]
+        lo, hi = _span(jmax, min(m + 1, jmax))
+        s = _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi)
+        if m >= jmax:  # the edge nodes are reached: add their own branching
+            flow = e * Q[w] * ej[w]
+            for target, prob in ((w, top[0]), (w - 1, top[1]), (w - 2, top[2])):
+                Qn[target] += flow * prob
+                s += flow * prob * ej[target]
+            flow = e * Q[1] * ej[1]
+            for target, prob in ((3, bottom[0]), (2, bottom[1]), (1, bottom[2])):
+                Qn[target] += flow * prob
+                s += flow * prob * ej[target]
+        Q, Qn = Qn, Q
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _edge_values(jmax, e, coef, top, bottom, V, Vn):
+    w = 2 * jmax + 1
+    ej = coef[3]
+    Vn[w] = e * ej[w] * (top[0] * V[w] + top[1] * V[w - 1] + top[2] * V[w - 2])
+    Vn[1] = e * ej[1] * (bottom[0] * V[3] + bottom[1] * V[2] + bottom[2] * V[1])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _backward(jmax, n, face, is_call, ea, coef, top, bottom, B, Bn, O, On,
+              c_step, c_amount, x_step, x_amount, option_from):
+    """Roll bond ``B`` and option ``O`` back from maturity; returns their values at the root.
+
+    Step i covers nodes ``|j| <= min(i, jmax)``; exercise is decided before the step's coupon is added.
+    """
+    w = 2 * jmax + 1
+    bu, bm, bd = coef[0], coef[1], coef[2]
+    lo, hi = _span(jmax, min(n, jmax))
+    B[lo:hi] = face
+    ci, xi = 0, 0
+    for i in range(n, -1, -1):
+        r = min(i, jmax)
+        if i < n:
+            e = ea[i]
+            lo, hi = _span(jmax, r) if r < jmax else (_2, numba.uint64(w))
+            if i < option_from:
+                _stencil2(e, bu, bm, bd, B, Bn, O, On, lo, hi)
+                if r == jmax:
+                    _edge_values(jmax, e, coef, top, bottom, O, On)
+                O, On = On, O
+            else:
+                _stencil(e, bu, bm, bd, B, Bn, lo, hi)
+            if r == jmax:
+                _edge_values(jmax, e, coef, top, bottom, B, Bn)
+            B, Bn = Bn, B
+        lo, hi = _span(jmax, r)
+        while xi < len(x_step) and x_step[xi] == i:
+            _exercise(is_call, x_amount[xi], B, O, lo, hi)
+            xi += 1
+        while ci < len(c_step) and c_step[ci] == i:
+            _add(B, c_amount[ci], lo, hi)
+            ci += 1
+    return B[jmax + 1], O[jmax + 1]
+
+
+@numba.njit(cache=True, parallel=True)
+def _price_all(order, thread_offsets, jmax, height, dt, dr, M, face, is_call, curve_index,
+               curve_offsets, curve_t, curve_z, c_off, c_step, c_amount, x_off, x_step, x_amount,
+               option_from, max_width, max_height, bond_out, option_out):
+    n_threads = len(thread_offsets) - 1
+    real = face.dtype
+    for t in numba.prange(n_threads):
+        size = max_width + 2
+        coef = np.zeros((4, size), dtype=real)
+        rows = np.zeros((6, size), dtype=real)
+        ea = np.zeros(max_height + 1, dtype=real)
+        for q in range(thread_offsets[t], thread_offsets[t + 1]):
+            r = order[q]
+            jm, n = jmax[r], height[r]
+            top, bottom = _coefficients(jm, dt[r], dr[r], M[r], coef)
+            w = 2 * jm + 1
+            for a in range(6):
+                for p in range(w + 2):
+                    rows[a, p] = 0.0
+            c = curve_index[r]
+            ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
+            cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], ea)
+            b, o = _backward(jm, n, face[r], is_call[r], ea, coef, top, bottom, rows[2], rows[3], rows[4], rows[5],
+                             c_step[c_off[r]:c_off[r + 1]], c_amount[c_off[r]:c_off[r + 1]],
+                             x_step[x_off[r]:x_off[r + 1]], x_amount[x_off[r]:x_off[r + 1]], option_from[r])
+            bond_out[r] = b
+            option_out[r] = o
+
+
+@numba.njit(cache=True)
+def _greedy_owner(by_cost, cost, n_threads):
+    load = np.zeros(n_threads)
+    owner = np.empty(len(cost), dtype=np.int64)
+    for r in by_cost:
+        t = np.argmin(load)
+        owner[r] = t
+        load[t] += cost[r]
+    return owner
+
+
+def balance(cost: np.ndarray, n_threads: int):
+    """Longest-processing-time assignment of rows to threads: ``(order, thread_offsets)`` in CSR form.
+
+    Rows are taken by decreasing cost, each given to the least-loaded thread; a thread's rows are then
+    priced largest first.
+    """
+    by_cost = np.argsort(-cost, kind="stable")
+    owner = _greedy_owner(by_cost, cost, n_threads)
+    order = by_cost[np.argsort(owner[by_cost], kind="stable")]
+    thread_offsets = np.zeros(n_threads + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=n_threads), out=thread_offsets[1:])
+    return order.astype(np.int64), thread_offsets
+
+
+def price_cpu(batch: Batch, precision: str = "fp64"):
+    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``."""
+    real = real_dtype(precision)
+    g = batch.geometry
+    n = len(batch)
+    bond = np.empty(n, dtype=real)
+    option = np.empty(n, dtype=real)
+    if n == 0:
+        return bond.astype(np.float64), option.astype(np.float64)
+    order, thread_offsets = balance((g.width * g.height).astype(np.float64), numba.get_num_threads())
+    _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.face.astype(real), batch.is_call,
+               batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
+               batch.coupons.offsets, batch.coupons.step, batch.coupons.value.astype(real),
+               batch.exercises.offsets, batch.exercises.step, batch.exercises.value.astype(real),
+               batch.option_from, int(g.width.max()), int(g.height.max()), bond, option)
+    return bond.astype(np.float64), option.astype(np.float64)
