@@ -72,12 +72,10 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
         value=instrument_price * canonical["quantity"].to_numpy(),
         bond_price=bond,
         option_price=option,
-        width=pd.array(np.where(valid, geometry.width, 0), dtype="Int64"),
-        height=pd.array(np.where(valid, geometry.height, 0), dtype="Int64"),
-        engine=pd.array(np.where(valid, engine, None), dtype="string"),
+        width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
+        height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
+        engine=pd.Series(engine, index=priced.index, dtype="string").mask(~valid),
         error=pd.array(errors, dtype="string"),
     )
-    for column in ("width", "height"):
-        priced.loc[~valid, column] = pd.NA
     priced.index = table.index
     return priced

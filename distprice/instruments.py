@@ -89,18 +89,19 @@ class Prepared:
 def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
     if raw is None:
         return np.full(n, default, dtype=object)
-    present = raw.notna().to_numpy()
-    values = raw.astype(object).where(raw.notna(), None).map(
-        lambda v: v.strip().lower() if isinstance(v, str) else v).to_numpy(dtype=object)
-    known = pd.Series(values).isin(choices).to_numpy()
+    text = raw.astype("string").str.strip().str.lower()
+    present = text.notna().to_numpy()
+    known = text.isin(choices).to_numpy()
     check.flag(present & ~known, column, f"must be one of {', '.join(choices)}")
-    values[~present] = default
-    values[present & ~known] = default
+    values = text.to_numpy(dtype=object, na_value=None)
+    values[~known] = default
     return values
 
 
 def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker) -> np.ndarray:
     if raw is None:
+        if default is None:
+            check.flag(np.ones(n, dtype=bool), column, "is required")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     present = raw.notna().to_numpy()
@@ -143,7 +144,7 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         columns[name] = np.where(usable, values, max(default, bound)).astype(np.int64)
     curve = raw["curve"]
     names = np.full(n, "default", dtype=object) if curve is None else \
-        curve.astype(object).where(curve.notna(), "default").map(str).to_numpy(dtype=object)
+        curve.astype("string").fillna("default").to_numpy(dtype=object)
     check.flag(~pd.Series(names).isin(list(curves)).to_numpy(), "curve",
                "names no curve of the curves input" + ("" if curves else " (none given)"))
     columns["curve"] = names

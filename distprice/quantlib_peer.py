@@ -13,11 +13,12 @@ Conventions (chosen so that every SPEC event lands on a whole day and QuantLib's
 SPEC times exactly):
 
 - day count ``Actual360`` everywhere, no calendar (``NullCalendar``, ``Unadjusted``), settlement days 0;
-- today is the fixed date :data:`TODAY`; a time ``t`` in years maps to the date ``TODAY + round(t * 360)``
-  days, so SPEC times that are whole numbers of days on a 360-day year are reproduced exactly, others are
-  rounded to the nearest day;
+- today is the fixed date :data:`TODAY_ISO` (2026-01-02); a time ``t`` in years maps to the date
+  ``today + round(t * 360)`` days, so SPEC times that are whole numbers of days on a 360-day year are
+  reproduced exactly, others are rounded to the nearest day (curve knots included);
 - the curve is a ``ZeroCurve`` (``Linear`` in time, ``Continuous``) on the same knots, plus a knot at
-  ``t = 0`` (the first rate) when the first knot is later, plus a flat knot at :data:`FAR_YEARS`;
+  ``t = 0`` (the first rate) when the first knot is later, plus a flat knot at :data:`FAR_YEARS`
+  (QuantLib dates end in 2199, so no date may lie more than ~170 years after today);
 - coupon dates are ``maturity - k / coupon_frequency`` (SPEC §3.2) and the schedule runs back to the
   coupon date on or before today, so the first period accrues from the right date; a zero-coupon bond
   (``coupon == 0``) is one period from today to maturity at rate 0;
@@ -31,10 +32,13 @@ Caveats of the QuantLib side (SPEC §5 lists when it agrees with distprice to ~1
   the discretisation-error level;
 - an exercise date at most 1/52 year (6.92 days on Act360) *before* a coupon date is moved onto that
   coupon date by QuantLib (with the exercise price scaled by the ratio of discount factors);
-- QuantLib's tree does not truncate at ``jmax``; with ``a * dt > ~0.004`` the two trees differ by ~1e-7;
+- QuantLib's tree does not truncate at ``jmax``: the trees agree while the probability beyond ``jmax`` is
+  negligible (SPEC §5 asks ``a * dt <= 0.004``; seen: 3e-13 at a*dt = 0.008, 8e-4 at a*dt = 0.1, jmax = 2);
 - on a date that is both an exercise and a coupon date, QuantLib decides exercise first and adds the
   coupon after (as SPEC §3.2), and the clean strike gets the accrued interest of the period that starts
-  on that date (zero), as SPEC §3.3.
+  on that date (zero), as SPEC §3.3;
+- cost: QuantLib rebuilds and refits its tree for every instrument, and its fitting grows about as
+  steps**2 (measured: ~0.1 s at 600 steps, ~0.4 s at 1200, ~14 s at 3285 steps, one CPU core).
 """
 
 from __future__ import annotations

@@ -127,7 +127,8 @@ def test_european_put_call_parity(expiry, exercise_face):
     face, strike, coupon, frequency, maturity = exercise_face, 0.97 * exercise_face, 0.06, 2, 7.25
     common = dict(strike=strike, expiry=expiry, maturity=maturity, coupon=coupon,
                   coupon_frequency=frequency, face=face, mean_reversion=0.05, volatility=0.012)
-    got = price(make_row(id="call", option_type="call", **common), make_row(id="put", option_type="put", **common))
+    got = price(make_row(id="call", option_type="call", **common),
+                make_row(id="put", option_type="put", **common))
     call, put = got.option_price
 
     coupon_times = [maturity - k / frequency for k in range(int(maturity * frequency) + 1)]
@@ -178,6 +179,7 @@ def test_callable_and_puttable_bonds_compose_bond_and_option():
 def test_more_exercise_rights_are_worth_more():
     base = dict(option_type="call", strike=97.0, coupon=0.05, coupon_frequency=4, maturity=6.0,
                 expiry=4.0, first_exercise=0.5, exercise_frequency=2)
-    got = price(*[make_row(id=style, exercise=style, **base) for style in ("european", "bermudan", "american")])
+    styles = ("european", "bermudan", "american")
+    got = price(*[make_row(id=style, exercise=style, **base) for style in styles])
     european, bermudan, american = got.option_price
     assert 0.0 < european < bermudan < american

@@ -20,7 +20,7 @@ import numpy as np
 
 from .batch import Batch, real_dtype
 
-_FASTMATH = {"reassoc", "contract", "nsz"}  # lets the compiler vectorise the sums; no change of semantics
+_FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)

@@ -30,8 +30,8 @@ def _accrued(t: float, ins) -> float:
     return ins.face * ins.coupon * max(t - t_prev, 0.0)
 
 
-def _events(ins, height: int):
-    """Coupon amount per step and the exercise amounts K per step, steps in 1..height (SPEC §3)."""
+def _events(ins):
+    """Coupon amount per step and the exercise amounts K per step, steps >= 1 (SPEC §3)."""
     spy = ins.steps_per_year
     coupons: dict[int, float] = defaultdict(float)
     if ins.coupon > 0:
@@ -84,7 +84,7 @@ def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
              + np.bincount(down, flow * pd_, width))
 
     # backward: bond and option together; at each step exercise first, then coupon
-    coupons, exercises = _events(ins, n)
+    coupons, exercises = _events(ins)
     is_call = ins.option_type == "call"
 
     def apply_events(i: int, bond: np.ndarray, option: np.ndarray) -> None:

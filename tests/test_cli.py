@@ -1,0 +1,87 @@
+"""The command line: run (CSV and Parquet round trips, bad input), generate, bench."""
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import distprice
+from distprice.cli import main
+
+from conftest import HULL_PUT
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.mark.parametrize("fmt_in,fmt_out", [("csv", "csv"), ("parquet", "parquet"), ("csv", "parquet")])
+def test_run_round_trip(runner, tmp_path, mixed_portfolio, fmt_in, fmt_out):
+    source, output = tmp_path / f"book.{fmt_in}", tmp_path / f"priced.{fmt_out}"
+    portfolio = mixed_portfolio.head(40).assign(desk="rates")
+    portfolio.to_csv(source, index=False) if fmt_in == "csv" else portfolio.to_parquet(source, index=False)
+    result = runner.invoke(main, ["run", "--portfolio", str(source), "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "priced 40 of 40 rows" in result.output and "NS/s" in result.output
+    priced = pd.read_csv(output) if fmt_out == "csv" else pd.read_parquet(output)
+    expected = distprice.price(portfolio, engine="reference")
+    assert list(priced["id"]) == list(portfolio["id"]) and (priced["desk"] == "rates").all()
+    np.testing.assert_allclose(priced["price"], expected["price"], rtol=1e-12, atol=1e-12)
+    assert (priced["engine"] == "cpu").all()
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_run_with_curves_and_engine(runner, tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id=1, curve="flat")]).to_csv(tmp_path / "b.csv", index=False)
+    pd.DataFrame(dict(curve=["flat"], t=[1.0], zero_rate=[0.05])).to_csv(tmp_path / "c.csv", index=False)
+    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--curves", str(tmp_path / "c.csv"),
+                                  "--output", str(tmp_path / "o.csv"), "--engine", "reference"])
+    assert result.exit_code == 0, result.output
+    priced = pd.read_csv(tmp_path / "o.csv")
+    assert priced.loc[0, "bond_price"] == pytest.approx(100 * np.exp(-0.05 * 9), rel=1e-13)
+    assert priced.loc[0, "engine"] == "reference"
+
+
+def test_invalid_input_strict_exits_2_and_writes_nothing(runner, tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id="a"), dict(HULL_PUT, id="b", strike=-5)]).to_csv(tmp_path / "b.csv", index=False)
+    output = tmp_path / "o.csv"
+    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(output)])
+    assert result.exit_code == 2
+    assert "row 2 (id 'b'), column 'strike': must be >= 0" in result.output
+    assert "Traceback" not in result.output
+    assert not output.exists() and list(tmp_path.glob(".*")) == []
+
+
+def test_invalid_input_report_prices_the_rest(runner, tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id="a"), dict(HULL_PUT, id="b", strike=-5)]).to_csv(tmp_path / "b.csv", index=False)
+    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv"),
+                                  "--on-invalid", "report"])
+    assert result.exit_code == 0, result.output
+    assert "priced 1 of 2 rows (1 invalid)" in result.output
+    priced = pd.read_csv(tmp_path / "o.csv")
+    assert np.isfinite(priced.loc[0, "price"]) and np.isnan(priced.loc[1, "price"])
+    assert "strike" in priced.loc[1, "error"]
+
+
+def test_unknown_output_format_is_a_clear_error(runner, tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
+    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.xlsx")])
+    assert result.exit_code == 1 and "unknown table format" in result.output
+
+
+def test_generate_and_price(runner, tmp_path):
+    output = tmp_path / "s1.parquet"
+    result = runner.invoke(main, ["generate", "S1", "--size", "300", "--seed", "4", "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(output)
+    assert len(table) == 300 and table["id"].is_unique
+    result = runner.invoke(main, ["run", "--portfolio", str(output), "--output", str(tmp_path / "p.csv")])
+    assert result.exit_code == 0 and "priced 300 of 300 rows" in result.output
+
+
+def test_bench_prints_node_steps_and_peer(runner):
+    result = runner.invoke(main, ["bench", "--dataset", "U1", "--size", "20", "--repeat", "1",
+                                  "--peer", "quantlib", "--peer-size", "2"])
+    assert result.exit_code == 0, result.output
+    assert f"node-steps {2 * 259 * 606 * 20:.4e}" in result.output
+    assert "peer quantlib  rows 2" in result.output and "ratio" in result.output

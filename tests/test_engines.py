@@ -1,0 +1,89 @@
+"""The fast CPU engine against the reference engine, on random portfolios and edge cases."""
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import distprice
+from distprice.curves import builtin_curves
+from distprice.engines.cpu import balance
+
+from conftest import HULL_PUT, random_portfolio
+
+RTOL = 1e-12
+
+
+def assert_engines_agree(portfolio, curves=None, rtol=RTOL, precision="fp64"):
+    ref = distprice.price(portfolio, curves, engine="reference")
+    fast = distprice.price(portfolio, curves, engine="cpu", precision=precision)
+    assert (fast["engine"] == "cpu").all() and (ref["engine"] == "reference").all()
+    for column in ("bond_price", "option_price", "price"):
+        scale = np.maximum(ref[column].abs(), ref["face"] if "face" in ref else 100.0)
+        np.testing.assert_array_less(np.abs(fast[column] - ref[column]), rtol * scale, err_msg=column)
+    return ref, fast
+
+
+def test_cpu_matches_reference_on_mixed_portfolio(mixed_portfolio):
+    ref, fast = assert_engines_agree(mixed_portfolio)
+    # relative to each price itself, where the price is not vanishingly small
+    big = ref["option_price"].abs() > 1e-6
+    rel = (fast["option_price"] - ref["option_price"]).abs()[big] / ref["option_price"].abs()[big]
+    assert rel.max() < 1e-11
+    assert big.sum() > 50
+
+
+def test_fp32_error_is_small_but_not_zero(mixed_portfolio):
+    ref = distprice.price(mixed_portfolio, engine="reference")
+    fp32 = distprice.price(mixed_portfolio, engine="cpu", precision="fp32")
+    error = (fp32["bond_price"] - ref["bond_price"]).abs() / ref["bond_price"]
+    assert 0 < error.max() < 1e-4
+
+
+@pytest.mark.parametrize("case", [
+    dict(mean_reversion=5.0, steps_per_year=1, maturity=4.0, expiry=2.0),      # width 3
+    dict(maturity=1 / 12, expiry=1 / 12),                                        # height 1
+    dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),            # expiry at maturity
+    dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08, coupon_frequency=12, steps_per_year=4),
+    dict(maturity=30.0, expiry=29.0, exercise="bermudan", exercise_frequency=4, first_exercise=1.0,
+         mean_reversion=0.002, volatility=0.004),                                 # wide tree, never at edges
+])
+def test_edge_cases(case):
+    row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **case}
+    ref, fast = assert_engines_agree(pd.DataFrame([row]))
+    assert np.isfinite(ref["price"]).all()
+
+
+def test_width_three_tree():
+    priced = distprice.price(pd.DataFrame([dict(HULL_PUT, id=1, mean_reversion=5.0, steps_per_year=1)]))
+    assert priced.loc[0, "width"] == 3
+
+
+def test_multiple_curves_and_quantity():
+    curves = pd.DataFrame(dict(curve=["flat"] * 2 + ["steep"] * 3, t=[0.0, 30.0, 0.5, 5.0, 30.0],
+                               zero_rate=[0.03, 0.03, 0.01, 0.04, 0.06]))
+    book = pd.DataFrame([dict(HULL_PUT, id=i, curve=c, quantity=q) for i, (c, q) in
+                         enumerate([("flat", 2.0), ("steep", -1.0), ("hull", 3.0)])])
+    ref, fast = assert_engines_agree(book, curves)
+    np.testing.assert_allclose(fast["value"], fast["price"] * book["quantity"], rtol=1e-15)
+    assert fast["price"].nunique() == 3
+
+
+def test_empty_portfolio():
+    priced = distprice.price(pd.DataFrame([dict(HULL_PUT, id=1)]).iloc[:0])
+    assert len(priced) == 0 and "price" in priced.columns
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 6))
+def test_cpu_matches_reference_property(seed, size):
+    assert_engines_agree(random_portfolio(np.random.default_rng(seed), size, max_steps_per_year=24))
+
+
+def test_balance_spreads_cost_evenly():
+    cost = np.random.default_rng(3).uniform(1, 100, 1001)
+    order, offsets = balance(cost, 4)
+    assert sorted(order.tolist()) == list(range(1001))
+    loads = [cost[order[offsets[t]:offsets[t + 1]]].sum() for t in range(4)]
+    assert max(loads) - min(loads) <= cost.max()
+    first = order[offsets[0]:offsets[1]]
+    assert (np.diff(cost[first]) <= 0).all()  # each thread prices its largest trees first

@@ -1,0 +1,134 @@
+"""Every rule of SPEC §1–§4: the problem names row, id, column and rule; strict raises, report flags."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import distprice
+from distprice import InvalidInputError, Limits
+
+from conftest import HULL_PUT
+
+GOOD = dict(HULL_PUT, id="good")
+
+
+@pytest.mark.parametrize("change,column,rule", [
+    (dict(id=None), "id", "is required"),
+    (dict(instrument="swap"), "instrument", "must be one of"),
+    (dict(option_type=None), "option_type", "is required for a bond_option"),
+    (dict(option_type="straddle"), "option_type", "must be one of"),
+    (dict(instrument="callable_bond", option_type="put"), "option_type", "implies option_type call"),
+    (dict(instrument="puttable_bond", option_type="call"), "option_type", "implies option_type put"),
+    (dict(exercise="asian"), "exercise", "must be one of"),
+    (dict(strike=None), "strike", "is required"),
+    (dict(strike=-1.0), "strike", "must be >= 0"),
+    (dict(strike="abc"), "strike", "must be a number"),
+    (dict(strike=np.inf), "strike", "must be finite"),
+    (dict(expiry=0.0), "expiry", "must be > 0"),
+    (dict(expiry=10.0), "expiry", "must be <= maturity"),
+    (dict(expiry=0.01), "expiry", "must fall on a tree step >= 1"),
+    (dict(first_exercise=-1.0), "first_exercise", "must be >= 0"),
+    (dict(exercise="bermudan", first_exercise=4.0), "first_exercise", "must be <= expiry"),
+    (dict(exercise_frequency=0), "exercise_frequency", "must be >= 1"),
+    (dict(exercise_frequency=1.5), "exercise_frequency", "must be a whole number"),
+    (dict(maturity=None), "maturity", "is required"),
+    (dict(maturity=-2.0), "maturity", "must be > 0"),
+    (dict(maturity=0.02, expiry=0.01), "maturity", "must span at least one tree step"),
+    (dict(coupon=-0.01), "coupon", "must be >= 0"),
+    (dict(coupon=0.05, coupon_frequency=0), "coupon_frequency", "must be >= 1 when coupon > 0"),
+    (dict(coupon_frequency=-1), "coupon_frequency", "must be >= 0"),
+    (dict(face=0.0), "face", "must be > 0"),
+    (dict(mean_reversion=0.0), "mean_reversion", "must be > 0"),
+    (dict(mean_reversion=None), "mean_reversion", "is required"),
+    (dict(volatility=-0.01), "volatility", "must be > 0"),
+    (dict(steps_per_year=0), "steps_per_year", "must be >= 1"),
+    (dict(curve="gbp"), "curve", "names no curve"),
+    (dict(quantity="many"), "quantity", "must be a number"),
+    (dict(mean_reversion=1e-5), "mean_reversion", "gives a tree wider than 32769 nodes"),
+    (dict(maturity=100.0, steps_per_year=2500), "maturity", "gives a tree taller than 200000 steps"),
+])
+def test_each_rule_names_row_column_and_rule(change, column, rule):
+    bad = dict(GOOD, id="bad", **{k: v for k, v in change.items() if k != "id"})
+    if "id" in change:
+        bad["id"] = change["id"]
+    portfolio = pd.DataFrame([GOOD, bad, dict(GOOD, id="also-good")])
+    with pytest.raises(InvalidInputError) as info:
+        distprice.price(portfolio)
+    problems = info.value.problems
+    assert all(p.position == 1 for p in problems), problems
+    assert any(p.column == column and rule in p.rule for p in problems), problems
+    label = "row 2 (id missing)" if change.get("id", "bad") is None else "row 2 (id 'bad')"
+    assert label in str(info.value) and column in str(info.value)
+
+    report = distprice.price(portfolio, on_invalid="report")
+    assert list(report["id"].fillna("?")) == ["good", "?" if change.get("id", 1) is None else "bad", "also-good"]
+    assert np.isnan(report.loc[1, "price"]) and rule in report.loc[1, "error"]
+    assert report["error"].isna()[[0, 2]].all()
+    assert np.isfinite(report.loc[[0, 2], "price"]).all()
+
+
+def test_duplicate_ids_flag_every_copy():
+    portfolio = pd.DataFrame([GOOD, dict(GOOD, id="x"), GOOD])
+    with pytest.raises(InvalidInputError) as info:
+        distprice.price(portfolio)
+    assert sorted(p.position for p in info.value.problems if p.column == "id") == [0, 2]
+
+
+def test_missing_required_column():
+    with pytest.raises(InvalidInputError, match="column 'strike': is required"):
+        distprice.price(pd.DataFrame([GOOD]).drop(columns="strike"))
+
+
+def test_defaults_and_implied_option_type():
+    minimal = {k: GOOD[k] for k in ("id", "strike", "expiry", "maturity", "mean_reversion", "volatility")}
+    book = pd.DataFrame([dict(minimal, option_type="put", curve="hull"),
+                         dict(minimal, id="cb", instrument="callable_bond", curve="hull"),
+                         dict(minimal, id="pb", instrument="PUTTABLE_BOND ", curve="hull")])
+    priced = distprice.price(book)
+    assert priced.loc[0, "height"] == 9 * 12  # steps_per_year defaults to 12
+    np.testing.assert_allclose(priced.loc[1, "price"], priced.loc[1, "bond_price"] - priced.loc[1, "option_price"])
+    np.testing.assert_allclose(priced.loc[2, "price"], priced.loc[2, "bond_price"] + priced.loc[2, "option_price"])
+    assert priced.loc[1, "option_price"] > priced.loc[2, "option_price"] * 0  # priced, not skipped
+
+
+def test_default_curve_needs_a_curves_input():
+    book = pd.DataFrame([{k: v for k, v in GOOD.items() if k != "curve"}])
+    with pytest.raises(InvalidInputError, match="curve.*names no curve"):
+        distprice.price(book)
+    curves = pd.DataFrame(dict(curve=["default"], t=[1.0], zero_rate=[0.03]))
+    flat = distprice.price(book, curves)
+    assert flat.loc[0, "bond_price"] == pytest.approx(100 * np.exp(-0.03 * 9), rel=1e-13)
+
+
+@pytest.mark.parametrize("curves,column,rule", [
+    (dict(curve=["c", "c"], t=[1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "strictly increasing"),
+    (dict(curve=["c", "c"], t=[-1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "must be >= 0"),
+    (dict(curve=["c", None], t=[1.0, 2.0], zero_rate=[0.01, 0.02]), "curve", "curve id is required"),
+    (dict(curve=["c"], t=[1.0], zero_rate=["x"]), "zero_rate", "must be a finite number"),
+    (dict(curve=["c"], t=[1.0]), "zero_rate", "must have this column"),
+])
+def test_curve_rules(curves, column, rule):
+    with pytest.raises(InvalidInputError) as info:
+        distprice.price(pd.DataFrame([GOOD]), pd.DataFrame(curves))
+    assert any(p.column == column and rule in p.rule for p in info.value.problems), info.value.problems
+
+
+def test_limits_are_configurable():
+    with pytest.raises(InvalidInputError, match="wider than 101 nodes"):
+        distprice.price(pd.DataFrame([dict(GOOD, steps_per_year=52)]), limits=Limits(max_width=101))
+
+
+def test_extra_columns_and_index_are_kept():
+    book = pd.DataFrame([dict(GOOD, desk="rates", book_id=7), dict(GOOD, id="b", desk="alm", book_id=8)],
+                        index=[10, 20])
+    priced = distprice.price(book)
+    assert list(priced.index) == [10, 20] and list(priced["desk"]) == ["rates", "alm"]
+    assert list(priced.columns[:len(book.columns)]) == list(book.columns)
+
+
+def test_unknown_engine_and_precision():
+    with pytest.raises(ValueError, match="unknown engine"):
+        distprice.price(pd.DataFrame([GOOD]), engine="abacus")
+    with pytest.raises(ValueError, match="precision"):
+        distprice.price(pd.DataFrame([GOOD]), precision="fp16")
+    with pytest.raises(ValueError, match="reference engine computes in fp64"):
+        distprice.price(pd.DataFrame([GOOD]), engine="reference", precision="fp32")
