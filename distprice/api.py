@@ -8,7 +8,6 @@ from .curves import ZeroCurve, builtin_curves, curves_from_frame
 from .engines import ENGINES, resolve
 from .engines.batch import real_dtype
 from .instruments import Limits, prepare
-from .lattice import tree_geometry
 from .problems import InvalidInputError
 from .tables import read_table
 
@@ -64,8 +63,7 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
     errors = np.full(n, None, dtype=object)
     for p in prepared.problems:
         errors[p.position] = str(p) if errors[p.position] is None else f"{errors[p.position]}; {str(p)}"
-    geometry = tree_geometry(canonical["mean_reversion"].where(valid, 1.0), canonical["volatility"].where(valid, 1.0),
-                             canonical["maturity"].where(valid, 1.0), canonical["steps_per_year"])
+    geometry = prepared.geometry
     priced = table.drop(columns=[c for c in PRICED_COLUMNS if c in table.columns]).reset_index(drop=True)
     priced = priced.assign(
         price=instrument_price,

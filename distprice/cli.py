@@ -15,7 +15,6 @@ from .api import ON_INVALID, load_curves, price
 from .engines import AUTO, ENGINES, resolve
 from .engines.batch import PRECISIONS
 from .instruments import prepare
-from .lattice import tree_geometry
 from .problems import InvalidInputError
 from .tables import table_format, write_table
 
@@ -105,9 +104,7 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
     prepared = prepare(table, curve_set)
     if prepared.problems:
         _fail_invalid(InvalidInputError(prepared.problems))
-    canonical = prepared.table
-    geometry = tree_geometry(canonical["mean_reversion"], canonical["volatility"], canonical["maturity"],
-                             canonical["steps_per_year"])
+    canonical, geometry = prepared.table, prepared.geometry
     node_steps = int(geometry.node_steps.sum())
     run_engine = ENGINES[engine]
     run_engine(canonical.head(8), curve_set, precision)  # warm-up: compilation, caches

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .curves import ZeroCurve
-from .lattice import EXERCISE_CODES, tree_geometry, to_step
+from .lattice import EXERCISE_CODES, TreeGeometry, tree_geometry, to_step
 from .problems import Problem
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond")
@@ -78,12 +78,14 @@ class Prepared:
     """A portfolio in canonical form.
 
     ``table`` has the columns of :data:`PORTFOLIO_COLUMNS`, typed, defaults filled (invalid cells hold
-    defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break.
+    defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break;
+    ``geometry`` is each row's tree (meaningful for valid rows only).
     """
 
     table: pd.DataFrame
     valid: np.ndarray
     problems: list[Problem]
+    geometry: TreeGeometry
 
 
 def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
@@ -184,7 +186,7 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
 
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
     problems = sorted(check.problems, key=lambda p: p.position)
-    return Prepared(table=table, valid=~check.invalid, problems=problems)
+    return Prepared(table=table, valid=~check.invalid, problems=problems, geometry=geometry)
 
 
 def _id_label(value) -> str:
