@@ -1,0 +1,344 @@
+"""GPU engines: CuPy launchers for ``kernels/outer.cu`` (``gpu-outer``) and ``kernels/flat.cu`` (``gpu-flat``).
+
+The CUDA sources are compiled once per process, precision and build option (NVRTC, through
+``cupy.RawModule``). Host preprocessing (sorting, padding, bin packing) is vectorised numpy or numba and
+timed apart from the kernels. Results come back as float64 arrays in the batch's row order.
+
+Layouts (the papers' names):
+- outer: one instrument per thread, instruments sorted by decreasing width, arrays padded per warp and
+  transposed (V4); ``lanes`` and ``sort`` select the plain variants (V1: no interleave, V2: global
+  padding) that the benchmarks compare against.
+- flat: instruments sorted by decreasing height, packed into bins whose summed widths fit the block;
+  one block per bin, one thread per node. Trees wider than the largest block go to the outer kernel.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import time
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+
+from .batch import Batch, real_dtype
+
+WARP = 32
+FLAT_BLOCKS = (256, 512, 1024)
+"""Block sizes (= bin capacities, in nodes) the flat engine chooses from."""
+OUTER_THREADS = 128
+_MAX_EVENTS = 2**31 - 1
+
+
+class GpuUnavailableError(RuntimeError):
+    """No CUDA GPU (or no CuPy) in this process."""
+
+
+def require_gpu():
+    """CuPy, once a CUDA device is known to be usable; raises :class:`GpuUnavailableError` otherwise."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise GpuUnavailableError(f"the GPU engines need CuPy (pip install 'distprice[gpu]'): {error}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as error:
+        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
+    if count == 0:
+        raise GpuUnavailableError("no CUDA device is visible")
+    return cupy
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """Whether a CUDA GPU and CuPy are usable in this process."""
+    try:
+        require_gpu()
+    except GpuUnavailableError:
+        return False
+    return True
+
+
+def device_name() -> str:
+    cupy = require_gpu()
+    return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+
+
+@functools.cache
+def _module(source: str, precision: str, defines: tuple[tuple[str, int], ...] = ()):
+    """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
+    cupy = require_gpu()
+    kernels = importlib.resources.files("distprice.kernels")
+    real = {"fp64": "double", "fp32": "float"}[precision]
+    options = ("-std=c++17", f"-DREAL={real}", f"-I{kernels}", *(f"-D{k}={v}" for k, v in defines))
+    return cupy.RawModule(code=(kernels / source).read_text(), options=options)
+
+
+@dataclass
+class GpuRun:
+    """Prices of one engine call with its timings (seconds) and device memory (bytes)."""
+
+    bond: np.ndarray
+    option: np.ndarray
+    seconds: dict[str, float] = field(default_factory=dict)
+    device_bytes: int = 0
+    detail: dict = field(default_factory=dict)
+
+
+class _Device:
+    """Device arrays of one call; counts the bytes it allocates (the engine's footprint)."""
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+        self.bytes = 0
+
+    def put(self, array):
+        array = np.ascontiguousarray(array)
+        self.bytes += array.nbytes
+        return self.cupy.asarray(array)
+
+    def empty(self, shape, dtype):
+        out = self.cupy.empty(shape, dtype=dtype)
+        self.bytes += out.nbytes
+        return out
+
+    def poisoned(self, n):
+        """float64 outputs filled with NaN, so that a row the kernel never wrote cannot pass."""
+        out = self.cupy.full(n, np.nan)
+        self.bytes += out.nbytes
+        return out
+
+
+def _portfolio_args(device: _Device, batch: Batch, precision: str) -> list:
+    """The kernels' leading PORTFOLIO_PARAMS, uploaded in batch order."""
+    real = real_dtype(precision)
+    g = batch.geometry
+    coupons, exercises = batch.coupons, batch.exercises
+    if max(len(coupons.step), len(exercises.step)) > _MAX_EVENTS:
+        raise ValueError("a GPU chunk holds at most 2^31 - 1 coupon or exercise events; price it in smaller chunks")
+    return [device.put(a) for a in (
+        g.jmax.astype(np.int32), g.height.astype(np.int32), g.dt.astype(np.float64), g.dr.astype(np.float64),
+        g.M.astype(np.float64), batch.face.astype(real), batch.is_call.astype(np.uint8),
+        batch.curve_index.astype(np.int32), batch.curve_offsets.astype(np.int64), batch.curve_t, batch.curve_z,
+        coupons.offsets.astype(np.int64), coupons.step.astype(np.int32), coupons.value.astype(real),
+        exercises.offsets.astype(np.int64), exercises.step.astype(np.int32), exercises.value.astype(real),
+        batch.option_from.astype(np.int32),
+    )]
+
+
+# ---- outer: layout ----
+
+@dataclass(frozen=True)
+class OuterLayout:
+    """Instruments (``order``: kernel position -> batch row) grouped ``lanes`` at a time, padded per group."""
+
+    order: np.ndarray
+    lanes: int
+    pitch: np.ndarray
+    row_base: np.ndarray
+    alpha_base: np.ndarray
+    row_elements: int
+    alpha_elements: int
+
+
+def _exclusive_cumsum(values: np.ndarray) -> tuple[np.ndarray, int]:
+    out = np.zeros(len(values), dtype=np.int64)
+    np.cumsum(values[:-1], out=out[1:])
+    return out, int(values.sum())
+
+
+def outer_layout(width: np.ndarray, height: np.ndarray, lanes: int = WARP, sort: bool = True) -> OuterLayout:
+    """Group, pad and transpose for the outer kernel: ``lanes`` 32 is warp padding (V4), ``len`` global (V2), 1 none (V1).
+
+    With ``sort`` the instruments are taken by decreasing width (then height), so a warp's trees are alike.
+    """
+    n = len(width)
+    order = np.lexsort((-height, -width)) if sort else np.arange(n)
+    groups = -(-n // lanes)
+    padded = np.zeros(groups * lanes, dtype=np.int64)
+    padded[:n] = width[order]
+    pitch = padded.reshape(groups, lanes).max(axis=1)
+    padded[:n] = height[order]
+    tallest = padded.reshape(groups, lanes).max(axis=1)
+    row_base, row_elements = _exclusive_cumsum(2 * pitch * lanes)
+    alpha_base, alpha_elements = _exclusive_cumsum(tallest * lanes)
+    return OuterLayout(order.astype(np.int64), lanes, pitch.astype(np.int32), row_base, alpha_base,
+                       row_elements, alpha_elements)
+
+
+# ---- flat: bin packing ----
+
+@numba.njit(cache=True)
+def _first_fit(widths, capacity, window):
+    """Bin of each item, placed in order into the first of the last ``window`` open bins it fits."""
+    n = len(widths)
+    bin_of = np.empty(n, dtype=np.int64)
+    free = np.empty(n, dtype=np.int64)
+    bins = 0
+    for i in range(n):
+        w = widths[i]
+        placed = -1
+        for b in range(max(0, bins - window), bins):
+            if free[b] >= w:
+                placed = b
+                break
+        if placed < 0:
+            placed = bins
+            free[bins] = capacity
+            bins += 1
+        free[placed] -= w
+        bin_of[i] = placed
+    return bin_of
+
+
+@dataclass(frozen=True)
+class FlatLayout:
+    """Bins of instruments for the flat kernel: bin b holds kernel positions ``bin_first[b] .. bin_first[b+1]``."""
+
+    order: np.ndarray
+    capacity: int
+    bin_first: np.ndarray
+    node_offset: np.ndarray
+    bin_height: np.ndarray
+    alpha_base: np.ndarray
+    alpha_elements: int
+
+    @property
+    def bins(self) -> int:
+        return len(self.bin_height)
+
+    def thread_steps(self) -> int:
+        """Thread-steps the kernel runs, idle threads and padded loop counts included (forward + backward)."""
+        return int(2 * self.capacity * self.bin_height.sum())
+
+
+def flat_layout(width: np.ndarray, height: np.ndarray, capacity: int, window: int = 16) -> FlatLayout:
+    """Sort by decreasing height (then width), pack into bins of ``capacity`` nodes (first fit over the last
+    ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
+    if len(width) and width.max() > capacity:
+        raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
+    by_height = np.lexsort((-width, -height))
+    bin_of = _first_fit(width[by_height].astype(np.int64), capacity, window)
+    grouped = np.argsort(bin_of, kind="stable")
+    order = by_height[grouped]
+    bin_of = bin_of[grouped]
+    bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
+    bin_first = np.searchsorted(bin_of, np.arange(bins + 1)).astype(np.int32)
+    starts, _ = _exclusive_cumsum(width[order].astype(np.int64))
+    node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
+    bin_height = np.maximum.reduceat(height[order], bin_first[:-1]) if bins else np.zeros(0, np.int64)
+    alpha_base, alpha_elements = _exclusive_cumsum(bin_height.astype(np.int64) * np.diff(bin_first))
+    return FlatLayout(order.astype(np.int64), capacity, bin_first, node_offset, bin_height.astype(np.int32),
+                      alpha_base, alpha_elements)
+
+
+def choose_flat_block(width: np.ndarray, height: np.ndarray) -> int:
+    """The block size (bin capacity) that runs the fewest thread-steps, idle threads and padding included.
+
+    Candidates: the sizes of FLAT_BLOCKS and, for portfolios of one or a few widths, 1 to 4 of the widest
+    tree rounded up to whole warps (U1's width 259 packs three to a block of 800 but only three to 1024).
+    """
+    widest = int(width.max())
+    multiples = {-(-m * widest // WARP) * WARP for m in range(1, 5)}
+    fits = sorted(c for c in {*FLAT_BLOCKS, *multiples} if widest <= c <= FLAT_BLOCKS[-1])
+    return min(fits, key=lambda c: (flat_layout(width, height, c).thread_steps(), -c))
+
+
+def flat_shared_bytes(threads: int, precision: str) -> int:
+    """Dynamic shared memory of a flat block (mirrors the carve-up in flat.cu)."""
+    real = np.dtype(real_dtype(precision)).itemsize
+    return (4 * (threads + 4) + 64) * real + (threads // 3 + 2) * 4
+
+
+# ---- launches ----
+
+def _timed(cupy, launch):
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    launch()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / 1e3
+
+
+def _launch_outer(cupy, device, book, rows_idx, layout: OuterLayout, precision, bond, option, defines=()):
+    kernel = _module("outer.cu", precision, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
+    real = real_dtype(precision)
+    order = device.put(rows_idx[layout.order])
+    rows = device.empty(max(layout.row_elements, 1), real)
+    alphas = device.empty(max(layout.alpha_elements, 1), real)
+    n = len(layout.order)
+    args = (*book, np.int32(n), order, np.int32(layout.lanes), device.put(layout.row_base),
+            device.put(layout.pitch), device.put(layout.alpha_base), rows, alphas, bond, option)
+    return lambda: kernel((-(-n // OUTER_THREADS),), (OUTER_THREADS,), args)
+
+
+def _launch_flat(cupy, device, book, rows_idx, layout: FlatLayout, precision, bond, option, defines=()):
+    kernel = _module("flat.cu", precision, (("FLAT_MAX_THREADS", layout.capacity), *defines)).get_function("flat_price")
+    real = real_dtype(precision)
+    shared = flat_shared_bytes(layout.capacity, precision)
+    kernel.max_dynamic_shared_size_bytes = shared
+    args = (*book, device.put(rows_idx[layout.order]), device.put(layout.bin_first), device.put(layout.node_offset),
+            device.put(layout.bin_height), device.put(layout.alpha_base),
+            device.empty(max(layout.alpha_elements, 1), real), bond, option)
+    return lambda: kernel((layout.bins,), (layout.capacity,), args, shared_mem=shared)
+
+
+def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
+              block: int | None = None, defines: tuple = ()) -> GpuRun:
+    """Price ``batch`` with the ``outer`` or ``flat`` kernel; see the module docstring for the layouts.
+
+    ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
+    ``block`` fixes the flat block size (default: :func:`choose_flat_block`); ``defines`` adds ``-D`` build
+    options (register caps and the like, for the benchmarks).
+    """
+    cupy = require_gpu()
+    n = len(batch)
+    seconds = {}
+    tick = time.perf_counter()
+    width, height = batch.geometry.width, batch.geometry.height
+    rows_idx = np.arange(n, dtype=np.int64)
+    outer_rows, flat_rows = (rows_idx, rows_idx[:0]) if kernel == "outer" else (rows_idx[:0], rows_idx)
+    if kernel == "flat":
+        wide = width > FLAT_BLOCKS[-1]
+        outer_rows, flat_rows = rows_idx[wide], rows_idx[~wide]
+    elif kernel != "outer":
+        raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
+    layouts = {}
+    if len(outer_rows):
+        layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
+                                        lanes=lanes or len(outer_rows), sort=sort)
+    if len(flat_rows):
+        capacity = block or choose_flat_block(width[flat_rows], height[flat_rows])
+        layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], capacity)
+    seconds["layout"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    device = _Device(cupy)
+    book = _portfolio_args(device, batch, precision)
+    bond, option = device.poisoned(n), device.poisoned(n)
+    launches = []
+    if "outer" in layouts:
+        launches.append(_launch_outer(cupy, device, book, outer_rows, layouts["outer"], precision, bond, option,
+                                      defines))
+    if "flat" in layouts:
+        launches.append(_launch_flat(cupy, device, book, flat_rows, layouts["flat"], precision, bond, option,
+                                     defines))
+    cupy.cuda.Device().synchronize()
+    seconds["upload"] = time.perf_counter() - tick
+
+    seconds["kernel"] = _timed(cupy, lambda: [launch() for launch in launches])
+    tick = time.perf_counter()
+    bond_host, option_host = cupy.asnumpy(bond), cupy.asnumpy(option)
+    seconds["download"] = time.perf_counter() - tick
+    unpriced = np.flatnonzero(np.isnan(bond_host) | np.isnan(option_host))
+    if len(unpriced):
+        raise RuntimeError(f"the {kernel} kernel left {len(unpriced)} rows unpriced (first: batch row {unpriced[0]})")
+    detail = {}
+    if "flat" in layouts:
+        flat = layouts["flat"]
+        detail.update(block=flat.capacity, bins=flat.bins, flat_rows=len(flat_rows),
+                      occupancy=float((2 * width[flat_rows] * height[flat_rows]).sum() / max(flat.thread_steps(), 1)))
+    if "outer" in layouts:
+        detail.update(outer_rows=len(outer_rows))
+    return GpuRun(bond_host, option_host, seconds, device.bytes, detail)

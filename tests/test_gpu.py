@@ -1,0 +1,145 @@
+"""The GPU kernels against the reference and CPU engines (``-m gpu``; skipped where no GPU is visible)."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import distprice
+from distprice import datasets
+from distprice.api import load_curves
+from distprice.engines import resolve
+from distprice.engines.batch import pack
+from distprice.engines.gpu import FLAT_BLOCKS, gpu_available, price_gpu
+from distprice.instruments import prepare
+
+from conftest import HULL_PUT, random_portfolio
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")]
+
+KERNELS = ("outer", "flat")
+RTOL = 1e-12
+
+
+def relative_errors(ours, ref):
+    """Worst bond error relative to the bond, and worst option error relative to the bond (an option's
+    rounding is that of the bond it is written on)."""
+    bond = np.max(np.abs(ours.bond - ref[0]) / np.abs(ref[0]))
+    option = np.max(np.abs(ours.option - ref[1]) / np.abs(ref[0]))
+    return bond, option
+
+
+def batch_of(table, curves=None):
+    curves = load_curves(curves)
+    prepared = prepare(table, curves)
+    assert not prepared.problems
+    return prepared.table, curves
+
+
+def assert_kernel_matches(kernel, table, engine="reference", rtol=RTOL, **options):
+    canonical, curves = batch_of(table)
+    ref = distprice.engines.ENGINES[engine](canonical, curves, "fp64")
+    run = price_gpu(pack(canonical, curves), kernel, "fp64", **options)
+    bond, option = relative_errors(run, ref)
+    assert bond <= rtol and option <= rtol, (kernel, bond, option)
+    return run, ref
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_random_portfolio_of_every_kind_matches_reference(kernel, mixed_portfolio):
+    run, ref = assert_kernel_matches(kernel, mixed_portfolio)
+    big = np.abs(ref[1]) > 1e-6
+    assert big.sum() > 50
+    assert np.max(np.abs(run.option - ref[1])[big] / np.abs(ref[1][big])) < 1e-10
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("name", ["U1", "U2", "R1", "R2", "R3", "S1", "S2"])
+def test_datasets_at_reduced_size_match_cpu_engine(kernel, name):
+    table = datasets.generate(name, 1500, seed=7)
+    assert_kernel_matches(kernel, table, engine="cpu")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_datasets_sample_matches_reference(kernel):
+    table = pd.concat([datasets.generate(name, 25, seed=3) for name in ("U1", "R1", "S2")], ignore_index=True)
+    table["id"] = np.arange(len(table))
+    assert_kernel_matches(kernel, table)
+
+
+WIDE = dict(maturity=2.0, expiry=1.5, exercise="bermudan", exercise_frequency=4, first_exercise=0.5,
+            coupon=0.05, coupon_frequency=2, volatility=0.004)
+EDGE_CASES = {
+    "width 3": dict(mean_reversion=5.0, steps_per_year=1, maturity=4.0, expiry=2.0),
+    "height 1": dict(maturity=1 / 12, expiry=1 / 12),
+    "expiry at maturity": dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),
+    "american with monthly coupons": dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08,
+                                          coupon_frequency=12, steps_per_year=4),
+    "just above a block (1025)": dict(WIDE, mean_reversion=0.00431),
+    "far above a block (~4000)": dict(WIDE, mean_reversion=0.0011),
+}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", EDGE_CASES, ids=list(EDGE_CASES))
+def test_edge_cases_alone_and_in_a_crowd(kernel, case):
+    row = {**HULL_PUT, "steps_per_year": 12, "id": "edge", **EDGE_CASES[case]}
+    alone = pd.DataFrame([row])
+    assert_kernel_matches(kernel, alone)
+    crowd = pd.concat([random_portfolio(np.random.default_rng(5), 40), alone], ignore_index=True)
+    assert_kernel_matches(kernel, crowd)
+
+
+def test_edge_case_widths_are_what_they_say():
+    for case, low, high in (("just above a block (1025)", FLAT_BLOCKS[-1], 1100), ("far above a block (~4000)", 3900, 4100)):
+        row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **EDGE_CASES[case]}
+        width = prepare(pd.DataFrame([row]), load_curves(None)).geometry.width[0]
+        assert low < width < high, (case, width)
+
+
+def test_outer_layouts_give_identical_prices():
+    """V1, V2 and V4 only move data: each thread does the same arithmetic, so prices agree bit for bit."""
+    canonical, curves = batch_of(datasets.generate("R1", 700, seed=11))
+    batch = pack(canonical, curves)
+    warp = price_gpu(batch, "outer")
+    for options in (dict(lanes=None, sort=False), dict(lanes=1, sort=False), dict(lanes=32, sort=False)):
+        other = price_gpu(batch, "outer", **options)
+        np.testing.assert_array_equal(other.bond, warp.bond)
+        np.testing.assert_array_equal(other.option, warp.option)
+
+
+def test_flat_block_sizes_agree():
+    canonical, curves = batch_of(datasets.generate("S1", 800, seed=2))
+    batch = pack(canonical, curves)
+    runs = [price_gpu(batch, "flat", block=block) for block in FLAT_BLOCKS[1:]]
+    for run in runs[1:]:
+        bond, option = relative_errors(run, (runs[0].bond, runs[0].option))
+        assert bond < 1e-14 and option < 1e-14
+    assert runs[0].detail["block"] == FLAT_BLOCKS[1]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_fp32_error_is_reported_and_small(kernel, mixed_portfolio, record_property):
+    canonical, curves = batch_of(mixed_portfolio)
+    ref = distprice.engines.ENGINES["reference"](canonical, curves, "fp64")
+    run = price_gpu(pack(canonical, curves, "fp32"), kernel, "fp32")
+    bond, option = relative_errors(run, ref)
+    record_property("fp32_bond_error", bond)
+    record_property("fp32_option_error", option)
+    print(f"{kernel} fp32: bond {bond:.2e}, option {option:.2e} (relative to the bond)")
+    assert 0 < bond < 1e-4 and option < 1e-3
+
+
+def test_engines_through_the_api_and_auto(mixed_portfolio):
+    assert resolve("auto") == "gpu-flat"
+    ref = distprice.price(mixed_portfolio, engine="reference")
+    for engine in ("gpu-outer", "gpu-flat", "auto"):
+        priced = distprice.price(mixed_portfolio, engine=engine)
+        assert list(priced["id"]) == list(mixed_portfolio["id"])
+        np.testing.assert_allclose(priced["price"], ref["price"], rtol=1e-11, atol=1e-11)
+    assert (priced["engine"] == "gpu-flat").all()
+
+
+def test_single_instrument_hull_example_on_gpu():
+    for engine in ("gpu-outer", "gpu-flat"):
+        priced = distprice.price(pd.DataFrame([dict(HULL_PUT, id=1, steps_per_year=365)]), engine=engine)
+        assert priced.loc[0, "width"] == 1345
+        assert abs(priced.loc[0, "price"] - 1.8096889) < 5e-8

@@ -1,0 +1,94 @@
+"""Host side of the GPU engines (runs without a GPU): layouts, bin packing, packaging, engine resolution."""
+import importlib.resources
+
+import numpy as np
+import pytest
+
+from distprice.engines import ENGINES, GpuUnavailableError, resolve
+from distprice.engines.gpu import (FLAT_BLOCKS, WARP, choose_flat_block, flat_layout, flat_shared_bytes,
+                                   gpu_available, outer_layout)
+
+
+def shapes(seed=0, n=5000):
+    rng = np.random.default_rng(seed)
+    return 2 * rng.integers(1, 256, n) + 1, rng.integers(1, 1201, n)
+
+
+@pytest.mark.parametrize("capacity", [256, 512, 1024])
+def test_flat_bins_hold_every_row_once_and_fit(capacity):
+    width, height = shapes()
+    width = np.minimum(width, capacity - 1)
+    layout = flat_layout(width, height, capacity)
+    assert sorted(layout.order) == list(range(len(width)))
+    first = layout.bin_first
+    assert first[0] == 0 and first[-1] == len(width) and np.all(np.diff(first) >= 1)
+    for b in range(layout.bins):
+        members = layout.order[first[b]:first[b + 1]]
+        w = width[members]
+        assert w.sum() <= capacity
+        np.testing.assert_array_equal(layout.node_offset[first[b]:first[b + 1]], np.cumsum(w) - w)
+        assert layout.bin_height[b] == height[members].max()
+    counts = np.diff(first).astype(np.int64)
+    np.testing.assert_array_equal(layout.alpha_base[1:], np.cumsum(layout.bin_height.astype(np.int64) * counts)[:-1])
+
+
+def test_flat_packing_is_tight_and_keeps_heights_together():
+    width, height = shapes(1, 20000)
+    layout = flat_layout(width, height, 1024)
+    useful = (2 * width * height).sum()
+    assert useful / layout.thread_steps() > 0.93
+    # members of a bin are close in height: the tallest bins come first
+    assert np.all(np.diff(layout.bin_height[: layout.bins // 2]) <= 0) or layout.bin_height[0] == height.max()
+
+
+def test_flat_refuses_trees_wider_than_the_bin():
+    with pytest.raises(ValueError, match="width 301"):
+        flat_layout(np.array([301, 7]), np.array([10, 10]), 256)
+
+
+def test_flat_block_choice_fits_the_widest_and_packs_uniform_widths():
+    assert choose_flat_block(np.full(300, 259), np.full(300, 606)) == 800  # three 259-wide trees, 97% busy
+    width, height = shapes()
+    assert choose_flat_block(width, height) in FLAT_BLOCKS
+    assert choose_flat_block(np.array([1001]), np.array([5])) == 1024
+
+
+def test_flat_shared_memory_fits_a_block_without_opt_in():
+    assert flat_shared_bytes(1024, "fp64") < 48 * 1024
+    assert flat_shared_bytes(1024, "fp32") < flat_shared_bytes(1024, "fp64")
+
+
+@pytest.mark.parametrize("lanes,sort", [(WARP, True), (WARP, False), (1, False), (None, False)])
+def test_outer_layout_pads_per_group(lanes, sort):
+    width, height = shapes(2, 1000)
+    layout = outer_layout(width, height, lanes=lanes or len(width), sort=sort)
+    assert sorted(layout.order) == list(range(len(width)))
+    if sort:
+        assert np.all(np.diff(width[layout.order]) <= 0)
+    else:
+        np.testing.assert_array_equal(layout.order, np.arange(len(width)))
+    lanes = layout.lanes
+    groups = -(-len(width) // lanes)
+    assert len(layout.pitch) == groups
+    for g in range(groups):
+        members = layout.order[g * lanes:(g + 1) * lanes]
+        assert layout.pitch[g] == width[members].max()
+    assert layout.row_elements == int((2 * layout.pitch.astype(np.int64) * lanes).sum())
+    # warp padding costs little over the exact footprint when sorted; global padding costs the most
+    exact = 2 * width.sum()
+    if lanes == WARP and sort:
+        assert layout.row_elements < 1.05 * exact
+
+
+def test_kernel_sources_ship_with_the_package():
+    names = {p.name for p in importlib.resources.files("distprice.kernels").iterdir()}
+    assert {"outer.cu", "flat.cu", "common.cuh"} <= names
+
+
+def test_gpu_engines_are_listed_and_fail_clearly_without_a_gpu():
+    assert {"gpu-outer", "gpu-flat"} <= set(ENGINES)
+    if gpu_available():
+        pytest.skip("a GPU is visible here")
+    assert resolve("auto") == "cpu"
+    with pytest.raises(GpuUnavailableError, match="engine gpu-flat cannot run here"):
+        resolve("gpu-flat")
