@@ -5,11 +5,12 @@
 Variants (the papers' names): ``outer`` is GPU-OUTER as shipped (sorted by width, padded per warp and
 transposed: V4); ``outer-unsorted`` the same unsorted; ``plain-v2`` one thread per instrument with global
 padding, unsorted; ``plain-v1`` no padding or interleaving, unsorted; ``flat`` GPU-FLAT as shipped (block
-chosen per portfolio), ``flat-<block>`` with a fixed block; ``...-cap<N>`` with a register cap from
+chosen per portfolio); ``...-cap<N>`` with a register cap from
 ``__launch_bounds__``. Every variant is checked against the CPU engine on the same rows. Kernel time is
 taken with CUDA events around the launches (median of ``--repeat`` after a warm-up); preprocessing
 (``pack`` and the kernel's own layout) and transfers are timed apart. Also measures the device's
 ceilings: device-to-device copy bandwidth and the FP64/FP32 FMA rate.
+``flat-n<N>`` fixes the flat kernel's nodes per thread and ``-t<T>`` its threads per block.
 
 Writes ``gpu_kernels.json`` and ``gpu_kernels.md`` into OUTPUT_DIR.
 """
@@ -87,11 +88,14 @@ VARIANTS = {
     "outer-cap64": dict(kernel="outer", defines=(("OUTER_MIN_BLOCKS", 8),)),
     "outer-cap40": dict(kernel="outer", defines=(("OUTER_MIN_BLOCKS", 12),)),
     "flat": dict(kernel="flat"),
-    "flat-256": dict(kernel="flat", block=256),
-    "flat-512": dict(kernel="flat", block=512),
-    "flat-1024": dict(kernel="flat", block=1024),
-    "flat-cap32": dict(kernel="flat", block=1024, defines=(("FLAT_MIN_BLOCKS", 2),)),
-    "flat-512-cap40": dict(kernel="flat", block=512, defines=(("FLAT_MIN_BLOCKS", 3),)),
+    "flat-n1": dict(kernel="flat", nodes=1),
+    "flat-n4": dict(kernel="flat", nodes=4),
+    "flat-n2-t256": dict(kernel="flat", nodes=2, threads=256),
+    "flat-n2-t512": dict(kernel="flat", nodes=2, threads=512),
+    "flat-n2-t1024": dict(kernel="flat", nodes=2, threads=1024),
+    "flat-n1-cap32": dict(kernel="flat", nodes=1, threads=1024, defines=(("FLAT_MIN_BLOCKS", 2),)),
+    "flat-n2-cap40": dict(kernel="flat", nodes=2, threads=512, defines=(("FLAT_MIN_BLOCKS", 3),)),
+    "flat-n2-nocap": dict(kernel="flat", nodes=2, threads=512, defines=(("FLAT_MIN_BLOCKS", 1),)),
 }
 SHIPPED = ("outer", "flat", "plain-v2")
 
@@ -108,6 +112,41 @@ def run_variant(batch, options, precision, repeat, reference):
                 device_bytes=last.device_bytes, bond_error=bond_error, option_error=option_error, **last.detail)
 
 
+WIDE_TREES = {1027: 0.00431, 2057: 0.00215, 4017: 0.0011, 4419: 0.001}
+"""Width -> mean reversion at 12 steps a year."""
+
+
+def wide_trees(repeat: int, copies=(1, 64)) -> list[dict]:
+    """Trees wider than a 1024-thread block, alone and in groups, on each kernel and on the CPU engine.
+
+    Each tree: 100 years (height 1200), bermudan put with quarterly exercise on a coupon bond.
+    """
+    import pandas as pd
+
+    curves = load_curves(None)
+    rows = []
+    for width, a in WIDE_TREES.items():
+        for n in copies:
+            table = pd.DataFrame([dict(id=i, instrument="bond_option", option_type="put", exercise="bermudan",
+                                       strike=95.0, expiry=60.0, first_exercise=10.0, exercise_frequency=4,
+                                       maturity=100.0, coupon=0.05, coupon_frequency=2, face=100.0,
+                                       mean_reversion=a, volatility=0.004, steps_per_year=12, curve="hull")
+                                  for i in range(n)])
+            batch = pack(prepare(table, curves).table, curves)
+            assert int(batch.geometry.width[0]) == width
+            tick = time.perf_counter()
+            reference = price_cpu(batch)
+            cpu_s = time.perf_counter() - tick
+            for kernel in ("flat", "outer"):
+                measured = run_variant(batch, dict(kernel=kernel), "fp64", repeat, reference)
+                rows.append(dict(width=width, copies=n, kernel=kernel, cpu_engine_s=cpu_s, **measured))
+                print(f"wide {width:5} x{n:3} {kernel:5} kernel {measured['kernel_s'] * 1e3:9.2f} ms  "
+                      f"cpu engine {cpu_s * 1e3:9.2f} ms  err {max(measured['bond_error'], measured['option_error']):.1e}"
+                      + "".join(f"  {k}={measured[k]}" for k in ("nodes", "threads", "outer_rows") if k in measured),
+                      flush=True)
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("output_dir", type=Path)
@@ -116,6 +155,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--variants", default="all", help="comma-separated names, 'shipped' or 'all'")
     parser.add_argument("--fp32", action="store_true", help="also time the shipped kernels in fp32")
+    parser.add_argument("--wide", action="store_true", help="also time trees wider than one block (see wide_trees)")
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     cupy = require_gpu()
@@ -124,7 +164,9 @@ def main(argv=None):
     report = {"device": device_name(), "date": time.strftime("%Y-%m-%d"), "ceilings": ceilings(cupy), "rows": []}
     print(f"device {report['device']}: " + ", ".join(f"{k} {v:.3e}" for k, v in report["ceilings"].items()), flush=True)
     curves = load_curves(None)
-    for name in args.datasets.split(","):
+    if args.wide:
+        report["wide"] = wide_trees(args.repeat)
+    for name in filter(None, args.datasets.split(",")):
         table = datasets.generate(name, args.size, seed=0)
         canonical = prepare(table, curves).table
         tick = time.perf_counter()
@@ -152,7 +194,7 @@ def main(argv=None):
                   f"NS/s {row['ns_per_s']:.3e}  mem {row['device_bytes'] / 2**20:8.1f} MiB  "
                   f"layout {row['layout_s'] * 1e3:7.1f} ms  upload {row['upload_s'] * 1e3:6.1f} ms  "
                   f"err bond {row['bond_error']:.1e} option {row['option_error']:.1e}  "
-                  + " ".join(f"{k}={row[k]}" for k in ("block", "bins", "occupancy") if k in row), flush=True)
+                  + " ".join(f"{k}={row[k]}" for k in ("nodes", "threads", "bins", "occupancy") if k in row), flush=True)
     (args.output_dir / "gpu_kernels.json").write_text(json.dumps(report, indent=1))
     lines = [f"device {report['device']}, {report['date']}", "",
              "| dataset | variant | precision | kernel ms | NS/s | device MiB | pack+layout+transfer ms | max rel err |",

@@ -12,7 +12,7 @@ import click
 
 from . import datasets
 from .api import ON_INVALID, load_curves, price
-from .engines import AUTO, ENGINES, GpuUnavailableError, resolve
+from .engines import AUTO, ENGINES, GPU_ENGINES, GpuUnavailableError, resolve
 from .engines.batch import PRECISIONS
 from .instruments import prepare
 from .problems import InvalidInputError
@@ -95,10 +95,17 @@ def generate(name, size, seed, output):
 @click.option("--peer-size", type=click.IntRange(min=1), default=200, show_default=True,
               help="Instruments the peer prices (it is far slower); its time is scaled to the full size.")
 def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
-    """Time an engine on a synthetic dataset: node-steps, seconds, node-steps per second (NS/s)."""
+    """Time an engine on a synthetic dataset: node-steps, seconds, node-steps per second (NS/s).
+
+    GPU engines also report the kernel time alone (CUDA events), the host layout and transfer times and the
+    device memory they allocate.
+    """
     from .engines.batch import pack
 
-    engine = resolve(engine)
+    try:
+        engine = resolve(engine)
+    except GpuUnavailableError as error:
+        raise click.ClickException(str(error))
     table = datasets.generate(dataset, size, seed)
     curve_set = load_curves(None)
     prepared = prepare(table, curve_set)
@@ -107,7 +114,8 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
     canonical, geometry = prepared.table, prepared.geometry
     node_steps = int(geometry.node_steps.sum())
     run_engine = ENGINES[engine]
-    run_engine(canonical.head(8), curve_set, precision)  # warm-up: compilation, caches
+    # warm-up: compilation and caches (GPU kernels are built per block shape, so warm up on the same rows)
+    run_engine(canonical if engine in GPU_ENGINES else canonical.head(8), curve_set, precision)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -115,11 +123,20 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
         times.append(time.perf_counter() - start)
     seconds = statistics.median(times)
     start = time.perf_counter()
-    pack(canonical, curve_set, precision)
+    batch = pack(canonical, curve_set, precision)
     layout = time.perf_counter() - start
     click.echo(f"dataset {dataset}  rows {len(canonical)}  engine {engine}  precision {precision}")
     click.echo(f"node-steps {node_steps:.4e}  seconds {seconds:.4f} (median of {repeat}; layout {layout:.4f})"
                f"  NS/s {node_steps / seconds:.4e}")
+    if engine in GPU_ENGINES:
+        from .engines.gpu import device_name, price_gpu
+
+        runs = [price_gpu(batch, engine.removeprefix("gpu-"), precision) for _ in range(repeat)]
+        part = {name: statistics.median(r.seconds[name] for r in runs) for name in runs[0].seconds}
+        click.echo(f"device {device_name()}  kernel {part['kernel']:.4f} s  NS/s {node_steps / part['kernel']:.4e}"
+                   f"  kernel layout {part['layout']:.4f} s  upload {part['upload']:.4f} s"
+                   f"  download {part['download']:.4f} s  device memory {runs[0].device_bytes / 2**20:.1f} MiB"
+                   + "".join(f"  {k} {v}" for k, v in runs[0].detail.items() if k in ("nodes", "threads", "bins")))
     if peer:
         from .quantlib_peer import price_quantlib
 

@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
+from distprice.engines import gpu_available
 
 from conftest import HULL_PUT
 
@@ -85,3 +86,21 @@ def test_bench_prints_node_steps_and_peer(runner):
     assert result.exit_code == 0, result.output
     assert f"node-steps {2 * 259 * 606 * 20:.4e}" in result.output
     assert "peer quantlib  rows 2" in result.output and "ratio" in result.output
+
+
+@pytest.mark.skipif(gpu_available(), reason="a GPU is visible here")
+def test_gpu_engine_without_a_gpu_is_a_clear_error(runner, tmp_path, mixed_portfolio):
+    mixed_portfolio.to_csv(tmp_path / "b.csv", index=False)
+    output = tmp_path / "o.csv"
+    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(output),
+                                  "--engine", "gpu-outer"])
+    assert result.exit_code == 1
+    assert "engine gpu-outer cannot run here" in result.output and not output.exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+def test_bench_reports_the_kernel_alone_on_a_gpu(runner):
+    result = runner.invoke(main, ["bench", "--dataset", "S1", "--size", "2000", "--repeat", "1", "--engine", "gpu-flat"])
+    assert result.exit_code == 0, result.output
+    assert "engine gpu-flat" in result.output and "kernel " in result.output and "device memory" in result.output

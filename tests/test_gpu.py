@@ -8,7 +8,7 @@ from distprice import datasets
 from distprice.api import load_curves
 from distprice.engines import resolve
 from distprice.engines.batch import pack
-from distprice.engines.gpu import FLAT_BLOCKS, gpu_available, price_gpu
+from distprice.engines.gpu import FLAT_MAX_WIDTH, FLAT_NODES, FLAT_THREADS, gpu_available, price_gpu
 from distprice.instruments import prepare
 
 from conftest import HULL_PUT, random_portfolio
@@ -73,8 +73,10 @@ EDGE_CASES = {
     "expiry at maturity": dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),
     "american with monthly coupons": dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08,
                                           coupon_frequency=12, steps_per_year=4),
-    "just above a block (1025)": dict(WIDE, mean_reversion=0.00431),
-    "far above a block (~4000)": dict(WIDE, mean_reversion=0.0011),
+    "just above 1024 (1027)": dict(WIDE, mean_reversion=0.00431),
+    "just above 2048 (2057)": dict(WIDE, mean_reversion=0.00215),
+    "widest flat (4017)": dict(WIDE, mean_reversion=0.0011),
+    "wider than flat (4419)": dict(WIDE, mean_reversion=0.001),
 }
 
 
@@ -89,10 +91,19 @@ def test_edge_cases_alone_and_in_a_crowd(kernel, case):
 
 
 def test_edge_case_widths_are_what_they_say():
-    for case, low, high in (("just above a block (1025)", FLAT_BLOCKS[-1], 1100), ("far above a block (~4000)", 3900, 4100)):
+    for case, expected in (("just above 1024 (1027)", 1027), ("just above 2048 (2057)", 2057),
+                           ("widest flat (4017)", 4017), ("wider than flat (4419)", 4419)):
         row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **EDGE_CASES[case]}
-        width = prepare(pd.DataFrame([row]), load_curves(None)).geometry.width[0]
-        assert low < width < high, (case, width)
+        assert prepare(pd.DataFrame([row]), load_curves(None)).geometry.width[0] == expected
+    assert 4017 <= FLAT_MAX_WIDTH < 4419
+
+
+def test_wide_trees_take_the_kernel_they_fit():
+    rows = [{**HULL_PUT, "steps_per_year": 12, "id": case, **EDGE_CASES[case]} for case in EDGE_CASES]
+    canonical, curves = batch_of(pd.DataFrame(rows))
+    run = price_gpu(pack(canonical, curves), "flat")
+    assert run.detail["outer_rows"] == 1 and run.detail["flat_rows"] == len(rows) - 1
+    assert run.detail["nodes"] == 4
 
 
 def test_outer_layouts_give_identical_prices():
@@ -106,14 +117,16 @@ def test_outer_layouts_give_identical_prices():
         np.testing.assert_array_equal(other.option, warp.option)
 
 
-def test_flat_block_sizes_agree():
+def test_flat_block_shapes_agree():
+    """Block size and nodes per thread change only the order of the segmented sums: rounding apart, equal."""
     canonical, curves = batch_of(datasets.generate("S1", 800, seed=2))
     batch = pack(canonical, curves)
-    runs = [price_gpu(batch, "flat", block=block) for block in FLAT_BLOCKS[1:]]
-    for run in runs[1:]:
+    shapes = [(1, 512), (1, 1024), (2, 256), (2, 512), (2, 1024), (4, 256)]
+    runs = [price_gpu(batch, "flat", nodes=nodes, threads=threads) for nodes, threads in shapes]
+    for run, (nodes, threads) in zip(runs, shapes):
+        assert (run.detail["nodes"], run.detail["threads"]) == (nodes, threads)
         bond, option = relative_errors(run, (runs[0].bond, runs[0].option))
         assert bond < 1e-14 and option < 1e-14
-    assert runs[0].detail["block"] == FLAT_BLOCKS[1]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

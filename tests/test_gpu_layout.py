@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from distprice.engines import ENGINES, GpuUnavailableError, resolve
-from distprice.engines.gpu import (FLAT_BLOCKS, WARP, choose_flat_block, flat_layout, flat_shared_bytes,
-                                   gpu_available, outer_layout)
+from distprice.engines.gpu import (FLAT_NODES, FLAT_THREADS, WARP, choose_flat_shape, flat_layout,
+                                   flat_shared_bytes, gpu_available, outer_layout)
 
 
 def shapes(seed=0, n=5000):
@@ -14,19 +14,22 @@ def shapes(seed=0, n=5000):
     return 2 * rng.integers(1, 256, n) + 1, rng.integers(1, 1201, n)
 
 
-@pytest.mark.parametrize("capacity", [256, 512, 1024])
-def test_flat_bins_hold_every_row_once_and_fit(capacity):
+@pytest.mark.parametrize("nodes,threads", [(1, 256), (1, 1024), (2, 256), (2, 512), (4, 256)])
+def test_flat_bins_hold_every_row_once_and_fit(nodes, threads):
     width, height = shapes()
+    capacity = nodes * threads
     width = np.minimum(width, capacity - 1)
-    layout = flat_layout(width, height, capacity)
+    layout = flat_layout(width, height, threads, nodes)
+    assert layout.capacity == capacity
     assert sorted(layout.order) == list(range(len(width)))
     first = layout.bin_first
     assert first[0] == 0 and first[-1] == len(width) and np.all(np.diff(first) >= 1)
     for b in range(layout.bins):
         members = layout.order[first[b]:first[b + 1]]
-        w = width[members]
-        assert w.sum() <= capacity
-        np.testing.assert_array_equal(layout.node_offset[first[b]:first[b + 1]], np.cumsum(w) - w)
+        padded = -(-width[members] // nodes) * nodes
+        assert padded.sum() <= capacity
+        np.testing.assert_array_equal(layout.node_offset[first[b]:first[b + 1]], np.cumsum(padded) - padded)
+        assert np.all(layout.node_offset[first[b]:first[b + 1]] % nodes == 0)
         assert layout.bin_height[b] == height[members].max()
     counts = np.diff(first).astype(np.int64)
     np.testing.assert_array_equal(layout.alpha_base[1:], np.cumsum(layout.bin_height.astype(np.int64) * counts)[:-1])
@@ -34,28 +37,38 @@ def test_flat_bins_hold_every_row_once_and_fit(capacity):
 
 def test_flat_packing_is_tight_and_keeps_heights_together():
     width, height = shapes(1, 20000)
-    layout = flat_layout(width, height, 1024)
+    layout = flat_layout(width, height, 512, 2)
     useful = (2 * width * height).sum()
     assert useful / layout.thread_steps() > 0.93
-    # members of a bin are close in height: the tallest bins come first
-    assert np.all(np.diff(layout.bin_height[: layout.bins // 2]) <= 0) or layout.bin_height[0] == height.max()
+    assert layout.bin_height[0] == height.max() and layout.bin_height[-1] <= np.sort(height)[len(height) // 10]
 
 
 def test_flat_refuses_trees_wider_than_the_bin():
     with pytest.raises(ValueError, match="width 301"):
-        flat_layout(np.array([301, 7]), np.array([10, 10]), 256)
+        flat_layout(np.array([301, 7]), np.array([10, 10]), 128, 2)
 
 
-def test_flat_block_choice_fits_the_widest_and_packs_uniform_widths():
-    assert choose_flat_block(np.full(300, 259), np.full(300, 606)) == 800  # three 259-wide trees, 97% busy
+def test_flat_shape_fits_the_widest_and_packs_uniform_widths():
+    # 259-wide trees (260 padded) two or three to a block of 288 or 416 threads, >90% of the nodes busy;
+    # at 256 threads one would fit (51% busy)
+    width, height = np.full(300, 259), np.full(300, 606)
+    nodes, threads = choose_flat_shape(width, height)
+    assert nodes == FLAT_NODES and threads in (288, 416)
+    assert (2 * width * height).sum() / flat_layout(width, height, threads, nodes).thread_steps() > 0.9
     width, height = shapes()
-    assert choose_flat_block(width, height) in FLAT_BLOCKS
-    assert choose_flat_block(np.array([1001]), np.array([5])) == 1024
+    assert choose_flat_shape(width, height)[0] == FLAT_NODES
+    assert choose_flat_shape(np.array([2057]), np.array([5])) == (4, 544)
+    assert choose_flat_shape(np.array([511]), np.array([5])) == (2, 256)
+    assert choose_flat_shape(np.array([4017]), np.array([5])) == (4, 1024)
+    with pytest.raises(ValueError, match="width 4419"):
+        choose_flat_shape(np.array([4419]), np.array([5]))
 
 
-def test_flat_shared_memory_fits_a_block_without_opt_in():
-    assert flat_shared_bytes(1024, "fp64") < 48 * 1024
-    assert flat_shared_bytes(1024, "fp32") < flat_shared_bytes(1024, "fp64")
+def test_flat_shared_memory_fits_a_multiprocessor():
+    width, height = shapes()
+    layout = flat_layout(width, height, 1024, 4)
+    assert flat_shared_bytes(layout, "fp64") <= 227 * 1024
+    assert flat_shared_bytes(layout, "fp32") < flat_shared_bytes(layout, "fp64")
 
 
 @pytest.mark.parametrize("lanes,sort", [(WARP, True), (WARP, False), (1, False), (None, False)])

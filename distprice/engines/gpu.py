@@ -8,8 +8,9 @@ Layouts (the papers' names):
 - outer: one instrument per thread, instruments sorted by decreasing width, arrays padded per warp and
   transposed (V4); ``lanes`` and ``sort`` select the plain variants (V1: no interleave, V2: global
   padding) that the benchmarks compare against.
-- flat: instruments sorted by decreasing height, packed into bins whose summed widths fit the block;
-  one block per bin, one thread per node. Trees wider than the largest block go to the outer kernel.
+- flat: instruments sorted by decreasing height, packed into bins whose summed (padded) widths fit the
+  block's ``nodes * threads`` nodes; one block per bin, ``nodes`` consecutive nodes per thread. Trees
+  wider than FLAT_MAX_WIDTH go to the outer kernel.
 """
 from __future__ import annotations
 
@@ -24,8 +25,15 @@ import numpy as np
 from .batch import Batch, real_dtype
 
 WARP = 32
-FLAT_BLOCKS = (256, 512, 1024)
-"""Block sizes (= bin capacities, in nodes) the flat engine chooses from."""
+FLAT_THREADS = (256, 512, 1024)
+"""Block sizes the flat engine chooses from (and multiples of a uniform width: see choose_flat_shape)."""
+FLAT_NODES = 2
+"""Nodes per thread of the flat kernel, where the widest tree allows (measured: benchmarks/RESULTS.md)."""
+FLAT_MAX_NODES = 4
+FLAT_MAX_WIDTH = FLAT_MAX_NODES * FLAT_THREADS[-1]
+"""Wider trees go to the outer kernel: four rows of them no longer fit a block's shared memory in fp64."""
+FLAT_REGISTERS = 64
+"""Register cap per flat thread (through __launch_bounds__), so that 2048 threads fit a multiprocessor."""
 OUTER_THREADS = 128
 _MAX_EVENTS = 2**31 - 1
 
@@ -193,10 +201,12 @@ def _first_fit(widths, capacity, window):
 
 @dataclass(frozen=True)
 class FlatLayout:
-    """Bins of instruments for the flat kernel: bin b holds kernel positions ``bin_first[b] .. bin_first[b+1]``."""
+    """Bins of instruments for the flat kernel: bin b holds kernel positions ``bin_first[b] .. bin_first[b+1]``;
+    each tree takes its width rounded up to ``nodes`` nodes, starting at ``node_offset`` within its bin."""
 
     order: np.ndarray
-    capacity: int
+    nodes: int
+    threads: int
     bin_first: np.ndarray
     node_offset: np.ndarray
     bin_height: np.ndarray
@@ -204,50 +214,81 @@ class FlatLayout:
     alpha_elements: int
 
     @property
+    def capacity(self) -> int:
+        return self.nodes * self.threads
+
+    @property
     def bins(self) -> int:
         return len(self.bin_height)
 
     def thread_steps(self) -> int:
-        """Thread-steps the kernel runs, idle threads and padded loop counts included (forward + backward)."""
-        return int(2 * self.capacity * self.bin_height.sum())
+        """Node-steps the kernel runs, idle nodes and padded loop counts included (forward + backward)."""
+        return int(2 * self.capacity * self.bin_height.astype(np.int64).sum())
 
 
-def flat_layout(width: np.ndarray, height: np.ndarray, capacity: int, window: int = 16) -> FlatLayout:
-    """Sort by decreasing height (then width), pack into bins of ``capacity`` nodes (first fit over the last
-    ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
-    if len(width) and width.max() > capacity:
+def padded_width(width: np.ndarray, nodes: int) -> np.ndarray:
+    return -(-width // nodes) * nodes
+
+
+def flat_layout(width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES,
+                window: int = 16) -> FlatLayout:
+    """Sort by decreasing height (then width), pack into bins of ``nodes * threads`` nodes (first fit over the
+    last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
+    capacity = nodes * threads
+    padded = padded_width(width.astype(np.int64), nodes)
+    if len(width) and padded.max() > capacity:
         raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
     by_height = np.lexsort((-width, -height))
-    bin_of = _first_fit(width[by_height].astype(np.int64), capacity, window)
+    bin_of = _first_fit(padded[by_height], capacity, window)
     grouped = np.argsort(bin_of, kind="stable")
     order = by_height[grouped]
     bin_of = bin_of[grouped]
     bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
     bin_first = np.searchsorted(bin_of, np.arange(bins + 1)).astype(np.int32)
-    starts, _ = _exclusive_cumsum(width[order].astype(np.int64))
+    starts, _ = _exclusive_cumsum(padded[order])
     node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
     bin_height = np.maximum.reduceat(height[order], bin_first[:-1]) if bins else np.zeros(0, np.int64)
     alpha_base, alpha_elements = _exclusive_cumsum(bin_height.astype(np.int64) * np.diff(bin_first))
-    return FlatLayout(order.astype(np.int64), capacity, bin_first, node_offset, bin_height.astype(np.int32),
+    return FlatLayout(order.astype(np.int64), nodes, threads, bin_first, node_offset, bin_height.astype(np.int32),
                       alpha_base, alpha_elements)
 
 
-def choose_flat_block(width: np.ndarray, height: np.ndarray) -> int:
-    """The block size (bin capacity) that runs the fewest thread-steps, idle threads and padding included.
+def block_cost_factor(threads: int) -> float:
+    """Relative cost of one node-step in blocks of ``threads`` threads (1 at 256 or fewer).
 
-    Candidates: the sizes of FLAT_BLOCKS and, for portfolios of one or a few widths, 1 to 4 of the widest
-    tree rounded up to whole warps (U1's width 259 packs three to a block of 800 but only three to 1024).
+    Smaller blocks run faster per node-step: more of them share a multiprocessor, so one block's barrier
+    waits overlap another's work. Measured on an H100 (benchmarks/RESULTS.md): per node-step run, 512
+    threads cost 1.07-1.12x and 1024 threads 1.19-1.23x what 256 threads cost, on R1 and S1 alike.
+    """
+    return 1.0 + 0.22 * max(threads - 256, 0) / 768
+
+
+def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None = None) -> tuple[int, int]:
+    """``(nodes, threads)`` of the flat blocks: the lowest predicted cost, i.e. node-steps run (idle nodes and
+    padded loop counts included) times :func:`block_cost_factor`.
+
+    ``nodes`` is FLAT_NODES unless the widest tree needs more. Thread counts: FLAT_THREADS and, for
+    portfolios of one or a few widths, 1 to 4 of the widest tree in whole warps (U1's width 259, 260
+    padded, packs two to a block of 288 threads with 10% of the nodes idle, but one to 256 threads).
     """
     widest = int(width.max())
-    multiples = {-(-m * widest // WARP) * WARP for m in range(1, 5)}
-    fits = sorted(c for c in {*FLAT_BLOCKS, *multiples} if widest <= c <= FLAT_BLOCKS[-1])
-    return min(fits, key=lambda c: (flat_layout(width, height, c).thread_steps(), -c))
+    if nodes is None:
+        nodes = FLAT_NODES
+        while nodes * FLAT_THREADS[-1] < widest and nodes < FLAT_MAX_NODES:
+            nodes *= 2
+    per_thread = -(-int(padded_width(np.array([widest]), nodes)[0]) // nodes)
+    multiples = {-(-m * per_thread // WARP) * WARP for m in range(1, 5)}
+    fits = sorted(c for c in {*FLAT_THREADS, *multiples} if per_thread <= c <= FLAT_THREADS[-1])
+    if not fits:
+        raise ValueError(f"a tree of width {widest} does not fit a flat block of {nodes} nodes per thread")
+    threads = min(fits, key=lambda c: flat_layout(width, height, c, nodes).thread_steps() * block_cost_factor(c))
+    return nodes, threads
 
 
-def flat_shared_bytes(threads: int, precision: str) -> int:
+def flat_shared_bytes(layout: FlatLayout, precision: str) -> int:
     """Dynamic shared memory of a flat block (mirrors the carve-up in flat.cu)."""
     real = np.dtype(real_dtype(precision)).itemsize
-    return (4 * (threads + 4) + 64) * real + (threads // 3 + 2) * 4
+    return (4 * (layout.capacity + 4) + 64) * real + (layout.capacity // 3 + 2) * 4
 
 
 # ---- launches ----
@@ -274,23 +315,25 @@ def _launch_outer(cupy, device, book, rows_idx, layout: OuterLayout, precision, 
 
 
 def _launch_flat(cupy, device, book, rows_idx, layout: FlatLayout, precision, bond, option, defines=()):
-    kernel = _module("flat.cu", precision, (("FLAT_MAX_THREADS", layout.capacity), *defines)).get_function("flat_price")
+    build = {"FLAT_NODES": layout.nodes, "FLAT_MAX_THREADS": layout.threads,
+             "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)), **dict(defines)}
+    kernel = _module("flat.cu", precision, tuple(sorted(build.items()))).get_function("flat_price")
     real = real_dtype(precision)
-    shared = flat_shared_bytes(layout.capacity, precision)
+    shared = flat_shared_bytes(layout, precision)
     kernel.max_dynamic_shared_size_bytes = shared
     args = (*book, device.put(rows_idx[layout.order]), device.put(layout.bin_first), device.put(layout.node_offset),
             device.put(layout.bin_height), device.put(layout.alpha_base),
             device.empty(max(layout.alpha_elements, 1), real), bond, option)
-    return lambda: kernel((layout.bins,), (layout.capacity,), args, shared_mem=shared)
+    return lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)
 
 
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
-              block: int | None = None, defines: tuple = ()) -> GpuRun:
+              threads: int | None = None, nodes: int | None = None, defines: tuple = ()) -> GpuRun:
     """Price ``batch`` with the ``outer`` or ``flat`` kernel; see the module docstring for the layouts.
 
     ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
-    ``block`` fixes the flat block size (default: :func:`choose_flat_block`); ``defines`` adds ``-D`` build
-    options (register caps and the like, for the benchmarks).
+    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`); ``defines`` adds
+    ``-D`` build options (register caps and the like, for the benchmarks).
     """
     cupy = require_gpu()
     n = len(batch)
@@ -300,7 +343,7 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     rows_idx = np.arange(n, dtype=np.int64)
     outer_rows, flat_rows = (rows_idx, rows_idx[:0]) if kernel == "outer" else (rows_idx[:0], rows_idx)
     if kernel == "flat":
-        wide = width > FLAT_BLOCKS[-1]
+        wide = width > FLAT_MAX_WIDTH
         outer_rows, flat_rows = rows_idx[wide], rows_idx[~wide]
     elif kernel != "outer":
         raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
@@ -309,8 +352,9 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
         layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
                                         lanes=lanes or len(outer_rows), sort=sort)
     if len(flat_rows):
-        capacity = block or choose_flat_block(width[flat_rows], height[flat_rows])
-        layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], capacity)
+        shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
+            nodes or FLAT_NODES, threads)
+        layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
     seconds["layout"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -337,7 +381,7 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     detail = {}
     if "flat" in layouts:
         flat = layouts["flat"]
-        detail.update(block=flat.capacity, bins=flat.bins, flat_rows=len(flat_rows),
+        detail.update(nodes=flat.nodes, threads=flat.threads, bins=flat.bins, flat_rows=len(flat_rows),
                       occupancy=float((2 * width[flat_rows] * height[flat_rows]).sum() / max(flat.thread_steps(), 1)))
     if "outer" in layouts:
         detail.update(outer_rows=len(outer_rows))
