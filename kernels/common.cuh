@@ -182,3 +182,32 @@ __device__ __forceinline__ void apply_events(real& bond, real& option, bool exer
     if (exercised) option = fmax(option, payoff(bond, strike, call));
     bond += coupon_sum;
 }
+
+// Turns the sums S~_m = sum_j Q~(m, j) exp(-j dr dt) of state prices iterated without the alphas into
+// e_m = exp(-alpha_m dt) = P(m+1) S~_{m-1} / (P(m) S~_m), S~_{-1} = P(0) = 1, in place in
+// ea[m * count + k] for the `count` instruments of the block (batch rows rows[k]) and m < their height.
+// (With Q(m) = c_m Q~(m), c_m = e_0 ... e_{m-1}, the fit e_m = P(m+1) / S_m gives c_m = P(m) / S~_{m-1}.)
+// Every thread of the block calls it after a barrier that follows the last write of a sum. Thread t takes
+// instrument t % count and one chunk of its steps, downwards, so the S~_{m-1} it reads is not yet
+// overwritten; the one below its chunk is read before a barrier. Needs count <= blockDim.x.
+__device__ void alphas_from_sums(const Portfolio& book, const long long* rows, int count, int steps, real* ea)
+{
+    const int t = threadIdx.x, chunks = blockDim.x / count, chunk = t / count, mine = t % count;
+    const int length = (steps + chunks - 1) / chunks, low = chunk * length;
+    const long long row = rows[mine];
+    const int high = chunk < chunks ? min(low + length, book.height[row]) : 0;
+    const real below_chunk = low >= 1 && low < high ? ea[(long long)(low - 1) * count + mine] : real(1);
+    __syncthreads();
+    if (low < high) {
+        const Tree tree(book, row);
+        double P_above = discount_bond(high * tree.dt, tree.knot_t, tree.knot_z, tree.knots);
+        for (int m = high - 1; m >= low; --m) {
+            const double P_here = discount_bond(m * tree.dt, tree.knot_t, tree.knot_z, tree.knots);
+            const double S = ea[(long long)m * count + mine];
+            const double S_before = m > low ? double(ea[(long long)(m - 1) * count + mine]) : double(below_chunk);
+            ea[(long long)m * count + mine] = real(P_above * S_before / (P_here * S));
+            P_above = P_here;
+        }
+    }
+    __syncthreads();
+}

@@ -186,26 +186,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
         if (last_thread && steps >= 2 && steps - 1 < height) finish(steps - 1);
         __syncthreads();
 
-        // e_m from the S~: thread t takes instrument t % count and one chunk of its steps, downwards, so the
-        // S~_{m-1} it reads is not yet overwritten; the one below its chunk is read before the barrier.
-        const int mine = t % count, chunks = threads / count, chunk = t / count;
-        const int length = (steps + chunks - 1) / chunks, low = chunk * length;
-        const long long mine_row = order[first + mine];
-        const int high = chunk < chunks ? min(low + length, book.height[mine_row]) : 0;
-        const real below_chunk = low >= 1 && low < high ? ea[(long long)(low - 1) * count + mine] : real(1);
-        __syncthreads();
-        if (low < high) {
-            const Tree own_tree(book, mine_row);
-            double P_above = discount_bond(high * own_tree.dt, own_tree.knot_t, own_tree.knot_z, own_tree.knots);
-            for (int m = high - 1; m >= low; --m) {
-                const double P_here = discount_bond(m * own_tree.dt, own_tree.knot_t, own_tree.knot_z, own_tree.knots);
-                const double S = ea[(long long)m * count + mine];
-                const double S_before = m > low ? double(ea[(long long)(m - 1) * count + mine]) : double(below_chunk);
-                ea[(long long)m * count + mine] = real(P_above * S_before / (P_here * S));
-                P_above = P_here;
-            }
-        }
-        __syncthreads();
+        alphas_from_sums(book, order + first, count, steps, ea);
     }
 
     // ---- backward: bond and option from maturity to the root ----

@@ -77,6 +77,8 @@ EDGE_CASES = {
     "just above 2048 (2057)": dict(WIDE, mean_reversion=0.00215),
     "widest flat (4017)": dict(WIDE, mean_reversion=0.0011),
     "wider than flat (4419)": dict(WIDE, mean_reversion=0.001),
+    "daily steps, 13435 wide": dict(maturity=0.5, expiry=0.25, exercise="american", coupon=0.04, coupon_frequency=4,
+                                    strike=101.0, steps_per_year=365, mean_reversion=0.01, volatility=0.01),
 }
 
 
@@ -92,7 +94,8 @@ def test_edge_cases_alone_and_in_a_crowd(kernel, case):
 
 def test_edge_case_widths_are_what_they_say():
     for case, expected in (("just above 1024 (1027)", 1027), ("just above 2048 (2057)", 2057),
-                           ("widest flat (4017)", 4017), ("wider than flat (4419)", 4419)):
+                           ("widest flat (4017)", 4017), ("wider than flat (4419)", 4419),
+                           ("daily steps, 13435 wide", 13435)):
         row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **EDGE_CASES[case]}
         assert prepare(pd.DataFrame([row]), load_curves(None)).geometry.width[0] == expected
     assert 4017 <= FLAT_MAX_WIDTH < 4419
@@ -102,7 +105,7 @@ def test_wide_trees_take_the_kernel_they_fit():
     rows = [{**HULL_PUT, "steps_per_year": 12, "id": case, **EDGE_CASES[case]} for case in EDGE_CASES]
     canonical, curves = batch_of(pd.DataFrame(rows))
     run = price_gpu(pack(canonical, curves), "flat")
-    assert run.detail["outer_rows"] == 1 and run.detail["flat_rows"] == len(rows) - 1
+    assert run.detail["wide_rows"] == 2 and run.detail["flat_rows"] == len(rows) - 2
     assert run.detail["nodes"] == 4
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from distprice.engines import ENGINES, GpuUnavailableError, resolve
 from distprice.engines.gpu import (FLAT_NODES, FLAT_THREADS, WARP, choose_flat_shape, flat_layout,
-                                   flat_shared_bytes, gpu_available, outer_layout)
+                                   flat_shared_bytes, gpu_available, kernel_dir, outer_layout)
 
 
 def shapes(seed=0, n=5000):
@@ -95,7 +95,8 @@ def test_outer_layout_pads_per_group(lanes, sort):
 
 def test_kernel_sources_ship_with_the_package():
     names = {p.name for p in importlib.resources.files("distprice.kernels").iterdir()}
-    assert {"outer.cu", "flat.cu", "common.cuh"} <= names
+    assert {"outer.cu", "flat.cu", "wide.cu", "common.cuh"} <= names
+    assert {p.name for p in kernel_dir().iterdir()} >= names - {"__pycache__"}
 
 
 def test_gpu_engines_are_listed_and_fail_clearly_without_a_gpu():

@@ -10,7 +10,7 @@ Layouts (the papers' names):
   padding) that the benchmarks compare against.
 - flat: instruments sorted by decreasing height, packed into bins whose summed (padded) widths fit the
   block's ``nodes * threads`` nodes; one block per bin, ``nodes`` consecutive nodes per thread. Trees
-  wider than FLAT_MAX_WIDTH go to the outer kernel.
+  wider than FLAT_MAX_WIDTH take ``kernels/wide.cu``: one block per tree, rows in global memory.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import functools
 import importlib.resources
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -31,7 +32,8 @@ FLAT_NODES = 2
 """Nodes per thread of the flat kernel, where the widest tree allows (measured: benchmarks/RESULTS.md)."""
 FLAT_MAX_NODES = 4
 FLAT_MAX_WIDTH = FLAT_MAX_NODES * FLAT_THREADS[-1]
-"""Wider trees go to the outer kernel: four rows of them no longer fit a block's shared memory in fp64."""
+"""Wider trees take the wide kernel: four rows of them no longer fit a block's shared memory in fp64."""
+WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
 """Register cap per flat thread (through __launch_bounds__), so that 2048 threads fit a multiprocessor."""
 OUTER_THREADS = 128
@@ -72,11 +74,19 @@ def device_name() -> str:
     return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
 
 
+def kernel_dir() -> Path:
+    """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
+    try:
+        return Path(str(importlib.resources.files("distprice.kernels")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "kernels"
+
+
 @functools.cache
 def _module(source: str, precision: str, defines: tuple[tuple[str, int], ...] = ()):
     """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
     cupy = require_gpu()
-    kernels = importlib.resources.files("distprice.kernels")
+    kernels = kernel_dir()
     real = {"fp64": "double", "fp32": "float"}[precision]
     options = ("-std=c++17", f"-DREAL={real}", f"-I{kernels}", *(f"-D{k}={v}" for k, v in defines))
     return cupy.RawModule(code=(kernels / source).read_text(), options=options)
@@ -327,6 +337,16 @@ def _launch_flat(cupy, device, book, rows_idx, layout: FlatLayout, precision, bo
     return lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)
 
 
+def _launch_wide(cupy, device, book, rows_idx, width, height, precision, bond, option):
+    kernel = _module("wide.cu", precision, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
+    real = real_dtype(precision)
+    row_base, row_elements = _exclusive_cumsum(5 * (width.astype(np.int64) + 4))
+    alpha_base, alpha_elements = _exclusive_cumsum(height.astype(np.int64))
+    args = (*book, device.put(rows_idx), device.put(row_base), device.put(alpha_base),
+            device.empty(row_elements, real), device.empty(alpha_elements, real), bond, option)
+    return lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)
+
+
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = ()) -> GpuRun:
     """Price ``batch`` with the ``outer`` or ``flat`` kernel; see the module docstring for the layouts.
@@ -341,10 +361,10 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     tick = time.perf_counter()
     width, height = batch.geometry.width, batch.geometry.height
     rows_idx = np.arange(n, dtype=np.int64)
-    outer_rows, flat_rows = (rows_idx, rows_idx[:0]) if kernel == "outer" else (rows_idx[:0], rows_idx)
+    outer_rows, flat_rows, wide_rows = rows_idx, rows_idx[:0], rows_idx[:0]
     if kernel == "flat":
         wide = width > FLAT_MAX_WIDTH
-        outer_rows, flat_rows = rows_idx[wide], rows_idx[~wide]
+        outer_rows, flat_rows, wide_rows = rows_idx[:0], rows_idx[~wide], rows_idx[wide]
     elif kernel != "outer":
         raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
     layouts = {}
@@ -368,6 +388,9 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     if "flat" in layouts:
         launches.append(_launch_flat(cupy, device, book, flat_rows, layouts["flat"], precision, bond, option,
                                      defines))
+    if len(wide_rows):
+        launches.append(_launch_wide(cupy, device, book, wide_rows, width[wide_rows], height[wide_rows], precision,
+                                     bond, option))
     cupy.cuda.Device().synchronize()
     seconds["upload"] = time.perf_counter() - tick
 
@@ -385,4 +408,6 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
                       occupancy=float((2 * width[flat_rows] * height[flat_rows]).sum() / max(flat.thread_steps(), 1)))
     if "outer" in layouts:
         detail.update(outer_rows=len(outer_rows))
+    if len(wide_rows):
+        detail.update(wide_rows=len(wide_rows))
     return GpuRun(bond_host, option_host, seconds, device.bytes, detail)
