@@ -6,7 +6,7 @@ import pandas as pd
 
 from .curves import ZeroCurve, builtin_curves, curves_from_frame
 from .engines import ENGINES, resolve
-from .engines.batch import real_dtype
+from .engines.batch import Fp32OverflowError, real_dtype
 from .instruments import Limits, prepare
 from .problems import InvalidInputError
 from .tables import read_table
@@ -56,6 +56,11 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
     if valid.any():
         bond[valid], option[valid] = ENGINES[engine](canonical[valid].reset_index(drop=True), curve_set, precision)
+        overflowed = valid & ~(np.isfinite(bond) & np.isfinite(option))
+        if overflowed.any():
+            first = canonical["id"].to_numpy()[np.flatnonzero(overflowed)[0]]
+            raise Fp32OverflowError(f"{precision} overflowed on {int(overflowed.sum())} rows (first id {first!r}); "
+                                    "price them in fp64")
     sign = canonical["instrument"].map({"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0})
     sign = sign.to_numpy(dtype=np.float64)
     instrument_price = np.where(sign == 0.0, option, bond + sign * option)

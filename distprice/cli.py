@@ -12,7 +12,7 @@ import click
 
 from . import datasets
 from .api import ON_INVALID, load_curves, price
-from .engines import AUTO, ENGINES, GPU_ENGINES, GpuUnavailableError, resolve
+from .engines import AUTO, ENGINES, GPU_ENGINES, Fp32OverflowError, GpuUnavailableError, resolve
 from .engines.batch import PRECISIONS
 from .instruments import prepare
 from .problems import InvalidInputError
@@ -58,7 +58,7 @@ def run(portfolio, curves, output, engine, precision, on_invalid):
         write_table(priced, output)
     except InvalidInputError as error:
         _fail_invalid(error)
-    except (ValueError, GpuUnavailableError) as error:
+    except (ValueError, GpuUnavailableError, Fp32OverflowError) as error:
         raise click.ClickException(str(error))
     priced_rows = priced["error"].isna()
     node_steps = int((2 * priced["width"][priced_rows] * priced["height"][priced_rows]).sum())

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
-from distprice.engines import gpu_available
+from distprice.engines import gpu_available, resolve
 
 from conftest import HULL_PUT
 
@@ -28,7 +28,7 @@ def test_run_round_trip(runner, tmp_path, mixed_portfolio, fmt_in, fmt_out):
     expected = distprice.price(portfolio, engine="reference")
     assert list(priced["id"]) == list(portfolio["id"]) and (priced["desk"] == "rates").all()
     np.testing.assert_allclose(priced["price"], expected["price"], rtol=1e-12, atol=1e-12)
-    assert (priced["engine"] == "cpu").all()
+    assert (priced["engine"] == resolve("auto")).all()
     assert list(tmp_path.glob(".*.tmp")) == []
 
 

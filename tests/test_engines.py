@@ -87,3 +87,13 @@ def test_balance_spreads_cost_evenly():
     assert max(loads) - min(loads) <= cost.max()
     first = order[offsets[0]:offsets[1]]
     assert (np.diff(cost[first]) <= 0).all()  # each thread prices its largest trees first
+
+
+def test_fp32_overflow_is_a_clear_error_not_an_inf():
+    # 97 years at a = 0.009: the tree's bottom edge sits at a rate near -230% a year, whose values pass the
+    # float32 range on the way back (harmless in fp64, where those nodes carry no weight)
+    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194,
+               steps_per_year=12)
+    assert np.isfinite(distprice.price(pd.DataFrame([row]), engine="cpu")["price"]).all()
+    with pytest.raises(FloatingPointError, match="fp32 overflowed on 1 rows .first id 'long'"):
+        distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")

@@ -159,3 +159,12 @@ def test_single_instrument_hull_example_on_gpu():
         priced = distprice.price(pd.DataFrame([dict(HULL_PUT, id=1, steps_per_year=365)]), engine=engine)
         assert priced.loc[0, "width"] == 1345
         assert abs(priced.loc[0, "price"] - 1.8096889) < 5e-8
+
+
+@pytest.mark.parametrize("engine", ["gpu-outer", "gpu-flat"])
+def test_fp32_overflow_is_a_clear_error(engine):
+    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194,
+               steps_per_year=12)
+    assert np.isfinite(distprice.price(pd.DataFrame([row]), engine=engine)["price"]).all()
+    with pytest.raises(FloatingPointError, match="fp32 overflowed on 1 rows"):
+        distprice.price(pd.DataFrame([row]), engine=engine, precision="fp32")

@@ -93,10 +93,14 @@ def test_outer_layout_pads_per_group(lanes, sort):
         assert layout.row_elements < 1.05 * exact
 
 
-def test_kernel_sources_ship_with_the_package():
-    names = {p.name for p in importlib.resources.files("distprice.kernels").iterdir()}
-    assert {"outer.cu", "flat.cu", "wide.cu", "common.cuh"} <= names
-    assert {p.name for p in kernel_dir().iterdir()} >= names - {"__pycache__"}
+def test_kernel_sources_are_found_and_ship_with_the_package():
+    sources = {"outer.cu", "flat.cu", "wide.cu", "common.cuh"}
+    assert sources <= {p.name for p in kernel_dir().iterdir()}
+    try:
+        installed = importlib.resources.files("distprice.kernels")
+    except ModuleNotFoundError:
+        pytest.skip("distprice is imported from a source tree that is not installed")
+    assert sources <= {p.name for p in installed.iterdir()}
 
 
 def test_gpu_engines_are_listed_and_fail_clearly_without_a_gpu():

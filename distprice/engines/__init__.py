@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
-from .batch import pack
+from .batch import Fp32OverflowError, pack
 from .cpu import price_cpu
 from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu
 from .reference import price_reference

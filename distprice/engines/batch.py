@@ -17,6 +17,12 @@ from ..lattice import EXERCISE_CODES, EventTable, TreeGeometry, coupon_events, e
 PRECISIONS = {"fp64": np.float64, "fp32": np.float32}
 
 
+class Fp32OverflowError(FloatingPointError):
+    """Node values left the float32 range. Low mean reversion and long maturity give the bottom edge of the
+    tree rates far below zero, whose values compound past 3.4e38 (harmlessly in fp64, where they are
+    reached with negligible probability); fp32 cannot price such trees."""
+
+
 def real_dtype(precision: str):
     """The numpy dtype of a precision name (``fp64`` or ``fp32``)."""
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .batch import Batch, real_dtype
+from .batch import Batch, Fp32OverflowError, real_dtype
 
 WARP = 32
 FLAT_THREADS = (256, 512, 1024)
@@ -42,6 +42,7 @@ _MAX_EVENTS = 2**31 - 1
 
 class GpuUnavailableError(RuntimeError):
     """No CUDA GPU (or no CuPy) in this process."""
+
 
 
 def require_gpu():
@@ -348,12 +349,16 @@ def _launch_wide(cupy, device, book, rows_idx, width, height, precision, bond, o
 
 
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
-              threads: int | None = None, nodes: int | None = None, defines: tuple = ()) -> GpuRun:
+              threads: int | None = None, nodes: int | None = None, defines: tuple = (),
+              check_finite: bool = True) -> GpuRun:
     """Price ``batch`` with the ``outer`` or ``flat`` kernel; see the module docstring for the layouts.
 
     ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
     ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`); ``defines`` adds
     ``-D`` build options (register caps and the like, for the benchmarks).
+
+    Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
+    price raises (in fp32 it is an overflow: see :class:`Fp32OverflowError`).
     """
     cupy = require_gpu()
     n = len(batch)
@@ -398,9 +403,12 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     tick = time.perf_counter()
     bond_host, option_host = cupy.asnumpy(bond), cupy.asnumpy(option)
     seconds["download"] = time.perf_counter() - tick
-    unpriced = np.flatnonzero(np.isnan(bond_host) | np.isnan(option_host))
-    if len(unpriced):
-        raise RuntimeError(f"the {kernel} kernel left {len(unpriced)} rows unpriced (first: batch row {unpriced[0]})")
+    bad = np.flatnonzero(~np.isfinite(bond_host) | ~np.isfinite(option_host))
+    if check_finite and len(bad):
+        if precision == "fp32":
+            raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "
+                                    "price them in fp64")
+        raise RuntimeError(f"the {kernel} kernel left {len(bad)} rows unpriced (first: batch row {bad[0]})")
     detail = {}
     if "flat" in layouts:
         flat = layouts["flat"]
