@@ -170,6 +170,14 @@ struct EventCursor {
     }
 };
 
+// Exchanges two row pointers: double-buffered rows swap roles after each step.
+__device__ __forceinline__ void swap_rows(real*& a, real*& b)
+{
+    real* t = a;
+    a = b;
+    b = t;
+}
+
 __device__ __forceinline__ real payoff(real bond, real strike, bool call)
 {
     return call ? fmax(bond - strike, real(0)) : fmax(strike - bond, real(0));

@@ -179,9 +179,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
             if (lane == 31) carries[32 * (m & 1) + warp] = v;
             own = v;
             __syncthreads();
-            real* swap = Q;
-            Q = Q_next;
-            Q_next = swap;
+            swap_rows(Q, Q_next);
         }
         if (last_thread && steps >= 2 && steps - 1 < height) finish(steps - 1);
         __syncthreads();
@@ -262,11 +260,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
             }
         }
         __syncthreads();
-        real* swap = B;
-        B = B_next;
-        B_next = swap;
-        swap = O;
-        O = O_next;
-        O_next = swap;
+        swap_rows(B, B_next);
+        swap_rows(O, O_next);
     }
 }

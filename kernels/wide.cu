@@ -74,9 +74,7 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
         v = warp_sum(v);
         if (lane == 0) partial[m & 1][warp] = v;
         __syncthreads();
-        real* swap = Q;
-        Q = Q_next;
-        Q_next = swap;
+        swap_rows(Q, Q_next);
     }
     if (t == 0 && height >= 2) {
         real sum = real(0);
@@ -127,11 +125,7 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
             }
         }
         __syncthreads();
-        real* swap = B;
-        B = B_next;
-        B_next = swap;
-        swap = O;
-        O = O_next;
-        O_next = swap;
+        swap_rows(B, B_next);
+        swap_rows(O, O_next);
     }
 }
