@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from .curves import ZeroCurve, builtin_curves, curves_from_frame
-from .engines import ENGINES, resolve
+from .engines import AUTO, ENGINES, price_auto, resolve
 from .engines.batch import Fp32OverflowError, real_dtype
 from .instruments import Limits, prepare
 from .problems import InvalidInputError
@@ -36,8 +36,9 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
     """Price every instrument of ``portfolio`` (a DataFrame or a CSV/Parquet path) on its curve.
 
     Returns the priced table of SPEC §3.4: every input column and row in input order, plus ``price``,
-    ``value`` (price * quantity), ``bond_price``, ``option_price``, ``width``, ``height``, ``engine`` and
-    ``error``. Prices are in the units of ``face``. With ``on_invalid="strict"`` any broken rule raises
+    ``value`` (price * quantity), ``bond_price``, ``option_price``, ``width``, ``height``, ``engine`` (what
+    priced the row: with ``engine="auto"`` the inspector may split the portfolio) and ``error``. Prices are
+    in the units of ``face``. With ``on_invalid="strict"`` any broken rule raises
     :class:`InvalidInputError` (listing row, column and rule) before pricing; with ``"report"`` the valid
     rows are priced and the others come back with ``price`` NaN and ``error`` set.
     """
@@ -54,8 +55,14 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
     canonical, valid = prepared.table, prepared.valid
     n = len(canonical)
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
+    engine_of_row = np.full(n, engine, dtype=object)
     if valid.any():
-        bond[valid], option[valid] = ENGINES[engine](canonical[valid].reset_index(drop=True), curve_set, precision)
+        rows = canonical[valid].reset_index(drop=True)
+        if engine == AUTO:
+            bond[valid], option[valid], plan = price_auto(rows, curve_set, precision)
+            engine_of_row[valid] = plan.engine_of_rows(len(rows))
+        else:
+            bond[valid], option[valid] = ENGINES[engine](rows, curve_set, precision)
         overflowed = valid & ~(np.isfinite(bond) & np.isfinite(option))
         if overflowed.any():
             first = canonical["id"].to_numpy()[np.flatnonzero(overflowed)[0]]
@@ -77,7 +84,7 @@ def price(portfolio, curves=None, *, engine: str = "auto", precision: str = "fp6
         option_price=option,
         width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
         height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
-        engine=pd.Series(engine, index=priced.index, dtype="string").mask(~valid),
+        engine=pd.Series(engine_of_row, index=priced.index, dtype="string").mask(~valid),
         error=pd.array(errors, dtype="string"),
     )
     priced.index = table.index

@@ -1,4 +1,4 @@
-"""Command line: ``distprice run | generate | bench``.
+"""Command line: ``distprice run | generate | bench | inspect | calibrate``.
 
 Exit status: 0 done; 2 invalid input (nothing written); 1 any other failure.
 """
@@ -12,7 +12,7 @@ import click
 
 from . import datasets
 from .api import ON_INVALID, load_curves, price
-from .engines import AUTO, ENGINES, GPU_ENGINES, Fp32OverflowError, GpuUnavailableError, resolve
+from .engines import AUTO, ENGINES, GPU_ENGINES, Fp32OverflowError, GpuUnavailableError, price_auto, resolve
 from .engines.batch import PRECISIONS
 from .instruments import prepare
 from .problems import InvalidInputError
@@ -63,9 +63,10 @@ def run(portfolio, curves, output, engine, precision, on_invalid):
     priced_rows = priced["error"].isna()
     node_steps = int((2 * priced["width"][priced_rows] * priced["height"][priced_rows]).sum())
     invalid = len(priced) - int(priced_rows.sum())
+    engines = ", ".join(f"{name} {count}" for name, count in priced["engine"].value_counts().items())
     click.echo(f"priced {int(priced_rows.sum())} of {len(priced)} rows ({invalid} invalid), "
                f"{node_steps:.3e} node-steps in {seconds:.2f} s ({node_steps / seconds:.3e} NS/s), "
-               f"engine {resolve(engine)}, wrote {output}")
+               f"engines: {engines or 'none'}, wrote {output}")
 
 
 @main.command()
@@ -113,9 +114,9 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
         _fail_invalid(InvalidInputError(prepared.problems))
     canonical, geometry = prepared.table, prepared.geometry
     node_steps = int(geometry.node_steps.sum())
-    run_engine = ENGINES[engine]
+    run_engine = ENGINES.get(engine) or (lambda rows, curves, precision: price_auto(rows, curves, precision)[:2])
     # warm-up: compilation and caches (GPU kernels are built per block shape, so warm up on the same rows)
-    run_engine(canonical if engine in GPU_ENGINES else canonical.head(8), curve_set, precision)
+    run_engine(canonical if engine in (*GPU_ENGINES, AUTO) else canonical.head(8), curve_set, precision)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -128,6 +129,10 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
     click.echo(f"dataset {dataset}  rows {len(canonical)}  engine {engine}  precision {precision}")
     click.echo(f"node-steps {node_steps:.4e}  seconds {seconds:.4f} (median of {repeat}; layout {layout:.4f})"
                f"  NS/s {node_steps / seconds:.4e}")
+    if engine == AUTO:
+        plan = price_auto(canonical, curve_set, precision)[2]
+        click.echo("plan: " + "; ".join(f"{p.engine} {len(p.rows)} rows" for p in plan.parts)
+                   + f" (predicted {plan.seconds:.4f} s, {plan.model.source})")
     if engine in GPU_ENGINES:
         from .engines.gpu import device_name, price_gpu
 
@@ -148,6 +153,80 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
         ours = peer_steps / (node_steps / seconds)
         click.echo(f"peer quantlib  rows {len(rows)}  seconds {peer_seconds:.4f}  NS/s {peer_steps / peer_seconds:.4e}"
                    f"  ratio {peer_seconds / ours:.1f}x (distprice faster)")
+
+
+@main.command()
+@click.argument("portfolio", type=click.Path(exists=True, dir_okay=False))
+@click.option("--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one.")
+@precision_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def inspect(portfolio, curves, precision, as_json):
+    """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
+    import json
+
+    import pandas as pd
+
+    from .calibration import current_model
+    from .engines import gpu_available
+    from .inspector import describe, plan
+    from .tables import read_table
+
+    try:
+        curve_set = load_curves(curves)
+        prepared = prepare(read_table(portfolio), curve_set)
+    except (InvalidInputError, ValueError) as error:
+        raise click.ClickException(str(error))
+    valid = prepared.valid
+    width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
+    gpu = gpu_available()
+    chosen = plan(width, height, current_model(precision, gpu), gpu)
+    ids = pd.Series(prepared.table["id"].to_numpy()[valid])
+    report = {
+        "shape": describe(width, height), "invalid_rows": int((~valid).sum()),
+        "model": {"device": chosen.model.device, "precision": precision, "source": chosen.model.source},
+        "plan": {"predicted_seconds": chosen.seconds,
+                 "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),
+                            "predicted_seconds": p.seconds, "reason": p.reason,
+                            **{k: v for k, v in p.detail.items() if k not in ("layout", "busy")},
+                            "first_ids": ids.iloc[p.rows[:3]].tolist()} for p in chosen.parts]},
+        "candidates": chosen.considered,
+    }
+    if as_json:
+        click.echo(json.dumps(report, indent=1, default=str))
+        return
+    shape = report["shape"]
+    click.echo(f"rows {shape['rows']} ({report['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e}")
+    for name in ("width", "height"):
+        q = shape[name]
+        if q:
+            click.echo(f"{name:6} " + "  ".join(f"{k} {v:.4g}" for k, v in q.items()))
+    click.echo(f"model: {chosen.model.device}, {precision}, {chosen.model.source}")
+    click.echo(f"plan: predicted {chosen.seconds:.4g} s")
+    for part in report["plan"]["parts"]:
+        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "threads", "bins", "wide_rows", "rows_in_l2") if k in part)
+        click.echo(f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
+                   f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
+    click.echo("candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(), key=lambda kv: kv[1])))
+
+
+@main.command()
+@precision_option
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs per measurement.")
+def calibrate(precision, repeat):
+    """Measure this machine (GPU and CPU engines) and store the inspector's cost model for it."""
+    from .calibration import CPU_DEVICE, calibrate as measure, save_model
+    from .engines import gpu_available
+
+    gpu = gpu_available()
+    if gpu:
+        from .engines.gpu import device_name
+        device = device_name()
+    else:
+        device = CPU_DEVICE
+    model = measure(device, precision, gpu=gpu, repeat=repeat)
+    path = save_model(model)
+    click.echo(f"calibrated {device} ({precision}); wrote {path}")
+    click.echo(model.to_json())
 
 
 if __name__ == "__main__":

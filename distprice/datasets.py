@@ -1,4 +1,9 @@
-"""The papers' synthetic portfolios (Pawlak et al., SPEC §7) and Hull's book example (SPEC §5).
+"""The papers' synthetic portfolios (Pawlak et al., SPEC §7), Hull's book example (SPEC §5) and mixtures.
+
+distprice's own additions, for the inspector's benchmarks: ``B1`` (bimodal: half narrow and tall trees,
+widths 7-15 and heights 900-1200; half wide and short, widths 401-511 and heights 13-131) and the
+concatenations ``U1+S1`` and ``R1+S2`` (each part at its own default size unless ``size`` says otherwise:
+then the parts share it in proportion).
 
 Every dataset is a portfolio table with all the columns of SPEC §1.1, deterministic for
 ``(name, size, seed)`` and built with vectorised numpy (no per-row Python work).
@@ -29,11 +34,15 @@ import pandas as pd
 
 from .curves import builtin_curves
 
-DATASETS: tuple[str, ...] = ("U1", "U2", "R1", "R2", "R3", "S1", "S2", "book")
+MIXTURES: dict[str, tuple[str, ...]] = {"U1+S1": ("U1", "S1"), "R1+S2": ("R1", "S2")}
+"""Concatenations of other datasets."""
+
+DATASETS: tuple[str, ...] = ("U1", "U2", "R1", "R2", "R3", "S1", "S2", "B1", *MIXTURES, "book")
 """Names :func:`generate` knows."""
 
 DEFAULT_SIZES: dict[str, int] = {name: 100_000 for name in DATASETS} | {"U1": 3_000, "book": 6}
 """Number of rows of each dataset in the papers (``book``: one row per tree resolution)."""
+DEFAULT_SIZES |= {name: sum(DEFAULT_SIZES[part] for part in parts) for name, parts in MIXTURES.items()}
 
 MONTHS_PER_YEAR = 12
 BOOK_STEPS_PER_YEAR = (1, 5, 10, 25, 100, 365)
@@ -61,9 +70,23 @@ def generate(name: str, size: int | None = None, seed: int = 0) -> pd.DataFrame:
         raise ValueError(f"dataset size must be >= 0, got {size}")
     if name == "book":
         return _book(size)
+    if name in MIXTURES:
+        parts = MIXTURES[name]
+        shares = np.array([DEFAULT_SIZES[part] for part in parts], dtype=np.float64)
+        sizes = np.floor(size * shares / shares.sum()).astype(np.int64)
+        sizes[-1] = size - sizes[:-1].sum()
+        table = pd.concat([generate(part, int(n), seed) for part, n in zip(parts, sizes)], ignore_index=True)
+        return table.assign(id=np.arange(size, dtype=np.int64))
     rng = np.random.default_rng([seed, DATASETS.index(name)])
     jmax, height = _SHAPES[name](rng, size)
     return _portfolio(rng, jmax, height)
+
+
+def with_shapes(width, height, seed: int = 0) -> pd.DataFrame:
+    """A portfolio like the papers' (see the module docstring) on trees of the given odd ``width`` (≥ 3)
+    and ``height`` (months ≥ 1), one row per pair."""
+    width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
+    return _portfolio(np.random.default_rng([seed, len(DATASETS)]), (width - 1) // 2, height)
 
 
 def mean_reversion_for_width(width) -> np.ndarray:
@@ -121,13 +144,22 @@ def _shape_s2(rng, size):
     return jmax, height
 
 
+def _shape_b1(rng, size):
+    """B1: half narrow and tall (widths [7, 15], heights [900, 1200]), half wide and short ([401, 511] x
+    [13, 131]), in random order."""
+    narrow = rng.random(size) < 0.5
+    jmax = np.where(narrow, _uniform(rng, (3, 7), size), _uniform(rng, (200, 255), size))
+    height = np.where(narrow, _uniform(rng, (900, 1200), size), _uniform(rng, (13, 131), size))
+    return jmax, height
+
+
 def _skewed_count(size):
     """1% of ``size`` rows, rounded half up."""
     return int(size * _SKEWED_FRACTION + 0.5)
 
 
 _SHAPES = {"U1": _shape_constant, "U2": _shape_constant, "R1": _shape_r1, "R2": _shape_r2,
-           "R3": _shape_r3, "S1": _shape_s1, "S2": _shape_s2}
+           "R3": _shape_r3, "S1": _shape_s1, "S2": _shape_s2, "B1": _shape_b1}
 
 
 def _strings(values, codes):

@@ -6,13 +6,14 @@ import pandas as pd
 import pytest
 
 from distprice.curves import HULL_CURVE
-from distprice.datasets import (DATASETS, DEFAULT_SIZES, _clean_forward_hull, generate,
+from distprice.datasets import (DATASETS, DEFAULT_SIZES, MIXTURES, _clean_forward_hull, generate,
                                 mean_reversion_for_width)
 
 SPEC_COLUMNS = ["id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
                 "exercise_frequency", "maturity", "coupon", "coupon_frequency", "face", "mean_reversion",
                 "volatility", "steps_per_year", "curve", "quantity"]
-PAPERS = [name for name in DATASETS if name != "book"]
+PAPERS = ["U1", "U2", "R1", "R2", "R3", "S1", "S2"]
+OURS = ["B1", *MIXTURES]
 SKEWED_SIZE = 20_000     # 1% = 200 rows
 SMALL_SIZE = 2_000
 
@@ -66,7 +67,8 @@ def test_negative_size_is_refused():
 
 def test_default_sizes():
     assert DEFAULT_SIZES == {"U1": 3000, "U2": 100_000, "R1": 100_000, "R2": 100_000, "R3": 100_000,
-                             "S1": 100_000, "S2": 100_000, "book": 6}
+                             "S1": 100_000, "S2": 100_000, "book": 6,
+                             "B1": 100_000, "U1+S1": 103_000, "R1+S2": 200_000}
     assert len(generate("U1")) == 3000
     assert len(generate("book")) == 6
 
@@ -281,3 +283,16 @@ def test_book_cycles_through_the_resolutions():
     frame = generate("book", 14)
     assert frame["steps_per_year"].tolist() == [1, 5, 10, 25, 100, 365] * 2 + [1, 5]
     np.testing.assert_array_equal(frame["id"].to_numpy(), np.arange(14))
+
+
+def test_bimodal_and_mixtures():
+    width, height = tree_shape(generate("B1", 4000, seed=3))
+    narrow = width <= 15
+    assert 0.45 < narrow.mean() < 0.55
+    assert width[narrow].min() >= 7 and height[narrow].min() >= 900 and height[narrow].max() <= 1200
+    assert width[~narrow].min() >= 401 and width[~narrow].max() <= 511 and height[~narrow].max() <= 131
+    mixed = generate("U1+S1", 1030, seed=1)
+    assert len(mixed) == 1030 and list(mixed["id"]) == list(range(1030))
+    width, _ = tree_shape(mixed)
+    assert (width == 259).sum() >= 30  # the U1 share, 3 of every 103 rows
+    pd.testing.assert_frame_equal(mixed, generate("U1+S1", 1030, seed=1))

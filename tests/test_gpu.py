@@ -6,7 +6,6 @@ import pytest
 import distprice
 from distprice import datasets
 from distprice.api import load_curves
-from distprice.engines import resolve
 from distprice.engines.batch import pack
 from distprice.engines.gpu import FLAT_MAX_WIDTH, FLAT_NODES, FLAT_THREADS, gpu_available, price_gpu
 from distprice.instruments import prepare
@@ -145,13 +144,12 @@ def test_fp32_error_is_reported_and_small(kernel, mixed_portfolio, record_proper
 
 
 def test_engines_through_the_api_and_auto(mixed_portfolio):
-    assert resolve("auto") == "gpu-flat"
     ref = distprice.price(mixed_portfolio, engine="reference")
     for engine in ("gpu-outer", "gpu-flat", "auto"):
         priced = distprice.price(mixed_portfolio, engine=engine)
         assert list(priced["id"]) == list(mixed_portfolio["id"])
         np.testing.assert_allclose(priced["price"], ref["price"], rtol=1e-11, atol=1e-11)
-    assert (priced["engine"] == "gpu-flat").all()
+    assert set(priced["engine"]) <= {"gpu-flat", "gpu-outer", "cpu"}
 
 
 def test_single_instrument_hull_example_on_gpu():
@@ -168,3 +166,17 @@ def test_fp32_overflow_is_a_clear_error(engine):
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine=engine)["price"]).all()
     with pytest.raises(FloatingPointError, match="fp32 overflowed on 1 rows"):
         distprice.price(pd.DataFrame([row]), engine=engine, precision="fp32")
+
+
+@pytest.mark.parametrize("name,size", [("U1", None), ("S1", 20_000), ("R1", 20_000)])
+def test_auto_puts_the_bulk_on_the_faster_kernel(name, size):
+    """The measured gap between the kernels on these shapes is 5x or more, far above timing noise."""
+    from distprice.calibration import current_model
+    from distprice.inspector import plan
+
+    canonical, curves = batch_of(datasets.generate(name, size, seed=1))
+    batch = pack(canonical, curves)
+    kernel = {k: min(price_gpu(batch, k).seconds["kernel"] for _ in range(3)) for k in KERNELS}
+    chosen = plan(batch.geometry.width, batch.geometry.height, current_model("fp64", True), gpu=True)
+    bulk = max(chosen.parts, key=lambda p: len(p.rows))
+    assert bulk.engine == "gpu-" + min(kernel, key=kernel.get), (kernel, chosen.considered)

@@ -107,6 +107,6 @@ def test_gpu_engines_are_listed_and_fail_clearly_without_a_gpu():
     assert {"gpu-outer", "gpu-flat"} <= set(ENGINES)
     if gpu_available():
         pytest.skip("a GPU is visible here")
-    assert resolve("auto") == "cpu"
+    assert resolve("auto") == "auto"
     with pytest.raises(GpuUnavailableError, match="engine gpu-flat cannot run here"):
         resolve("gpu-flat")

@@ -2,9 +2,12 @@
 
 ``reference``: one instrument at a time, literal; ``cpu``: numba, parallel over instruments;
 ``gpu-outer`` and ``gpu-flat``: CUDA kernels through CuPy (see :mod:`distprice.engines.gpu`).
+``auto`` is no engine of its own: :func:`price_auto` follows the inspector's plan, which may give parts of a
+portfolio to different engines.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -38,12 +41,12 @@ AUTO = "auto"
 
 
 def resolve(engine: str) -> str:
-    """The engine a name stands for: ``auto`` is ``gpu-flat`` where a GPU is visible, else ``cpu``.
+    """Checks an engine name (``auto`` or one of ENGINES) and returns it.
 
     Raises ValueError for an unknown name and :class:`GpuUnavailableError` for a GPU engine without a GPU.
     """
     if engine == AUTO:
-        return "gpu-flat" if gpu_available() else "cpu"
+        return engine
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join([AUTO, *ENGINES])}")
     if engine in GPU_ENGINES and not gpu_available():
@@ -52,3 +55,40 @@ def resolve(engine: str) -> str:
         except GpuUnavailableError as error:
             raise GpuUnavailableError(f"engine {engine} cannot run here: {error}") from None
     return engine
+
+
+def price_parts(batch, parts, precision: str):
+    """Prices each part (``engine``, ``rows`` of ``batch``) with its engine: the GPU parts one after another
+    in a worker thread, the CPU parts meanwhile in this one. Returns bond and option prices in batch order."""
+    n = len(batch)
+    bond, option = np.full(n, np.nan), np.full(n, np.nan)
+
+    def price(part):
+        if part.engine == "cpu":
+            b, o = price_cpu(batch, precision, rows=part.rows)
+        else:
+            shape = {k: part.detail[k] for k in ("layout", "nodes", "threads") if k in part.detail}
+            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, **shape)
+            b, o = run.bond, run.option
+        bond[part.rows], option[part.rows] = b[part.rows], o[part.rows]
+
+    on_gpu = [p for p in parts if p.engine != "cpu"]
+    with ThreadPoolExecutor(1) as worker:
+        gpu_done = worker.submit(lambda: [price(p) for p in on_gpu])
+        for part in parts:
+            if part.engine == "cpu":
+                price(part)
+        gpu_done.result()
+    return bond, option
+
+
+def price_auto(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str):
+    """Prices as the inspector's plan for this machine says; returns bond, option and the plan."""
+    from ..calibration import current_model
+    from ..inspector import plan
+
+    batch = pack(table, curves, precision)
+    gpu = gpu_available()
+    chosen = plan(batch.geometry.width, batch.geometry.height, current_model(precision, gpu), gpu)
+    bond, option = price_parts(batch, chosen.parts, precision)
+    return bond, option, chosen

@@ -199,7 +199,7 @@ def _backward(jmax, n, face, is_call, ea, coef, top, bottom, B, Bn, O, On,
     return B[jmax + 1], O[jmax + 1]
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _price_all(order, thread_offsets, jmax, height, dt, dr, M, face, is_call, curve_index,
                curve_offsets, curve_t, curve_z, c_off, c_step, c_amount, x_off, x_step, x_amount,
                option_from, max_width, max_height, bond_out, option_out):
@@ -254,19 +254,22 @@ def balance(cost: np.ndarray, n_threads: int):
     return order.astype(np.int64), thread_offsets
 
 
-def price_cpu(batch: Batch, precision: str = "fp64"):
-    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``."""
+def price_cpu(batch: Batch, precision: str = "fp64", rows: np.ndarray | None = None):
+    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``, or of its
+    ``rows`` only (NaN elsewhere)."""
     real = real_dtype(precision)
     g = batch.geometry
     n = len(batch)
-    bond = np.empty(n, dtype=real)
-    option = np.empty(n, dtype=real)
-    if n == 0:
+    bond = np.full(n, np.nan, dtype=real)
+    option = np.full(n, np.nan, dtype=real)
+    rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    if len(rows) == 0:
         return bond.astype(np.float64), option.astype(np.float64)
-    order, thread_offsets = balance((g.width * g.height).astype(np.float64), numba.get_num_threads())
+    order, thread_offsets = balance((g.width[rows] * g.height[rows]).astype(np.float64), numba.get_num_threads())
+    order = rows[order]
     _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.face.astype(real), batch.is_call,
                batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
                batch.coupons.offsets, batch.coupons.step, batch.coupons.value.astype(real),
                batch.exercises.offsets, batch.exercises.step, batch.exercises.value.astype(real),
-               batch.option_from, int(g.width.max()), int(g.height.max()), bond, option)
+               batch.option_from, int(g.width[rows].max()), int(g.height[rows].max()), bond, option)
     return bond.astype(np.float64), option.astype(np.float64)

@@ -154,6 +154,7 @@ class OuterLayout:
     order: np.ndarray
     lanes: int
     pitch: np.ndarray
+    tallest: np.ndarray
     row_base: np.ndarray
     alpha_base: np.ndarray
     row_elements: int
@@ -181,7 +182,7 @@ def outer_layout(width: np.ndarray, height: np.ndarray, lanes: int = WARP, sort:
     tallest = padded.reshape(groups, lanes).max(axis=1)
     row_base, row_elements = _exclusive_cumsum(2 * pitch * lanes)
     alpha_base, alpha_elements = _exclusive_cumsum(tallest * lanes)
-    return OuterLayout(order.astype(np.int64), lanes, pitch.astype(np.int32), row_base, alpha_base,
+    return OuterLayout(order.astype(np.int64), lanes, pitch.astype(np.int32), tallest, row_base, alpha_base,
                        row_elements, alpha_elements)
 
 
@@ -350,12 +351,15 @@ def _launch_wide(cupy, device, book, rows_idx, width, height, precision, bond, o
 
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = (),
-              check_finite: bool = True) -> GpuRun:
-    """Price ``batch`` with the ``outer`` or ``flat`` kernel; see the module docstring for the layouts.
+              check_finite: bool = True, rows: np.ndarray | None = None,
+              layout: FlatLayout | None = None) -> GpuRun:
+    """Price ``batch`` (or only its ``rows``) with the ``outer`` or ``flat`` kernel; see the module docstring
+    for the layouts. Prices come back for every batch row, NaN for the rows not asked for.
 
     ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
-    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`); ``defines`` adds
-    ``-D`` build options (register caps and the like, for the benchmarks).
+    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`), or ``layout``
+    gives the flat bins of the rows narrower than FLAT_MAX_WIDTH ready-made; ``defines`` adds ``-D`` build
+    options (register caps and the like, for the benchmarks).
 
     Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
     price raises (in fp32 it is an overflow: see :class:`Fp32OverflowError`).
@@ -365,10 +369,10 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     seconds = {}
     tick = time.perf_counter()
     width, height = batch.geometry.width, batch.geometry.height
-    rows_idx = np.arange(n, dtype=np.int64)
+    rows_idx = np.arange(n, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     outer_rows, flat_rows, wide_rows = rows_idx, rows_idx[:0], rows_idx[:0]
     if kernel == "flat":
-        wide = width > FLAT_MAX_WIDTH
+        wide = width[rows_idx] > FLAT_MAX_WIDTH
         outer_rows, flat_rows, wide_rows = rows_idx[:0], rows_idx[~wide], rows_idx[wide]
     elif kernel != "outer":
         raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
@@ -376,7 +380,9 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     if len(outer_rows):
         layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
                                         lanes=lanes or len(outer_rows), sort=sort)
-    if len(flat_rows):
+    if len(flat_rows) and layout is not None:
+        layouts["flat"] = layout
+    elif len(flat_rows):
         shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
             nodes or FLAT_NODES, threads)
         layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
@@ -403,7 +409,7 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     tick = time.perf_counter()
     bond_host, option_host = cupy.asnumpy(bond), cupy.asnumpy(option)
     seconds["download"] = time.perf_counter() - tick
-    bad = np.flatnonzero(~np.isfinite(bond_host) | ~np.isfinite(option_host))
+    bad = rows_idx[~np.isfinite(bond_host[rows_idx]) | ~np.isfinite(option_host[rows_idx])]
     if check_finite and len(bad):
         if precision == "fp32":
             raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "

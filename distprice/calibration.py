@@ -1,0 +1,158 @@
+"""Calibration of the inspector's cost model: micro-benchmarks on this machine, fitted parameters, storage.
+
+Fitted models live in the user's configuration directory (``$DISTPRICE_CONFIG_DIR``, else
+``$XDG_CONFIG_HOME/distprice``, else ``~/.config/distprice``), one small JSON file per device name and
+precision. Without one, the shipped defaults (``calibration_defaults.json``: NVIDIA H100, NVIDIA H200, CPU)
+are used, and a warning says so once per process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import json
+import os
+import re
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .inspector import CostModel
+
+CPU_DEVICE = "cpu"
+_warned: set[str] = set()
+
+
+def config_dir() -> Path:
+    if "DISTPRICE_CONFIG_DIR" in os.environ:
+        return Path(os.environ["DISTPRICE_CONFIG_DIR"])
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "distprice"
+
+
+def model_path(device: str, precision: str) -> Path:
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+    return config_dir() / "calibration" / f"{slug}-{precision}.json"
+
+
+def save_model(model: CostModel) -> Path:
+    """Writes ``model`` where :func:`load_model` finds it (atomically); returns the path."""
+    path = model_path(model.device, model.precision)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(model.to_json())
+    temporary.replace(path)
+    return path
+
+
+def shipped_default(device: str, precision: str) -> CostModel:
+    """The shipped model whose device name is contained in ``device`` (H100, H200), else the CPU one."""
+    table = json.loads((importlib.resources.files("distprice") / "calibration_defaults.json").read_text())
+    entry = next((e for e in table if e["match"] != CPU_DEVICE and e["match"] in device), None)
+    entry = entry or next(e for e in table if e["match"] == CPU_DEVICE)
+    values = {**entry["common"], **entry[precision]}
+    return CostModel(device=device, precision=precision, source=f"default ({entry['match']})", **values)
+
+
+def load_model(device: str, precision: str = "fp64") -> CostModel:
+    """The calibrated model of ``device``, or the shipped default (with a warning, once per device)."""
+    path = model_path(device, precision)
+    if path.exists():
+        return CostModel.from_json(path.read_text())
+    model = shipped_default(device, precision)
+    if (device, precision) not in _warned:
+        _warned.add((device, precision))
+        warnings.warn(f"no calibration for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
+                      f"{model.source} figures. Run `distprice calibrate` to measure this machine.", stacklevel=2)
+    return model
+
+
+def current_model(precision: str, gpu: bool) -> CostModel:
+    """The model for this machine: its GPU's (calibrated or shipped); without a GPU only the CPU engine is a
+    candidate, so the shipped CPU figures serve without a warning."""
+    if not gpu:
+        return shipped_default(CPU_DEVICE, precision)
+    from .engines.gpu import device_name
+
+    return load_model(device_name(), precision)
+
+
+# ---- micro-benchmarks ----
+
+def _median_seconds(run, repeat: int) -> float:
+    run()
+    return statistics.median(run() for _ in range(repeat))
+
+
+def _batch(width, height):
+    from .api import load_curves
+    from .datasets import with_shapes
+    from .engines.batch import pack
+    from .instruments import prepare
+
+    curves = load_curves(None)
+    return pack(prepare(with_shapes(width, height), curves).table, curves)
+
+
+def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
+    """Fits ``cpu_node_step`` (R1-like trees) and ``cpu_row`` (trees of one step)."""
+    from .engines.cpu import price_cpu
+
+    rng = np.random.default_rng(0)
+    width, height = 2 * rng.integers(3, 200, 600) + 1, rng.integers(13, 600, 600)
+    batch = _batch(width, height)
+
+    def timed(b):
+        def run():
+            tick = time.perf_counter()
+            price_cpu(b, model.precision)
+            return time.perf_counter() - tick
+        return run
+
+    busy = _median_seconds(timed(batch), repeat)
+    node_step = busy / float((2 * width * height).sum())
+    tiny = _batch(np.full(20_000, 3), np.ones(20_000, dtype=np.int64))
+    per_row = max(_median_seconds(timed(tiny), repeat) / 20_000 - 6 * node_step, 0.0)
+    return dataclasses.replace(model, cpu_node_step=node_step, cpu_row=per_row)
+
+
+def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
+    """Fits the GPU parameters, each from a run where it dominates (see the inspector's module docstring)."""
+    from .engines.gpu import block_cost_factor, choose_flat_shape, flat_layout, price_gpu, require_gpu
+
+    cupy = require_gpu()
+    attributes = cupy.cuda.Device().attributes
+    precision = model.precision
+
+    def kernel_seconds(batch, kernel):
+        return _median_seconds(lambda: price_gpu(batch, kernel, precision).seconds["kernel"], repeat)
+
+    one = np.ones(1, dtype=np.int64)
+    launch = kernel_seconds(_batch(3 * one, one), "flat")
+    # flat: many alike trees (throughput), one tall tree (a lone block's step)
+    width, height = np.full(20_000, 259), np.full(20_000, 606)
+    nodes, threads = choose_flat_shape(width, height)
+    run = flat_layout(width, height, threads, nodes).thread_steps() * block_cost_factor(threads)
+    flat_node_step = (kernel_seconds(_batch(width, height), "flat") - launch) / run
+    flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one), "flat") - launch) / 2400
+    wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one), "flat") - launch) / (2 * 4419 * 600)
+    # outer: rows beyond the L2 cache, rows inside it, one lone thread
+    outer_node_step = (kernel_seconds(_batch(width, height), "outer") - launch) / float((2 * width * height).sum())
+    narrow = np.full(100_000, 7)
+    outer_cached = (kernel_seconds(_batch(narrow, np.full(100_000, 600)), "outer") - launch) / (2 * 7 * 600 * 100_000)
+    outer_thread = (kernel_seconds(_batch(259 * one, 600 * one), "outer") - launch) / (2 * 259 * 600)
+    return dataclasses.replace(
+        model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
+        wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
+        outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
+        l2_bytes=int(attributes["L2CacheSize"]))
+
+
+def calibrate(device: str, precision: str = "fp64", gpu: bool = True, repeat: int = 3) -> CostModel:
+    """Measures this machine (its GPU too, with ``gpu``) and returns the fitted model (not yet saved)."""
+    model = dataclasses.replace(shipped_default(device, precision),
+                                source=f"calibrated {time.strftime('%Y-%m-%d')}")
+    model = calibrate_cpu(model, repeat)
+    return calibrate_gpu(model, repeat) if gpu else model

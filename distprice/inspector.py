@@ -1,0 +1,200 @@
+"""The inspector: a portfolio's shape, and the plan that prices it fastest on this machine.
+
+A plan is a list of parts, each a set of rows, the engine that prices them and a predicted time. The
+predictions come from a :class:`CostModel` whose few parameters are fitted per device by
+``distprice calibrate`` (:mod:`distprice.calibration`); each engine's cost is a throughput term and a tail
+(the longest single piece of work, which bounds the time when there is too little work to fill the
+device):
+
+- ``gpu-flat``: node-steps run (idle nodes and padded loop counts included, times the measured block-size
+  factor) x ``flat_node_step``, or the tallest bin's 2 x height block-steps x ``flat_block_step``; trees
+  wider than a flat block take one block each (``wide_node_step`` per node-step of a block).
+- ``gpu-outer``: warp-padded node-steps (each warp runs to its widest and tallest tree) x
+  ``outer_node_step``, or ``outer_cached_node_step`` when the rows fit in the L2 cache; the tail is the
+  heaviest warp's node-steps x ``outer_thread_node_step``.
+- ``cpu``: node-steps x ``cpu_node_step`` + rows x ``cpu_row``.
+- Each GPU launch adds ``gpu_launch``.
+
+Candidate plans: every engine alone, and (with a GPU) the narrowest trees on ``gpu-outer`` with the rest on
+``gpu-flat`` at a few width thresholds, and ``gpu-flat`` with a share of the rows on the CPU at the same
+time. Parts on the GPU run one after the other; the CPU part runs beside them. The cheapest plan wins.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from .engines.gpu import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout,
+                          outer_layout)
+
+@dataclass(frozen=True)
+class CostModel:
+    """Seconds per unit of work on one device and precision (see the module docstring)."""
+
+    device: str
+    precision: str = "fp64"
+    flat_node_step: float = 3.1e-12
+    flat_block_step: float = 6.3e-7
+    wide_node_step: float = 5.5e-10
+    outer_node_step: float = 1.2e-11
+    outer_cached_node_step: float = 1.2e-11
+    outer_thread_node_step: float = 1.3e-7
+    gpu_launch: float = 2e-5
+    cpu_node_step: float = 7.7e-11
+    cpu_row: float = 1e-7
+    multiprocessors: int = 132
+    l2_bytes: int = 50 * 2**20
+    source: str = "default"
+    """Where the figures come from: 'default' (shipped) or 'calibrated <date>'."""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CostModel":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    # ---- predictions, seconds ----
+
+    def flat(self, width: np.ndarray, height: np.ndarray, like: tuple | None = None) -> tuple[float, dict]:
+        """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH, a block each beyond.
+
+        ``like`` = (width, height, seconds) of a superset already predicted: the flat blocks' busy time is
+        then scaled by node-steps instead of packed again (packing is the slow part of a prediction).
+        """
+        wide = width > FLAT_MAX_WIDTH
+        seconds, detail = 0.0, {}
+        if (~wide).any():
+            w, h = width[~wide], height[~wide]
+            if like is None:
+                nodes, threads = choose_flat_shape(w, h)
+                layout = flat_layout(w, h, threads, nodes)
+                busy = layout.thread_steps() * block_cost_factor(threads) * self.flat_node_step
+                tallest = int(layout.bin_height.max())
+                detail.update(nodes=nodes, threads=threads, bins=layout.bins, busy=busy, layout=layout)
+            else:
+                like_width, like_height, like_detail = like
+                share = (w * h).sum() / (like_width * like_height)[like_width <= FLAT_MAX_WIDTH].sum()
+                busy, tallest = like_detail["busy"] * share, int(h.max())
+                detail.update(nodes=like_detail["nodes"], threads=like_detail["threads"])
+            seconds += self.gpu_launch + max(busy, 2 * tallest * self.flat_block_step)
+        if wide.any():
+            work = 2.0 * width[wide] * height[wide]
+            seconds += self.gpu_launch + max(work.sum() / self.multiprocessors, work.max()) * self.wide_node_step
+            detail.update(wide_rows=int(wide.sum()))
+        return seconds, detail
+
+    def outer(self, width: np.ndarray, height: np.ndarray, itemsize: int = 8) -> tuple[float, dict]:
+        """``gpu-outer`` on these trees."""
+        layout = outer_layout(width, height)
+        warp_steps = 2.0 * layout.pitch * layout.tallest
+        cached = layout.row_elements * itemsize <= self.l2_bytes
+        rate = self.outer_cached_node_step if cached else self.outer_node_step
+        seconds = self.gpu_launch + max(WARP * warp_steps.sum() * rate, warp_steps.max() * self.outer_thread_node_step)
+        return seconds, {"rows_in_l2": bool(cached)}
+
+    def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
+        """The CPU engine on these trees."""
+        return float((2.0 * width * height).sum() * self.cpu_node_step + len(width) * self.cpu_row), {}
+
+
+@dataclass
+class Part:
+    """Rows (positions in the portfolio) that one engine prices, with its predicted time."""
+
+    engine: str
+    rows: np.ndarray
+    seconds: float
+    reason: str
+    detail: dict = field(default_factory=dict)
+    """Figures behind the prediction (block shape, bins, ...); ``layout``: the flat bins of exactly these rows,
+    when the prediction packed them, for the engine to reuse."""
+
+
+@dataclass
+class Plan:
+    parts: list[Part]
+    seconds: float
+    """Predicted: GPU parts one after the other, the CPU part beside them."""
+    model: CostModel
+    considered: dict[str, float] = field(default_factory=dict)
+    """Predicted seconds of every candidate plan, by name."""
+
+    def engine_of_rows(self, n: int) -> np.ndarray:
+        labels = np.empty(n, dtype=object)
+        for part in self.parts:
+            labels[part.rows] = part.engine
+        return labels
+
+
+def describe(width: np.ndarray, height: np.ndarray) -> dict:
+    """Shape statistics: count, node-steps, width and height quantiles and skewness (Fisher)."""
+    width, height = np.asarray(width, dtype=np.float64), np.asarray(height, dtype=np.float64)
+
+    def spread(values):
+        if len(values) == 0:
+            return {}
+        q = np.quantile(values, [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])
+        sd = values.std()
+        skew = float(((values - values.mean()) ** 3).mean() / sd**3) if sd > 0 else 0.0
+        return {"min": q[0], "p10": q[1], "p50": q[2], "p90": q[3], "p99": q[4], "max": q[5],
+                "mean": float(values.mean()), "skewness": skew}
+
+    return {"rows": int(len(width)), "node_steps": float((2 * width * height).sum()),
+            "width": spread(width), "height": spread(height)}
+
+
+def _balance_with_cpu(model: CostModel, width, height, gpu_seconds: float, by_cost: np.ndarray):
+    """How many of the costliest rows (``by_cost`` order) the CPU takes so that it ends with the GPU."""
+    work = 2.0 * width[by_cost] * height[by_cost]
+    cpu = np.cumsum(work) * model.cpu_node_step + np.arange(1, len(work) + 1) * model.cpu_row
+    gpu_rest = gpu_seconds * (1.0 - np.cumsum(work) / work.sum())
+    return int(np.searchsorted(cpu - gpu_rest, 0.0))
+
+
+def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> Plan:
+    """The cheapest plan for trees of these widths and heights (see the module docstring)."""
+    width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
+    rows = np.arange(len(width))
+    if len(rows) == 0:
+        return Plan([], 0.0, model)
+    candidates: dict[str, list[Part]] = {}
+    cpu_seconds, _ = model.cpu(width, height)
+    candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
+    if gpu:
+        flat_seconds, flat_detail = model.flat(width, height)
+        outer_seconds, outer_detail = model.outer(width, height)
+        candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
+        candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
+        for q in (0.1, 0.25, 0.5, 0.75, 0.9):
+            threshold = int(np.quantile(width, q))
+            narrow = width <= threshold
+            if narrow.all() or not narrow.any():
+                continue
+            o, od = model.outer(width[narrow], height[narrow])
+            f, fd = model.flat(width[~narrow], height[~narrow], like=(width, height, flat_detail))
+            candidates[f"gpu-outer (width <= {threshold}) + gpu-flat"] = [
+                Part("gpu-outer", rows[narrow], o, f"trees up to {threshold} wide, one per thread", od),
+                Part("gpu-flat", rows[~narrow], f, f"trees wider than {threshold}, in shared-memory bins", fd)]
+        by_cost = np.argsort(-(width * height), kind="stable")
+        take = _balance_with_cpu(model, width, height, flat_seconds, by_cost)
+        if 0 < take < len(rows):
+            on_cpu, on_gpu = np.sort(by_cost[:take]), np.sort(by_cost[take:])
+            c, _ = model.cpu(width[on_cpu], height[on_cpu])
+            f, fd = model.flat(width[on_gpu], height[on_gpu], like=(width, height, flat_detail))
+            candidates["gpu-flat + cpu beside it"] = [
+                Part("gpu-flat", on_gpu, f, "bins of trees in shared memory", fd),
+                Part("cpu", on_cpu, c, f"the {take} costliest trees, priced while the GPU works")]
+
+    def total(parts):
+        gpu_parts = sum(p.seconds for p in parts if p.engine != "cpu")
+        cpu_parts = sum(p.seconds for p in parts if p.engine == "cpu")
+        return max(gpu_parts, cpu_parts)
+
+    considered = {name: total(parts) for name, parts in candidates.items()}
+    best = min(considered, key=considered.get)
+    return Plan(candidates[best], considered[best], model, considered)

@@ -1,0 +1,166 @@
+"""The inspector's statistics and plans, and the calibration files (no GPU needed)."""
+import dataclasses
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import distprice
+from distprice import calibration, datasets
+from distprice.api import load_curves
+from distprice.calibration import CPU_DEVICE, load_model, model_path, save_model, shipped_default
+from distprice.cli import main
+from distprice.engines import gpu_available
+from distprice.inspector import CostModel, describe, plan
+from distprice.instruments import prepare
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def shape(name, size=None, seed=0):
+    geometry = prepare(datasets.generate(name, size, seed), load_curves(None)).geometry
+    return geometry.width, geometry.height
+
+
+def assert_partition(chosen, n):
+    rows = np.concatenate([part.rows for part in chosen.parts])
+    assert sorted(rows) == list(range(n))
+
+
+def test_describe_counts_quantiles_and_skew():
+    stats = describe(np.array([3, 5, 7, 101]), np.array([10, 10, 10, 10]))
+    assert stats["rows"] == 4 and stats["node_steps"] == 2 * (3 + 5 + 7 + 101) * 10
+    assert stats["width"]["min"] == 3 and stats["width"]["max"] == 101 and stats["width"]["p50"] == 6
+    assert stats["width"]["skewness"] > 1 and stats["height"]["skewness"] == 0
+    width, height = shape("S1", 20_000)
+    assert describe(width, height)["width"]["skewness"] > 5  # 1 % wide trees: a long right tail
+
+
+def test_without_a_gpu_everything_goes_to_the_cpu():
+    width, height = shape("R1", 2000)
+    chosen = plan(width, height, shipped_default(CPU_DEVICE, "fp64"), gpu=False)
+    assert [p.engine for p in chosen.parts] == ["cpu"] and list(chosen.considered) == ["cpu"]
+    assert_partition(chosen, 2000)
+
+
+@pytest.mark.parametrize("name", ["U2", "R1", "S1", "S2"])
+def test_on_an_h100_flat_takes_the_bulk(name):
+    width, height = shape(name, 20_000)
+    chosen = plan(width, height, shipped_default(H100, "fp64"), gpu=True)
+    assert_partition(chosen, 20_000)
+    flat = [p for p in chosen.parts if p.engine == "gpu-flat"]
+    assert len(flat) == 1 and len(flat[0].rows) > 0.9 * 20_000
+    assert chosen.seconds <= min(chosen.considered.values()) + 1e-12
+    assert chosen.considered["gpu-flat"] < min(chosen.considered["gpu-outer"], chosen.considered["cpu"])
+
+
+def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
+    width, height = shape("B1", 20_000)
+    cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
+                                      outer_thread_node_step=1e-10)
+    chosen = plan(width, height, cheap_outer, gpu=True)
+    engines = {p.engine: p for p in chosen.parts}
+    assert {"gpu-outer", "gpu-flat"} <= set(engines)
+    assert width[engines["gpu-outer"].rows].max() < width[engines["gpu-flat"].rows].min()
+    assert_partition(chosen, 20_000)
+
+
+def test_a_tiny_portfolio_stays_on_the_cpu_when_a_launch_costs_more():
+    slow_launch = dataclasses.replace(shipped_default(H100, "fp64"), gpu_launch=1e-2)
+    chosen = plan(np.array([3, 5]), np.array([1, 2]), slow_launch, gpu=True)
+    assert [p.engine for p in chosen.parts] == ["cpu"]
+
+
+def test_the_cpu_beside_the_gpu_takes_the_costliest_trees():
+    width, height = shape("R1", 20_000)
+    fast_cpu = dataclasses.replace(shipped_default(H100, "fp64"), cpu_node_step=2e-12)
+    chosen = plan(width, height, fast_cpu, gpu=True)
+    parts = {p.engine: p for p in chosen.parts}
+    assert set(parts) == {"gpu-flat", "cpu"}
+    cost = width * height
+    assert cost[parts["cpu"].rows].min() >= cost[parts["gpu-flat"].rows].max()
+    gpu_part, cpu_part = parts["gpu-flat"].seconds, parts["cpu"].seconds
+    assert abs(gpu_part - cpu_part) < 0.05 * chosen.seconds  # balanced
+
+
+def test_engine_of_rows_labels_every_row():
+    width, height = shape("B1", 3000)
+    cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
+                                      outer_thread_node_step=1e-10)
+    labels = plan(width, height, cheap_outer, gpu=True).engine_of_rows(3000)
+    assert set(labels) <= {"gpu-outer", "gpu-flat", "cpu"} and all(label is not None for label in labels)
+
+
+# ---- calibration files ----
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTPRICE_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(calibration, "_warned", set())
+    return tmp_path
+
+
+def test_shipped_defaults_by_device_name():
+    assert shipped_default(H100, "fp64").source == "default (H100)"
+    assert shipped_default("NVIDIA H200", "fp32").source == "default (H200)"
+    assert shipped_default("Some Other GPU", "fp64").source == "default (cpu)"
+    assert shipped_default(H100, "fp32").flat_node_step < shipped_default(H100, "fp64").flat_node_step
+
+
+def test_calibration_file_round_trip(config):
+    model = dataclasses.replace(shipped_default(H100, "fp64"), flat_node_step=1.5e-12, source="calibrated today")
+    path = save_model(model)
+    assert path == model_path(H100, "fp64") and path.parent == config / "calibration"
+    assert path.name == "nvidia-h100-80gb-hbm3-fp64.json"
+    assert load_model(H100, "fp64") == model
+    assert CostModel.from_json(path.read_text()) == model
+    assert json.loads(path.read_text())["flat_node_step"] == 1.5e-12
+
+
+def test_uncalibrated_device_uses_the_default_and_says_so_once(config):
+    with pytest.warns(UserWarning, match="no calibration for NVIDIA H100.*distprice calibrate"):
+        assert load_model(H100, "fp64").source == "default (H100)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_model(H100, "fp64")
+
+
+def test_calibrate_on_the_cpu_fits_and_stores(config):
+    result = CliRunner().invoke(main, ["calibrate", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    if gpu_available():
+        pytest.skip("a GPU is visible: the CPU-only path is not taken")
+    model = load_model(CPU_DEVICE, "fp64")
+    assert model.source.startswith("calibrated")
+    assert 1e-13 < model.cpu_node_step < 1e-8 and model.cpu_row >= 0
+
+
+# ---- the command and the priced table ----
+
+def test_inspect_prints_shape_and_plan(tmp_path):
+    source = tmp_path / "s1.parquet"
+    datasets.generate("S1", 3000, seed=2).to_parquet(source, index=False)
+    result = CliRunner().invoke(main, ["inspect", str(source)])
+    assert result.exit_code == 0, result.output
+    assert "rows 3000 (0 invalid)" in result.output and "skewness" in result.output
+    assert "plan: predicted" in result.output and "candidates:" in result.output
+    result = CliRunner().invoke(main, ["inspect", str(source), "--json"])
+    report = json.loads(result.output)
+    assert report["shape"]["rows"] == 3000
+    assert sum(part["rows"] for part in report["plan"]["parts"]) == 3000
+    assert report["plan"]["predicted_seconds"] == min(report["candidates"].values())
+
+
+def test_auto_records_the_engine_of_each_row(mixed_portfolio):
+    priced = distprice.price(mixed_portfolio, engine="auto")
+    expected = distprice.price(mixed_portfolio, engine="reference")
+    np.testing.assert_allclose(priced["price"], expected["price"], rtol=1e-11, atol=1e-11)
+    assert priced["engine"].notna().all()
+    if not gpu_available():
+        assert (priced["engine"] == "cpu").all()
+    bad = pd.concat([mixed_portfolio.head(3), mixed_portfolio.head(1).assign(id="bad", strike=-1.0)])
+    reported = distprice.price(bad, engine="auto", on_invalid="report")
+    assert reported["engine"].isna().tolist() == [False, False, False, True]
