@@ -96,26 +96,30 @@ def _batch(width, height):
     return pack(prepare(with_shapes(width, height), curves).table, curves)
 
 
+def _r1_like(rows: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return 2 * rng.integers(3, 256, rows) + 1, rng.integers(13, 1201, rows)
+
+
 def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
-    """Fits ``cpu_node_step`` (R1-like trees) and ``cpu_row`` (trees of one step)."""
+    """Fits ``cpu_node_step``, ``cpu_step`` and ``cpu_row`` from three portfolios where each dominates in
+    turn: R1-like trees, narrow short trees, trees of one step."""
     from .engines.cpu import price_cpu
 
-    rng = np.random.default_rng(0)
-    width, height = 2 * rng.integers(3, 200, 600) + 1, rng.integers(13, 600, 600)
-    batch = _batch(width, height)
+    shapes = [_r1_like(400), (np.full(5_000, 7), np.full(5_000, 60)), (np.full(20_000, 3), np.ones(20_000, np.int64))]
+    work, seconds = [], []
+    for width, height in shapes:
+        batch = _batch(width, height)
 
-    def timed(b):
         def run():
             tick = time.perf_counter()
-            price_cpu(b, model.precision)
+            price_cpu(batch, model.precision)
             return time.perf_counter() - tick
-        return run
 
-    busy = _median_seconds(timed(batch), repeat)
-    node_step = busy / float((2 * width * height).sum())
-    tiny = _batch(np.full(20_000, 3), np.ones(20_000, dtype=np.int64))
-    per_row = max(_median_seconds(timed(tiny), repeat) / 20_000 - 6 * node_step, 0.0)
-    return dataclasses.replace(model, cpu_node_step=node_step, cpu_row=per_row)
+        seconds.append(_median_seconds(run, repeat))
+        work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
+    node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
+    return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row))
 
 
 def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
@@ -135,19 +139,29 @@ def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     width, height = np.full(20_000, 259), np.full(20_000, 606)
     nodes, threads = choose_flat_shape(width, height)
     run = flat_layout(width, height, threads, nodes).thread_steps() * block_cost_factor(threads)
-    flat_node_step = (kernel_seconds(_batch(width, height), "flat") - launch) / run
+    uniform = _batch(width, height)
+    flat_node_step = (kernel_seconds(uniform, "flat") - launch) / run
     flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one), "flat") - launch) / 2400
     wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one), "flat") - launch) / (2 * 4419 * 600)
     # outer: rows beyond the L2 cache, rows inside it, one lone thread
-    outer_node_step = (kernel_seconds(_batch(width, height), "outer") - launch) / float((2 * width * height).sum())
+    outer_node_step = (kernel_seconds(uniform, "outer") - launch) / float((2 * width * height).sum())
     narrow = np.full(100_000, 7)
     outer_cached = (kernel_seconds(_batch(narrow, np.full(100_000, 600)), "outer") - launch) / (2 * 7 * 600 * 100_000)
     outer_thread = (kernel_seconds(_batch(259 * one, 600 * one), "outer") - launch) / (2 * 259 * 600)
+    # host work per row, on R1-like trees: the copy to the device, each kernel's layout
+    mixed = _batch(*_r1_like(20_000, seed=1))
+    host = {kernel: [price_gpu(mixed, kernel, precision).seconds for _ in range(repeat + 1)][1:]
+            for kernel in ("flat", "outer")}
+
+    def per_row(kernel, part):
+        return statistics.median(s[part] for s in host[kernel]) / len(mixed)
+
     return dataclasses.replace(
         model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
         wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
         outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
-        l2_bytes=int(attributes["L2CacheSize"]))
+        l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"),
+        flat_host_row=per_row("flat", "layout"), outer_host_row=per_row("outer", "layout"))
 
 
 def calibrate(device: str, precision: str = "fp64", gpu: bool = True, repeat: int = 3) -> CostModel:

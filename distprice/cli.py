@@ -187,7 +187,7 @@ def inspect(portfolio, curves, precision, as_json):
         "plan": {"predicted_seconds": chosen.seconds,
                  "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),
                             "predicted_seconds": p.seconds, "reason": p.reason,
-                            **{k: v for k, v in p.detail.items() if k not in ("layout", "busy")},
+                            **p.detail,
                             "first_ids": ids.iloc[p.rows[:3]].tolist()} for p in chosen.parts]},
         "candidates": chosen.considered,
     }
@@ -203,7 +203,7 @@ def inspect(portfolio, curves, precision, as_json):
     click.echo(f"model: {chosen.model.device}, {precision}, {chosen.model.source}")
     click.echo(f"plan: predicted {chosen.seconds:.4g} s")
     for part in report["plan"]["parts"]:
-        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "threads", "bins", "wide_rows", "rows_in_l2") if k in part)
+        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "rows_in_l2") if k in part)
         click.echo(f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
                    f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
     click.echo("candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(), key=lambda kv: kv[1])))

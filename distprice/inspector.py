@@ -8,16 +8,18 @@ device):
 
 - ``gpu-flat``: node-steps run (idle nodes and padded loop counts included, times the measured block-size
   factor) x ``flat_node_step``, or the tallest bin's 2 x height block-steps x ``flat_block_step``; trees
-  wider than a flat block take one block each (``wide_node_step`` per node-step of a block).
+  wider than a flat block take one block each (``wide_node_step`` per node-step of a block). The share of
+  idle nodes comes from packing a sample of the rows, not all of them, so that planning stays cheap.
 - ``gpu-outer``: warp-padded node-steps (each warp runs to its widest and tallest tree) x
   ``outer_node_step``, or ``outer_cached_node_step`` when the rows fit in the L2 cache; the tail is the
   heaviest warp's node-steps x ``outer_thread_node_step``.
-- ``cpu``: node-steps x ``cpu_node_step`` + rows x ``cpu_row``.
-- Each GPU launch adds ``gpu_launch``.
+- ``cpu``: node-steps x ``cpu_node_step`` + tree steps (2 x height) x ``cpu_step`` + rows x ``cpu_row``.
+- Each GPU launch adds ``gpu_launch``, each GPU part its host layout per row (``flat_host_row``: bin
+  packing, which tries several block shapes; ``outer_host_row``: a sort), and a plan with any GPU part
+  the copy of the portfolio to the device once (``gpu_upload_row`` per row).
 
-Candidate plans: every engine alone, and (with a GPU) the narrowest trees on ``gpu-outer`` with the rest on
-``gpu-flat`` at a few width thresholds, and ``gpu-flat`` with a share of the rows on the CPU at the same
-time. Parts on the GPU run one after the other; the CPU part runs beside them. The cheapest plan wins.
+Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
+``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins.
 """
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from .engines.gpu import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout,
-                          outer_layout)
+from .engines.gpu import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout
+
+FLAT_SAMPLE = 4096
+"""Rows packed to estimate the flat kernel's share of idle nodes."""
 
 @dataclass(frozen=True)
 class CostModel:
@@ -42,7 +46,11 @@ class CostModel:
     outer_cached_node_step: float = 1.2e-11
     outer_thread_node_step: float = 1.3e-7
     gpu_launch: float = 2e-5
+    gpu_upload_row: float = 4e-7
+    flat_host_row: float = 1.2e-6
+    outer_host_row: float = 2e-7
     cpu_node_step: float = 7.7e-11
+    cpu_step: float = 1e-8
     cpu_row: float = 1e-7
     multiprocessors: int = 132
     l2_bytes: int = 50 * 2**20
@@ -60,28 +68,19 @@ class CostModel:
 
     # ---- predictions, seconds ----
 
-    def flat(self, width: np.ndarray, height: np.ndarray, like: tuple | None = None) -> tuple[float, dict]:
-        """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH, a block each beyond.
-
-        ``like`` = (width, height, seconds) of a superset already predicted: the flat blocks' busy time is
-        then scaled by node-steps instead of packed again (packing is the slow part of a prediction).
-        """
+    def flat(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
+        """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH, a block each beyond."""
         wide = width > FLAT_MAX_WIDTH
-        seconds, detail = 0.0, {}
+        seconds, detail = len(width) * self.flat_host_row, {}
         if (~wide).any():
             w, h = width[~wide], height[~wide]
-            if like is None:
-                nodes, threads = choose_flat_shape(w, h)
-                layout = flat_layout(w, h, threads, nodes)
-                busy = layout.thread_steps() * block_cost_factor(threads) * self.flat_node_step
-                tallest = int(layout.bin_height.max())
-                detail.update(nodes=nodes, threads=threads, bins=layout.bins, busy=busy, layout=layout)
-            else:
-                like_width, like_height, like_detail = like
-                share = (w * h).sum() / (like_width * like_height)[like_width <= FLAT_MAX_WIDTH].sum()
-                busy, tallest = like_detail["busy"] * share, int(h.max())
-                detail.update(nodes=like_detail["nodes"], threads=like_detail["threads"])
-            seconds += self.gpu_launch + max(busy, 2 * tallest * self.flat_block_step)
+            sample = np.linspace(0, len(w) - 1, min(len(w), FLAT_SAMPLE)).astype(np.int64)
+            nodes, threads = choose_flat_shape(w[sample], h[sample])
+            layout = flat_layout(w[sample], h[sample], threads, nodes)
+            busy_share = (2.0 * w[sample] * h[sample]).sum() / layout.thread_steps()
+            busy = (2.0 * w * h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
+            seconds += self.gpu_launch + max(busy, 2 * int(h.max()) * self.flat_block_step)
+            detail.update(nodes=nodes, busy_share=round(float(busy_share), 3))
         if wide.any():
             work = 2.0 * width[wide] * height[wide]
             seconds += self.gpu_launch + max(work.sum() / self.multiprocessors, work.max()) * self.wide_node_step
@@ -89,17 +88,22 @@ class CostModel:
         return seconds, detail
 
     def outer(self, width: np.ndarray, height: np.ndarray, itemsize: int = 8) -> tuple[float, dict]:
-        """``gpu-outer`` on these trees."""
-        layout = outer_layout(width, height)
-        warp_steps = 2.0 * layout.pitch * layout.tallest
-        cached = layout.row_elements * itemsize <= self.l2_bytes
+        """``gpu-outer`` on these trees, given in the kernel's order (decreasing width, then height)."""
+        groups = -(-len(width) // WARP)
+        padded = np.zeros((2, groups * WARP), dtype=np.int64)
+        padded[0, :len(width)], padded[1, :len(width)] = width, height
+        pitch, tallest = padded[0].reshape(groups, WARP)[:, 0], padded[1].reshape(groups, WARP).max(axis=1)
+        warp_steps = 2.0 * pitch * tallest
+        cached = 2 * WARP * pitch.sum() * itemsize <= self.l2_bytes
         rate = self.outer_cached_node_step if cached else self.outer_node_step
-        seconds = self.gpu_launch + max(WARP * warp_steps.sum() * rate, warp_steps.max() * self.outer_thread_node_step)
+        busy = WARP * warp_steps.sum() * rate
+        seconds = len(width) * self.outer_host_row + self.gpu_launch + max(busy, warp_steps.max() * self.outer_thread_node_step)
         return seconds, {"rows_in_l2": bool(cached)}
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
-        return float((2.0 * width * height).sum() * self.cpu_node_step + len(width) * self.cpu_row), {}
+        return float((2.0 * width * height).sum() * self.cpu_node_step + 2.0 * height.sum() * self.cpu_step
+                     + len(width) * self.cpu_row), {}
 
 
 @dataclass
@@ -111,15 +115,14 @@ class Part:
     seconds: float
     reason: str
     detail: dict = field(default_factory=dict)
-    """Figures behind the prediction (block shape, bins, ...); ``layout``: the flat bins of exactly these rows,
-    when the prediction packed them, for the engine to reuse."""
+    """Figures behind the prediction (nodes per thread, share of busy nodes, ...)."""
 
 
 @dataclass
 class Plan:
     parts: list[Part]
     seconds: float
-    """Predicted: GPU parts one after the other, the CPU part beside them."""
+    """Predicted: the parts one after the other."""
     model: CostModel
     considered: dict[str, float] = field(default_factory=dict)
     """Predicted seconds of every candidate plan, by name."""
@@ -148,14 +151,6 @@ def describe(width: np.ndarray, height: np.ndarray) -> dict:
             "width": spread(width), "height": spread(height)}
 
 
-def _balance_with_cpu(model: CostModel, width, height, gpu_seconds: float, by_cost: np.ndarray):
-    """How many of the costliest rows (``by_cost`` order) the CPU takes so that it ends with the GPU."""
-    work = 2.0 * width[by_cost] * height[by_cost]
-    cpu = np.cumsum(work) * model.cpu_node_step + np.arange(1, len(work) + 1) * model.cpu_row
-    gpu_rest = gpu_seconds * (1.0 - np.cumsum(work) / work.sum())
-    return int(np.searchsorted(cpu - gpu_rest, 0.0))
-
-
 def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> Plan:
     """The cheapest plan for trees of these widths and heights (see the module docstring)."""
     width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
@@ -167,33 +162,26 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
     candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
     if gpu:
         flat_seconds, flat_detail = model.flat(width, height)
-        outer_seconds, outer_detail = model.outer(width, height)
+        by_width = np.lexsort((-height, -width))  # the outer kernel's order
+        outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
         candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
         candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
         for q in (0.1, 0.25, 0.5, 0.75, 0.9):
             threshold = int(np.quantile(width, q))
-            narrow = width <= threshold
+            narrow = width[by_width] <= threshold  # a tail of by_width
             if narrow.all() or not narrow.any():
                 continue
-            o, od = model.outer(width[narrow], height[narrow])
-            f, fd = model.flat(width[~narrow], height[~narrow], like=(width, height, flat_detail))
+            on_outer, on_flat = by_width[narrow], by_width[~narrow]
+            o, od = model.outer(width[on_outer], height[on_outer])
+            f, fd = model.flat(width[on_flat], height[on_flat])
             candidates[f"gpu-outer (width <= {threshold}) + gpu-flat"] = [
-                Part("gpu-outer", rows[narrow], o, f"trees up to {threshold} wide, one per thread", od),
-                Part("gpu-flat", rows[~narrow], f, f"trees wider than {threshold}, in shared-memory bins", fd)]
-        by_cost = np.argsort(-(width * height), kind="stable")
-        take = _balance_with_cpu(model, width, height, flat_seconds, by_cost)
-        if 0 < take < len(rows):
-            on_cpu, on_gpu = np.sort(by_cost[:take]), np.sort(by_cost[take:])
-            c, _ = model.cpu(width[on_cpu], height[on_cpu])
-            f, fd = model.flat(width[on_gpu], height[on_gpu], like=(width, height, flat_detail))
-            candidates["gpu-flat + cpu beside it"] = [
-                Part("gpu-flat", on_gpu, f, "bins of trees in shared memory", fd),
-                Part("cpu", on_cpu, c, f"the {take} costliest trees, priced while the GPU works")]
+                Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od),
+                Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd)]
+
+    upload = len(rows) * model.gpu_upload_row
 
     def total(parts):
-        gpu_parts = sum(p.seconds for p in parts if p.engine != "cpu")
-        cpu_parts = sum(p.seconds for p in parts if p.engine == "cpu")
-        return max(gpu_parts, cpu_parts)
+        return float(sum(p.seconds for p in parts) + (upload if any(p.engine != "cpu" for p in parts) else 0.0))
 
     considered = {name: total(parts) for name, parts in candidates.items()}
     best = min(considered, key=considered.get)

@@ -46,15 +46,16 @@ def test_without_a_gpu_everything_goes_to_the_cpu():
     assert_partition(chosen, 2000)
 
 
-@pytest.mark.parametrize("name", ["U2", "R1", "S1", "S2"])
-def test_on_an_h100_flat_takes_the_bulk(name):
-    width, height = shape(name, 20_000)
+@pytest.mark.parametrize("name,bulk", [("U2", "gpu-flat"), ("R1", "gpu-flat"), ("S1", "gpu-flat"),
+                                       ("S2", "gpu-outer")])
+def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
+    # S2: flat's kernel is 16x faster, but its bin packing costs the host more than outer's whole kernel
+    width, height = shape(name, 100_000)
     chosen = plan(width, height, shipped_default(H100, "fp64"), gpu=True)
-    assert_partition(chosen, 20_000)
-    flat = [p for p in chosen.parts if p.engine == "gpu-flat"]
-    assert len(flat) == 1 and len(flat[0].rows) > 0.9 * 20_000
-    assert chosen.seconds <= min(chosen.considered.values()) + 1e-12
-    assert chosen.considered["gpu-flat"] < min(chosen.considered["gpu-outer"], chosen.considered["cpu"])
+    assert_partition(chosen, 100_000)
+    assert max(chosen.parts, key=lambda p: len(p.rows)).engine == bulk
+    assert chosen.seconds == min(chosen.considered.values())
+    assert chosen.considered["cpu"] > chosen.considered[bulk]
 
 
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
@@ -74,16 +75,10 @@ def test_a_tiny_portfolio_stays_on_the_cpu_when_a_launch_costs_more():
     assert [p.engine for p in chosen.parts] == ["cpu"]
 
 
-def test_the_cpu_beside_the_gpu_takes_the_costliest_trees():
-    width, height = shape("R1", 20_000)
-    fast_cpu = dataclasses.replace(shipped_default(H100, "fp64"), cpu_node_step=2e-12)
-    chosen = plan(width, height, fast_cpu, gpu=True)
-    parts = {p.engine: p for p in chosen.parts}
-    assert set(parts) == {"gpu-flat", "cpu"}
-    cost = width * height
-    assert cost[parts["cpu"].rows].min() >= cost[parts["gpu-flat"].rows].max()
-    gpu_part, cpu_part = parts["gpu-flat"].seconds, parts["cpu"].seconds
-    assert abs(gpu_part - cpu_part) < 0.05 * chosen.seconds  # balanced
+def test_a_fast_cpu_takes_everything():
+    width, height = shape("R1", 2000)
+    fast_cpu = dataclasses.replace(shipped_default(H100, "fp64"), cpu_node_step=1e-14)
+    assert [p.engine for p in plan(width, height, fast_cpu, gpu=True).parts] == ["cpu"]
 
 
 def test_engine_of_rows_labels_every_row():

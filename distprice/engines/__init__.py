@@ -7,7 +7,6 @@ portfolio to different engines.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -16,7 +15,7 @@ import pandas as pd
 from ..curves import ZeroCurve
 from .batch import Fp32OverflowError, pack
 from .cpu import price_cpu
-from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu
+from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, upload
 from .reference import price_reference
 
 Engine = Callable[[pd.DataFrame, dict, str], tuple[np.ndarray, np.ndarray]]
@@ -58,27 +57,18 @@ def resolve(engine: str) -> str:
 
 
 def price_parts(batch, parts, precision: str):
-    """Prices each part (``engine``, ``rows`` of ``batch``) with its engine: the GPU parts one after another
-    in a worker thread, the CPU parts meanwhile in this one. Returns bond and option prices in batch order."""
+    """Prices each part (``engine``, ``rows`` of ``batch``) with its engine, one after the other. Returns
+    bond and option prices in batch order."""
     n = len(batch)
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
-
-    def price(part):
+    book = upload(batch, precision) if any(part.engine != "cpu" for part in parts) else None
+    for part in parts:
         if part.engine == "cpu":
             b, o = price_cpu(batch, precision, rows=part.rows)
         else:
-            shape = {k: part.detail[k] for k in ("layout", "nodes", "threads") if k in part.detail}
-            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, **shape)
+            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, book=book)
             b, o = run.bond, run.option
         bond[part.rows], option[part.rows] = b[part.rows], o[part.rows]
-
-    on_gpu = [p for p in parts if p.engine != "cpu"]
-    with ThreadPoolExecutor(1) as worker:
-        gpu_done = worker.submit(lambda: [price(p) for p in on_gpu])
-        for part in parts:
-            if part.engine == "cpu":
-                price(part)
-        gpu_done.result()
     return bond, option
 
 

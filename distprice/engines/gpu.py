@@ -128,21 +128,33 @@ class _Device:
         return out
 
 
-def _portfolio_args(device: _Device, batch: Batch, precision: str) -> list:
-    """The kernels' leading PORTFOLIO_PARAMS, uploaded in batch order."""
+@dataclass(frozen=True)
+class DeviceBook:
+    """A batch's arrays on the device: the kernels' leading PORTFOLIO_PARAMS, in batch order."""
+
+    args: tuple
+    precision: str
+    bytes: int
+    rows: int
+
+
+def upload(batch: Batch, precision: str) -> DeviceBook:
+    """Copies what every kernel reads of ``batch`` to the device (once per batch; parts of it share it)."""
+    device = _Device(require_gpu())
     real = real_dtype(precision)
     g = batch.geometry
     coupons, exercises = batch.coupons, batch.exercises
     if max(len(coupons.step), len(exercises.step)) > _MAX_EVENTS:
         raise ValueError("a GPU chunk holds at most 2^31 - 1 coupon or exercise events; price it in smaller chunks")
-    return [device.put(a) for a in (
+    args = tuple(device.put(a) for a in (
         g.jmax.astype(np.int32), g.height.astype(np.int32), g.dt.astype(np.float64), g.dr.astype(np.float64),
         g.M.astype(np.float64), batch.face.astype(real), batch.is_call.astype(np.uint8),
         batch.curve_index.astype(np.int32), batch.curve_offsets.astype(np.int64), batch.curve_t, batch.curve_z,
         coupons.offsets.astype(np.int64), coupons.step.astype(np.int32), coupons.value.astype(real),
         exercises.offsets.astype(np.int64), exercises.step.astype(np.int32), exercises.value.astype(real),
         batch.option_from.astype(np.int32),
-    )]
+    ))
+    return DeviceBook(args, precision, device.bytes, len(batch))
 
 
 # ---- outer: layout ----
@@ -352,14 +364,14 @@ def _launch_wide(cupy, device, book, rows_idx, width, height, precision, bond, o
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = (),
               check_finite: bool = True, rows: np.ndarray | None = None,
-              layout: FlatLayout | None = None) -> GpuRun:
+              book: DeviceBook | None = None) -> GpuRun:
     """Price ``batch`` (or only its ``rows``) with the ``outer`` or ``flat`` kernel; see the module docstring
     for the layouts. Prices come back for every batch row, NaN for the rows not asked for.
 
     ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
-    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`), or ``layout``
-    gives the flat bins of the rows narrower than FLAT_MAX_WIDTH ready-made; ``defines`` adds ``-D`` build
-    options (register caps and the like, for the benchmarks).
+    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`); ``defines`` adds
+    ``-D`` build options (register caps and the like, for the benchmarks). ``book``: the batch already on
+    the device (see :func:`upload`); its bytes then do not count in this call's footprint or upload time.
 
     Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
     price raises (in fp32 it is an overflow: see :class:`Fp32OverflowError`).
@@ -380,9 +392,7 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     if len(outer_rows):
         layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
                                         lanes=lanes or len(outer_rows), sort=sort)
-    if len(flat_rows) and layout is not None:
-        layouts["flat"] = layout
-    elif len(flat_rows):
+    if len(flat_rows):
         shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
             nodes or FLAT_NODES, threads)
         layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
@@ -390,7 +400,12 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
 
     tick = time.perf_counter()
     device = _Device(cupy)
-    book = _portfolio_args(device, batch, precision)
+    if book is None:
+        book = upload(batch, precision)
+        device.bytes += book.bytes
+    elif book.precision != precision or book.rows != n:
+        raise ValueError("the uploaded book is of another batch or precision")
+    book = book.args
     bond, option = device.poisoned(n), device.poisoned(n)
     launches = []
     if "outer" in layouts:
