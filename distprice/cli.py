@@ -203,7 +203,7 @@ def inspect(portfolio, curves, precision, as_json):
     click.echo(f"model: {chosen.model.device}, {precision}, {chosen.model.source}")
     click.echo(f"plan: predicted {chosen.seconds:.4g} s")
     for part in report["plan"]["parts"]:
-        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "rows_in_l2") if k in part)
+        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part)
         click.echo(f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
                    f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
     click.echo("candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(), key=lambda kv: kv[1])))

@@ -11,8 +11,8 @@ device):
   wider than a flat block take one block each (``wide_node_step`` per node-step of a block). The share of
   idle nodes comes from packing a sample of the rows, not all of them, so that planning stays cheap.
 - ``gpu-outer``: warp-padded node-steps (each warp runs to its widest and tallest tree) x
-  ``outer_node_step``, or ``outer_cached_node_step`` when the rows fit in the L2 cache; the tail is the
-  heaviest warp's node-steps x ``outer_thread_node_step``.
+  ``outer_node_step``, or ``outer_cached_node_step`` for warps narrow enough that the rows of all resident
+  threads fit in the L2 cache; the tail is the heaviest warp's node-steps x ``outer_thread_node_step``.
 - ``cpu``: node-steps x ``cpu_node_step`` + tree steps (2 x height) x ``cpu_step`` + rows x ``cpu_row``.
 - Each GPU launch adds ``gpu_launch``, each GPU part its host layout per row (``flat_host_row``: bin
   packing, which tries several block shapes; ``outer_host_row``: a sort), and a plan with any GPU part
@@ -30,8 +30,10 @@ import numpy as np
 
 from .engines.gpu import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout
 
-FLAT_SAMPLE = 4096
+FLAT_SAMPLE = 2048
 """Rows packed to estimate the flat kernel's share of idle nodes."""
+OUTER_THREADS_PER_SM = 448
+"""Outer threads resident on a multiprocessor (146 registers each): their rows are the working set."""
 
 @dataclass(frozen=True)
 class CostModel:
@@ -94,11 +96,11 @@ class CostModel:
         padded[0, :len(width)], padded[1, :len(width)] = width, height
         pitch, tallest = padded[0].reshape(groups, WARP)[:, 0], padded[1].reshape(groups, WARP).max(axis=1)
         warp_steps = 2.0 * pitch * tallest
-        cached = 2 * WARP * pitch.sum() * itemsize <= self.l2_bytes
-        rate = self.outer_cached_node_step if cached else self.outer_node_step
-        busy = WARP * warp_steps.sum() * rate
+        cached = 2 * pitch * itemsize * OUTER_THREADS_PER_SM * self.multiprocessors <= self.l2_bytes
+        busy = WARP * (warp_steps[cached].sum() * self.outer_cached_node_step
+                       + warp_steps[~cached].sum() * self.outer_node_step)
         seconds = len(width) * self.outer_host_row + self.gpu_launch + max(busy, warp_steps.max() * self.outer_thread_node_step)
-        return seconds, {"rows_in_l2": bool(cached)}
+        return seconds, {"cached_share": round(float(cached.mean()), 3)}
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
@@ -162,12 +164,11 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
     candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
     if gpu:
         flat_seconds, flat_detail = model.flat(width, height)
-        by_width = np.lexsort((-height, -width))  # the outer kernel's order
+        by_width = np.argsort(-(width * (int(height.max()) + 1) + height), kind="stable")  # the outer kernel's order
         outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
         candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
         candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
-        for q in (0.1, 0.25, 0.5, 0.75, 0.9):
-            threshold = int(np.quantile(width, q))
+        for threshold in np.unique(np.quantile(width, (0.25, 0.5, 0.75, 0.9)).astype(np.int64)):
             narrow = width[by_width] <= threshold  # a tail of by_width
             if narrow.all() or not narrow.any():
                 continue

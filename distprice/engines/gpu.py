@@ -287,9 +287,14 @@ def block_cost_factor(threads: int) -> float:
     return 1.0 + 0.22 * max(threads - 256, 0) / 768
 
 
+FLAT_SHAPE_SAMPLE = 4096
+"""Rows packed per candidate shape in :func:`choose_flat_shape` (evenly spaced over the portfolio)."""
+
+
 def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None = None) -> tuple[int, int]:
     """``(nodes, threads)`` of the flat blocks: the lowest predicted cost, i.e. node-steps run (idle nodes and
-    padded loop counts included) times :func:`block_cost_factor`.
+    padded loop counts included) times :func:`block_cost_factor`, judged on a sample of FLAT_SHAPE_SAMPLE rows
+    (packing every row once per candidate would cost more host time than most kernels take).
 
     ``nodes`` is FLAT_NODES unless the widest tree needs more. Thread counts: FLAT_THREADS and, for
     portfolios of one or a few widths, 1 to 4 of the widest tree in whole warps (U1's width 259, 260
@@ -305,7 +310,10 @@ def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None =
     fits = sorted(c for c in {*FLAT_THREADS, *multiples} if per_thread <= c <= FLAT_THREADS[-1])
     if not fits:
         raise ValueError(f"a tree of width {widest} does not fit a flat block of {nodes} nodes per thread")
-    threads = min(fits, key=lambda c: flat_layout(width, height, c, nodes).thread_steps() * block_cost_factor(c))
+    sample = np.unique(np.linspace(0, len(width) - 1, min(len(width), FLAT_SHAPE_SAMPLE)).astype(np.int64))
+    sample = np.union1d(sample, [int(np.argmax(width))])  # the widest decides what fits
+    w, h = width[sample], height[sample]
+    threads = min(fits, key=lambda c: flat_layout(w, h, c, nodes).thread_steps() * block_cost_factor(c))
     return nodes, threads
 
 
