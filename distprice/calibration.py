@@ -148,19 +148,26 @@ def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     narrow = np.full(100_000, 7)
     outer_cached = (kernel_seconds(_batch(narrow, np.full(100_000, 600)), "outer") - launch) / (2 * 7 * 600 * 100_000)
     outer_thread = (kernel_seconds(_batch(259 * one, 600 * one), "outer") - launch) / (2 * 259 * 600)
-    # host work per row, on R1-like trees: the copy to the device, each kernel's layout
-    mixed = _batch(*_r1_like(20_000, seed=1))
-    host = {kernel: [price_gpu(mixed, kernel, precision).seconds for _ in range(repeat + 1)][1:]
-            for kernel in ("flat", "outer")}
+    # host work, on R1-like trees of two sizes: the copy to the device and each kernel's layout, per row
+    # (and for flat a fixed part: the block shape is chosen on a sample)
+    sizes = (5_000, 40_000)
+    host = {}
+    for rows in sizes:
+        mixed = _batch(*_r1_like(rows, seed=1))
+        for kernel in ("flat", "outer"):
+            runs = [price_gpu(mixed, kernel, precision).seconds for _ in range(repeat + 1)][1:]
+            host[kernel, rows] = {part: statistics.median(r[part] for r in runs) for part in ("layout", "upload")}
 
     def per_row(kernel, part):
-        return statistics.median(s[part] for s in host[kernel]) / len(mixed)
+        return (host[kernel, sizes[1]][part] - host[kernel, sizes[0]][part]) / (sizes[1] - sizes[0])
+
+    flat_host = max(host["flat", sizes[0]]["layout"] - sizes[0] * per_row("flat", "layout"), 0.0)
 
     return dataclasses.replace(
         model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
         wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
         outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
-        l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"),
+        l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"), flat_host=flat_host,
         flat_host_row=per_row("flat", "layout"), outer_host_row=per_row("outer", "layout"))
 
 

@@ -14,12 +14,14 @@ device):
   ``outer_node_step``, or ``outer_cached_node_step`` for warps narrow enough that the rows of all resident
   threads fit in the L2 cache; the tail is the heaviest warp's node-steps x ``outer_thread_node_step``.
 - ``cpu``: node-steps x ``cpu_node_step`` + tree steps (2 x height) x ``cpu_step`` + rows x ``cpu_row``.
-- Each GPU launch adds ``gpu_launch``, each GPU part its host layout per row (``flat_host_row``: bin
-  packing, which tries several block shapes; ``outer_host_row``: a sort), and a plan with any GPU part
-  the copy of the portfolio to the device once (``gpu_upload_row`` per row).
+- Each GPU launch adds ``gpu_launch``, each GPU part its host layout (``flat_host`` to choose a block shape
+  on a sample plus ``flat_host_row`` per row to pack the bins; ``outer_host_row`` per row: a sort), and a
+  plan with any GPU part the copy of the portfolio to the device once (``gpu_upload_row`` per row).
 
 Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
-``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins.
+``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins. Plans with
+``gpu-outer`` are not even predicted when its best node-step (rows in the L2 cache) costs twice flat's or
+more: it cannot win then, and predicting costs host time (a sort).
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ class CostModel:
     outer_thread_node_step: float = 1.3e-7
     gpu_launch: float = 2e-5
     gpu_upload_row: float = 4e-7
-    flat_host_row: float = 1.2e-6
+    flat_host: float = 3e-3
+    flat_host_row: float = 2e-7
     outer_host_row: float = 2e-7
     cpu_node_step: float = 7.7e-11
     cpu_step: float = 1e-8
@@ -73,7 +76,7 @@ class CostModel:
     def flat(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH, a block each beyond."""
         wide = width > FLAT_MAX_WIDTH
-        seconds, detail = len(width) * self.flat_host_row, {}
+        seconds, detail = self.flat_host + len(width) * self.flat_host_row, {}
         if (~wide).any():
             w, h = width[~wide], height[~wide]
             sample = np.linspace(0, len(w) - 1, min(len(w), FLAT_SAMPLE)).astype(np.int64)
@@ -82,7 +85,7 @@ class CostModel:
             busy_share = (2.0 * w[sample] * h[sample]).sum() / layout.thread_steps()
             busy = (2.0 * w * h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
             seconds += self.gpu_launch + max(busy, 2 * int(h.max()) * self.flat_block_step)
-            detail.update(nodes=nodes, busy_share=round(float(busy_share), 3))
+            detail.update(nodes=nodes, threads=threads, busy_share=round(float(busy_share), 3))
         if wide.any():
             work = 2.0 * width[wide] * height[wide]
             seconds += self.gpu_launch + max(work.sum() / self.multiprocessors, work.max()) * self.wide_node_step
@@ -164,9 +167,10 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
     candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
     if gpu:
         flat_seconds, flat_detail = model.flat(width, height)
+        candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
+    if gpu and model.outer_cached_node_step < 2 * model.flat_node_step:
         by_width = np.argsort(-(width * (int(height.max()) + 1) + height), kind="stable")  # the outer kernel's order
         outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
-        candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
         candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
         for threshold in np.unique(np.quantile(width, (0.25, 0.5, 0.75, 0.9)).astype(np.int64)):
             narrow = width[by_width] <= threshold  # a tail of by_width

@@ -46,13 +46,13 @@ def test_without_a_gpu_everything_goes_to_the_cpu():
     assert_partition(chosen, 2000)
 
 
-@pytest.mark.parametrize("name,bulk", [("U2", "gpu-flat"), ("R1", "gpu-flat"), ("S1", "gpu-flat"),
-                                       ("S2", "gpu-outer")])
+@pytest.mark.parametrize("name,bulk", [("U1", "gpu-flat"), ("U2", "gpu-flat"), ("R1", "gpu-flat"),
+                                       ("S1", "gpu-flat"), ("S2", "gpu-flat"), ("B1", "gpu-flat")])
 def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
-    # S2: flat's kernel is 16x faster, but its bin packing costs the host more than outer's whole kernel
-    width, height = shape(name, 100_000)
+    width, height = shape(name, 100_000 if name != "U1" else None)
+    n = len(width)
     chosen = plan(width, height, shipped_default(H100, "fp64"), gpu=True)
-    assert_partition(chosen, 100_000)
+    assert_partition(chosen, n)
     assert max(chosen.parts, key=lambda p: len(p.rows)).engine == bulk
     assert chosen.seconds == min(chosen.considered.values())
     assert chosen.considered["cpu"] > chosen.considered[bulk]
@@ -77,7 +77,7 @@ def test_a_tiny_portfolio_stays_on_the_cpu_when_a_launch_costs_more():
 
 def test_a_fast_cpu_takes_everything():
     width, height = shape("R1", 2000)
-    fast_cpu = dataclasses.replace(shipped_default(H100, "fp64"), cpu_node_step=1e-14)
+    fast_cpu = dataclasses.replace(shipped_default(H100, "fp64"), cpu_node_step=1e-14, cpu_step=0.0, cpu_row=0.0)
     assert [p.engine for p in plan(width, height, fast_cpu, gpu=True).parts] == ["cpu"]
 
 

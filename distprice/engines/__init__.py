@@ -66,7 +66,8 @@ def price_parts(batch, parts, precision: str):
         if part.engine == "cpu":
             b, o = price_cpu(batch, precision, rows=part.rows)
         else:
-            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, book=book)
+            shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
+            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, book=book, **shape)
             b, o = run.bond, run.option
         bond[part.rows], option[part.rows] = b[part.rows], o[part.rows]
     return bond, option
