@@ -1,13 +1,13 @@
-"""`engine="auto"` (the inspector's plan) against each fixed GPU kernel, on the SPEC datasets and mixtures.
+"""`engine="auto"` (the inspector's plan) against each fixed GPU engine, on the SPEC datasets and mixtures.
 
     python benchmarks/inspector.py OUTPUT_DIR [--datasets U1,U2,...] [--size N] [--repeat 3]
 
-Every way prices the same packed batch (``pack`` is the same for all and timed apart). "pricing" is the
-wall time after ``pack``: for a fixed kernel the layout, transfers, kernel and download of
-``price_gpu``; for auto the plan (statistics, predictions) plus the execution of its parts (GPU parts
-and the CPU part beside them). "kernel" is the kernel time alone (CUDA events) of a fixed kernel.
-Medians of ``--repeat`` runs after a warm-up. Uses the calibration of this device if there is one
-(``distprice calibrate``), else the shipped default. Writes ``inspector.json`` and ``inspector.md``.
+"seconds" is what an engine call takes on a validated table: for a fixed engine ``pack`` (the event
+tables) then ``price_gpu`` (layout, transfers, kernel, download); for auto the plan and its execution
+(chunks pipelined: the host packs chunk k+1 while the GPU prices chunk k). "kernel" is the kernel time
+alone (CUDA events) of each fixed engine. Medians of ``--repeat`` runs after a warm-up. Uses the
+calibration of this device if there is one (``distprice calibrate``), else the shipped default. Writes
+``inspector.json`` and ``inspector.md``.
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ import numpy as np
 from distprice import datasets
 from distprice.api import load_curves
 from distprice.calibration import current_model
-from distprice.engines import price_parts
+from distprice.engines import price_auto
 from distprice.engines.batch import pack
 from distprice.engines.cpu import price_cpu
 from distprice.engines.gpu import device_name, price_gpu
-from distprice.inspector import plan
 from distprice.instruments import prepare
 
 DEFAULT = "U1,U2,R1,R2,R3,S1,S2,U1+S1,R1+S2,B1"
@@ -65,38 +64,31 @@ def main(argv=None):
         row = {"dataset": name, "rows": len(batch), "node_steps": float(batch.geometry.node_steps.sum()),
                "pack_s": pack_s}
         for kernel in ("flat", "outer"):
-            row[f"{kernel}_s"] = wall(lambda: price_gpu(batch, kernel), args.repeat)
+            row[f"{kernel}_s"] = wall(lambda: price_gpu(pack(canonical, curves), kernel), args.repeat)
             row[f"{kernel}_kernel_s"] = statistics.median(price_gpu(batch, kernel).seconds["kernel"]
                                                           for _ in range(args.repeat))
-
-        def auto():
-            chosen = plan(width, height, model, gpu=True)
-            return chosen, price_parts(batch, chosen.parts, "fp64")
-
-        row["auto_s"] = wall(auto, args.repeat)
-        tick = time.perf_counter()
-        chosen = plan(width, height, model, gpu=True)
-        row["plan_s"] = time.perf_counter() - tick
-        bond, option = price_parts(batch, chosen.parts, "fp64")
+        row["auto_s"] = wall(lambda: price_auto(canonical, curves, "fp64"), args.repeat)
+        bond, option, chosen = price_auto(canonical, curves, "fp64")
         row["auto_error"] = float(max(np.max(np.abs(bond - reference[0]) / np.abs(reference[0])),
                                       np.max(np.abs(option - reference[1]) / np.abs(reference[0]))))
-        row["plan"] = [{"engine": p.engine, "rows": int(len(p.rows)), "predicted_s": p.seconds} for p in chosen.parts]
+        row["plan"] = [{"engine": p.engine, "rows": int(len(p.rows)), "chunks": p.chunks, "predicted_s": p.seconds}
+                       for p in chosen.parts]
         row["predicted_s"] = chosen.seconds
         best = min(row["flat_s"], row["outer_s"])
         row["auto_over_best"] = row["auto_s"] / best
         report["rows"].append(row)
-        print(f"{name:6} rows {len(batch):6}  pricing: auto {row['auto_s'] * 1e3:8.1f} ms  flat {row['flat_s'] * 1e3:8.1f}"
+        print(f"{name:6} rows {len(batch):6}  auto {row['auto_s'] * 1e3:8.1f} ms  flat {row['flat_s'] * 1e3:8.1f}"
               f"  outer {row['outer_s'] * 1e3:8.1f}  auto/best {row['auto_over_best']:.3f}  | kernels: flat "
-              f"{row['flat_kernel_s'] * 1e3:7.2f} outer {row['outer_kernel_s'] * 1e3:7.2f}  predicted "
-              f"{row['predicted_s'] * 1e3:7.2f}  plan {row['plan_s'] * 1e3:5.1f} ms  "
-              + "; ".join(f"{p['engine']} {p['rows']}" for p in row["plan"])
+              f"{row['flat_kernel_s'] * 1e3:7.2f} outer {row['outer_kernel_s'] * 1e3:7.2f}  predicted auto "
+              f"{row['predicted_s'] * 1e3:7.2f}  pack {pack_s * 1e3:6.0f}  "
+              + "; ".join(f"{p['engine']} {p['rows']} in {p['chunks']}" for p in row["plan"])
               + f"  err {row['auto_error']:.1e}", flush=True)
     (args.output_dir / "inspector.json").write_text(json.dumps(report, indent=1))
     lines = [f"{report['device']}, {report['date']}, model: {model.source}", "",
-             "| dataset | rows | pack ms | auto ms | flat ms | outer ms | auto ÷ best | plan | flat kernel ms | outer kernel ms | predicted ms |",
+             "| dataset | rows | pack ms | auto ms | flat ms | outer ms | auto ÷ best | plan (rows in chunks) | flat kernel ms | outer kernel ms | predicted auto ms |",
              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for r in report["rows"]:
-        parts = "; ".join(f"{p['engine']} {p['rows']}" for p in r["plan"])
+        parts = "; ".join(f"{p['engine']} {p['rows']} in {p['chunks']}" for p in r["plan"])
         lines.append(f"| {r['dataset']} | {r['rows']} | {r['pack_s'] * 1e3:.0f} | {r['auto_s'] * 1e3:.1f} | "
                      f"{r['flat_s'] * 1e3:.1f} | {r['outer_s'] * 1e3:.1f} | {r['auto_over_best']:.3f} | {parts} | "
                      f"{r['flat_kernel_s'] * 1e3:.2f} | {r['outer_kernel_s'] * 1e3:.2f} | {r['predicted_s'] * 1e3:.2f} |")

@@ -119,7 +119,23 @@ def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
         seconds.append(_median_seconds(run, repeat))
         work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
     node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
-    return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row))
+    # the host layout every plan starts with (event tables), per row of R1-like trees
+    from .api import load_curves
+    from .datasets import with_shapes
+    from .engines.batch import pack
+    from .instruments import prepare
+
+    curves = load_curves(None)
+    table = prepare(with_shapes(*_r1_like(20_000, seed=2)), curves).table
+
+    def run_pack():
+        tick = time.perf_counter()
+        pack(table, curves, model.precision)
+        return time.perf_counter() - tick
+
+    pack_row = _median_seconds(run_pack, repeat) / len(table)
+    return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row),
+                               pack_row=pack_row)
 
 
 def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
@@ -162,12 +178,28 @@ def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
         return (host[kernel, sizes[1]][part] - host[kernel, sizes[0]][part]) / (sizes[1] - sizes[0])
 
     flat_host = max(host["flat", sizes[0]]["layout"] - sizes[0] * per_row("flat", "layout"), 0.0)
+    # fixed host work of one more chunk: pack and price a table of 16 rows
+    from .api import load_curves
+    from .datasets import with_shapes
+    from .engines.batch import pack
+    from .instruments import prepare
+
+    curves = load_curves(None)
+    small = prepare(with_shapes(*_r1_like(16, seed=3)), curves).table
+
+    def chunk():
+        tick = time.perf_counter()
+        price_gpu(pack(small, curves, precision), "flat", precision, check_finite=False)
+        return time.perf_counter() - tick
+
+    gpu_chunk = _median_seconds(chunk, repeat)
 
     return dataclasses.replace(
         model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
         wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
         outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
         l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"), flat_host=flat_host,
+        gpu_chunk=gpu_chunk,
         flat_host_row=per_row("flat", "layout"), outer_host_row=per_row("outer", "layout"))
 
 

@@ -14,9 +14,15 @@ device):
   ``outer_node_step``, or ``outer_cached_node_step`` for warps narrow enough that the rows of all resident
   threads fit in the L2 cache; the tail is the heaviest warp's node-steps x ``outer_thread_node_step``.
 - ``cpu``: node-steps x ``cpu_node_step`` + tree steps (2 x height) x ``cpu_step`` + rows x ``cpu_row``.
+- Every plan lays out the portfolio's coupons and exercises first (``pack_row`` per row).
 - Each GPU launch adds ``gpu_launch``, each GPU part its host layout (``flat_host`` to choose a block shape
   on a sample plus ``flat_host_row`` per row to pack the bins; ``outer_host_row`` per row: a sort), and a
   plan with any GPU part the copy of the portfolio to the device once (``gpu_upload_row`` per row).
+
+A GPU part may be priced in chunks, pipelined: the host lays out chunk k+1 while the GPU prices chunk k.
+With host work H and kernel time K per chunk and k chunks, a part takes about H + (k - 1) max(H, K) + K
+(plus the copies to the device, which wait for the kernel before them, and ``gpu_chunk`` of fixed host
+work per chunk: a pack and a launch of a small table); the plan picks k from 1 to 8.
 
 Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
 ``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins. Plans with
@@ -50,6 +56,8 @@ class CostModel:
     outer_cached_node_step: float = 1.2e-11
     outer_thread_node_step: float = 1.3e-7
     gpu_launch: float = 2e-5
+    gpu_chunk: float = 2e-3
+    pack_row: float = 4e-6
     gpu_upload_row: float = 4e-7
     flat_host: float = 3e-3
     flat_host_row: float = 2e-7
@@ -121,13 +129,15 @@ class Part:
     reason: str
     detail: dict = field(default_factory=dict)
     """Figures behind the prediction (nodes per thread, share of busy nodes, ...)."""
+    chunks: int = 1
+    """GPU parts: how many pipelined chunks (see the module docstring)."""
 
 
 @dataclass
 class Plan:
     parts: list[Part]
     seconds: float
-    """Predicted: the parts one after the other."""
+    """Predicted, ``pack`` included: the parts one after the other, GPU parts pipelined in chunks."""
     model: CostModel
     considered: dict[str, float] = field(default_factory=dict)
     """Predicted seconds of every candidate plan, by name."""
@@ -183,10 +193,24 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
                 Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od),
                 Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd)]
 
-    upload = len(rows) * model.gpu_upload_row
-
     def total(parts):
-        return float(sum(p.seconds for p in parts) + (upload if any(p.engine != "cpu" for p in parts) else 0.0))
+        """Seconds of the parts one after the other, each GPU part pipelined with its layout and copies."""
+        seconds = 0.0
+        for part in parts:
+            if part.engine == "cpu":
+                seconds += len(part.rows) * model.pack_row + part.seconds
+                continue
+            host = len(part.rows) * model.pack_row
+            copies = len(part.rows) * model.gpu_upload_row
+            best = None
+            for chunks in (1, 2, 3, 4, 6, 8):
+                h, k = host / chunks, part.seconds / chunks
+                pipelined = h + (chunks - 1) * max(h, k) + k + copies + chunks * model.gpu_chunk
+                if best is None or pipelined < best[0]:
+                    best = (pipelined, chunks)
+            seconds += best[0]
+            part.chunks = best[1]
+        return seconds
 
     considered = {name: total(parts) for name, parts in candidates.items()}
     best = min(considered, key=considered.get)

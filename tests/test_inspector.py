@@ -61,7 +61,7 @@ def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
     width, height = shape("B1", 20_000)
     cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10)
+                                      outer_thread_node_step=1e-10, pack_row=1e-9)
     chosen = plan(width, height, cheap_outer, gpu=True)
     engines = {p.engine: p for p in chosen.parts}
     assert {"gpu-outer", "gpu-flat"} <= set(engines)
@@ -159,3 +159,15 @@ def test_auto_records_the_engine_of_each_row(mixed_portfolio):
     bad = pd.concat([mixed_portfolio.head(3), mixed_portfolio.head(1).assign(id="bad", strike=-1.0)])
     reported = distprice.price(bad, engine="auto", on_invalid="report")
     assert reported["engine"].isna().tolist() == [False, False, False, True]
+
+
+def test_gpu_parts_are_pipelined_in_chunks_when_the_host_work_is_large():
+    width, height = shape("R1", 100_000)
+    model = shipped_default(H100, "fp64")
+    chosen = plan(width, height, model, gpu=True)
+    (part,) = chosen.parts
+    assert part.engine == "gpu-flat" and part.chunks > 1
+    # pipelining hides the kernel behind the host's layout of the next chunk
+    assert chosen.seconds < len(width) * (model.pack_row + model.gpu_upload_row) + part.seconds
+    tiny = plan(width[:50], height[:50], model, gpu=True)
+    assert tiny.parts[0].chunks == 1

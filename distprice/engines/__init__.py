@@ -15,7 +15,7 @@ import pandas as pd
 from ..curves import ZeroCurve
 from .batch import Fp32OverflowError, pack
 from .cpu import price_cpu
-from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, upload
+from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu
 from .reference import price_reference
 
 Engine = Callable[[pd.DataFrame, dict, str], tuple[np.ndarray, np.ndarray]]
@@ -56,20 +56,31 @@ def resolve(engine: str) -> str:
     return engine
 
 
-def price_parts(batch, parts, precision: str):
-    """Prices each part (``engine``, ``rows`` of ``batch``) with its engine, one after the other. Returns
-    bond and option prices in batch order."""
-    n = len(batch)
+def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precision: str):
+    """Prices each part (``engine``, ``rows`` of ``table``, ``chunks``) with its engine; returns bond and
+    option prices in table order.
+
+    A GPU part in several chunks is pipelined: the host lays out (``pack``) chunk k+1 while the GPU prices
+    chunk k, so most of the host work hides behind the kernels. Chunks take every k-th row, so each is a
+    sample of the whole part and packs into bins as well as the whole would.
+    """
+    n = len(table)
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
-    book = upload(batch, precision) if any(part.engine != "cpu" for part in parts) else None
+
+    def batch_of(rows):
+        return pack(table.iloc[rows].reset_index(drop=True), curves, precision)
+
     for part in parts:
         if part.engine == "cpu":
-            b, o = price_cpu(batch, precision, rows=part.rows)
-        else:
-            shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
-            run = price_gpu(batch, part.engine.removeprefix("gpu-"), precision, rows=part.rows, book=book, **shape)
-            b, o = run.bond, run.option
-        bond[part.rows], option[part.rows] = b[part.rows], o[part.rows]
+            b, o = price_cpu(batch_of(part.rows), precision)
+            bond[part.rows], option[part.rows] = b, o
+            continue
+        shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
+        pending = [(rows, start_gpu(batch_of(rows), part.engine.removeprefix("gpu-"), precision, **shape))
+                   for rows in (part.rows[j::part.chunks] for j in range(part.chunks))]
+        for rows, launched in pending:
+            run = launched.finish()
+            bond[rows], option[rows] = run.bond, run.option
     return bond, option
 
 
@@ -77,9 +88,10 @@ def price_auto(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str
     """Prices as the inspector's plan for this machine says; returns bond, option and the plan."""
     from ..calibration import current_model
     from ..inspector import plan
+    from ..lattice import tree_geometry
 
-    batch = pack(table, curves, precision)
+    geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"], table["steps_per_year"])
     gpu = gpu_available()
-    chosen = plan(batch.geometry.width, batch.geometry.height, current_model(precision, gpu), gpu)
-    bond, option = price_parts(batch, chosen.parts, precision)
+    chosen = plan(geometry.width, geometry.height, current_model(precision, gpu), gpu)
+    bond, option = price_parts(table, curves, chosen.parts, precision)
     return bond, option, chosen

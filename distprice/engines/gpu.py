@@ -325,15 +325,6 @@ def flat_shared_bytes(layout: FlatLayout, precision: str) -> int:
 
 # ---- launches ----
 
-def _timed(cupy, launch):
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record()
-    launch()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) / 1e3
-
-
 def _launch_outer(cupy, device, book, rows_idx, layout: OuterLayout, precision, bond, option, defines=()):
     kernel = _module("outer.cu", precision, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
     real = real_dtype(precision)
@@ -369,21 +360,45 @@ def _launch_wide(cupy, device, book, rows_idx, width, height, precision, bond, o
     return lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)
 
 
-def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
+@dataclass
+class PendingRun:
+    """Kernels launched and not waited for; :meth:`finish` waits, downloads and checks."""
+
+    cupy: object
+    kernel: str
+    precision: str
+    rows: np.ndarray
+    bond: object
+    option: object
+    started: object
+    stopped: object
+    seconds: dict
+    device_bytes: int
+    detail: dict
+    check_finite: bool
+
+    def finish(self) -> GpuRun:
+        self.stopped.synchronize()
+        seconds = dict(self.seconds, kernel=self.cupy.cuda.get_elapsed_time(self.started, self.stopped) / 1e3)
+        tick = time.perf_counter()
+        bond, option = self.cupy.asnumpy(self.bond), self.cupy.asnumpy(self.option)
+        seconds["download"] = time.perf_counter() - tick
+        rows = self.rows
+        bad = rows[~np.isfinite(bond[rows]) | ~np.isfinite(option[rows])]
+        if self.check_finite and len(bad):
+            if self.precision == "fp32":
+                raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "
+                                        "price them in fp64")
+            raise RuntimeError(f"the {self.kernel} kernel left {len(bad)} rows unpriced (first: batch row {bad[0]})")
+        return GpuRun(bond, option, seconds, self.device_bytes, self.detail)
+
+
+def start_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = (),
-              check_finite: bool = True, rows: np.ndarray | None = None,
-              book: DeviceBook | None = None) -> GpuRun:
-    """Price ``batch`` (or only its ``rows``) with the ``outer`` or ``flat`` kernel; see the module docstring
-    for the layouts. Prices come back for every batch row, NaN for the rows not asked for.
-
-    ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
-    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`choose_flat_shape`); ``defines`` adds
-    ``-D`` build options (register caps and the like, for the benchmarks). ``book``: the batch already on
-    the device (see :func:`upload`); its bytes then do not count in this call's footprint or upload time.
-
-    Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
-    price raises (in fp32 it is an overflow: see :class:`Fp32OverflowError`).
-    """
+              check_finite: bool = True, rows: np.ndarray | None = None, book: DeviceBook | None = None,
+              time_upload: bool = False) -> PendingRun:
+    """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
+    the host can prepare the next batch meanwhile. ``time_upload`` waits for the copies to time them."""
     cupy = require_gpu()
     n = len(batch)
     seconds = {}
@@ -425,19 +440,15 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     if len(wide_rows):
         launches.append(_launch_wide(cupy, device, book, wide_rows, width[wide_rows], height[wide_rows], precision,
                                      bond, option))
-    cupy.cuda.Device().synchronize()
+    if time_upload:
+        cupy.cuda.Device().synchronize()
     seconds["upload"] = time.perf_counter() - tick
 
-    seconds["kernel"] = _timed(cupy, lambda: [launch() for launch in launches])
-    tick = time.perf_counter()
-    bond_host, option_host = cupy.asnumpy(bond), cupy.asnumpy(option)
-    seconds["download"] = time.perf_counter() - tick
-    bad = rows_idx[~np.isfinite(bond_host[rows_idx]) | ~np.isfinite(option_host[rows_idx])]
-    if check_finite and len(bad):
-        if precision == "fp32":
-            raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "
-                                    "price them in fp64")
-        raise RuntimeError(f"the {kernel} kernel left {len(bad)} rows unpriced (first: batch row {bad[0]})")
+    started, stopped = cupy.cuda.Event(), cupy.cuda.Event()
+    started.record()
+    for launch in launches:
+        launch()
+    stopped.record()
     detail = {}
     if "flat" in layouts:
         flat = layouts["flat"]
@@ -447,4 +458,22 @@ def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
         detail.update(outer_rows=len(outer_rows))
     if len(wide_rows):
         detail.update(wide_rows=len(wide_rows))
-    return GpuRun(bond_host, option_host, seconds, device.bytes, detail)
+    return PendingRun(cupy, kernel, precision, rows_idx, bond, option, started, stopped, seconds, device.bytes,
+                      detail, check_finite)
+
+
+def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", **options) -> GpuRun:
+    """Price ``batch`` (or only its ``rows``) with the ``outer`` or ``flat`` kernel; see the module docstring
+    for the layouts. Prices come back for every batch row, NaN for the rows not asked for.
+
+    Options (keywords of :func:`start_gpu`): ``lanes`` (outer: 32 warp padding, None global padding, 1
+    none) and ``sort`` select the outer layout; ``threads`` and ``nodes`` fix the flat block's shape
+    (default: :func:`choose_flat_shape`); ``defines`` adds ``-D`` build options (register caps and the like,
+    for the benchmarks); ``rows``; ``book``: the batch already on the device (see :func:`upload`), whose
+    bytes then do not count in this call's footprint or upload time; ``check_finite``.
+
+    Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
+    price raises (in fp32 it is an overflow: see :class:`Fp32OverflowError`). Layout, upload, kernel
+    (CUDA events) and download are timed apart.
+    """
+    return start_gpu(batch, kernel, precision, time_upload=True, **options).finish()
