@@ -61,7 +61,7 @@ def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
     width, height = shape("B1", 20_000)
     cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10, pack_row=1e-9)
+                                      outer_thread_node_step=1e-10, pack_row=1e-9, gpu_chunk=1e-6, flat_host=0.0)
     chosen = plan(width, height, cheap_outer, gpu=True)
     engines = {p.engine: p for p in chosen.parts}
     assert {"gpu-outer", "gpu-flat"} <= set(engines)
