@@ -61,16 +61,14 @@ def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precis
     option prices in table order.
 
     A GPU part in several chunks is pipelined: the host lays out (``pack``) chunk k+1 while the GPU prices
-    chunk k, so most of the host work hides behind the kernels. Chunks are consecutive rows (slices of the
-    table cost no copy); all take the block shape the plan chose for the whole part.
+    chunk k, so most of the host work hides behind the kernels. Chunks take every k-th row, so each is a
+    sample of the whole part and packs into bins as well as the whole would.
     """
     n = len(table)
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
 
     def batch_of(rows):
-        consecutive = len(rows) and rows[-1] - rows[0] == len(rows) - 1
-        part = table.iloc[rows[0]:rows[-1] + 1] if consecutive else table.iloc[rows]
-        return pack(part.reset_index(drop=True), curves, precision)
+        return pack(table.iloc[rows].reset_index(drop=True), curves, precision)
 
     for part in parts:
         if part.engine == "cpu":
@@ -79,7 +77,7 @@ def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precis
             continue
         shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
         pending = [(rows, start_gpu(batch_of(rows), part.engine.removeprefix("gpu-"), precision, **shape))
-                   for rows in np.array_split(part.rows, part.chunks)]
+                   for rows in (part.rows[j::part.chunks] for j in range(part.chunks))]
         for rows, launched in pending:
             run = launched.finish()
             bond[rows], option[rows] = run.bond, run.option
