@@ -17,13 +17,14 @@ Writes ``gpu_kernels.json`` and ``gpu_kernels.md`` into OUTPUT_DIR.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from report import save
 
 from distprice import datasets
 from distprice.api import load_curves
@@ -200,7 +201,6 @@ def main(argv=None):
                   f"layout {row['layout_s'] * 1e3:7.1f} ms  upload {row['upload_s'] * 1e3:6.1f} ms  "
                   f"err bond {row['bond_error']:.1e} option {row['option_error']:.1e} non-finite {row['non_finite']}  "
                   + " ".join(f"{k}={row[k]}" for k in ("nodes", "threads", "bins", "occupancy") if k in row), flush=True)
-    (args.output_dir / "gpu_kernels.json").write_text(json.dumps(report, indent=1))
     lines = [f"device {report['device']}, {report['date']}", "",
              "| dataset | variant | precision | kernel ms | NS/s | device MiB | pack+layout+transfer ms | max rel err |",
              "|---|---|---|---|---|---|---|---|"]
@@ -209,8 +209,7 @@ def main(argv=None):
         lines.append(f"| {r['dataset']} | {r['variant']} | {r['precision']} | {r['kernel_s'] * 1e3:.2f} | "
                      f"{r['ns_per_s']:.3e} | {r['device_bytes'] / 2**20:.0f} | {host:.0f} | "
                      f"{max(r['bond_error'], r['option_error']):.1e} |")
-    (args.output_dir / "gpu_kernels.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    save(args.output_dir, "gpu_kernels", report, lines)
     return 0
 
 

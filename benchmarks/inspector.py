@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from report import save
+
 from distprice import datasets
 from distprice.api import load_curves
 from distprice.calibration import current_model
@@ -83,7 +85,6 @@ def main(argv=None):
               f"{row['predicted_s'] * 1e3:7.2f}  pack {pack_s * 1e3:6.0f}  "
               + "; ".join(f"{p['engine']} {p['rows']} in {p['chunks']}" for p in row["plan"])
               + f"  err {row['auto_error']:.1e}", flush=True)
-    (args.output_dir / "inspector.json").write_text(json.dumps(report, indent=1))
     lines = [f"{report['device']}, {report['date']}, model: {model.source}", "",
              "| dataset | rows | pack ms | auto ms | flat ms | outer ms | auto ÷ best | plan (rows in chunks) | flat kernel ms | outer kernel ms | predicted auto ms |",
              "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
@@ -92,8 +93,7 @@ def main(argv=None):
         lines.append(f"| {r['dataset']} | {r['rows']} | {r['pack_s'] * 1e3:.0f} | {r['auto_s'] * 1e3:.1f} | "
                      f"{r['flat_s'] * 1e3:.1f} | {r['outer_s'] * 1e3:.1f} | {r['auto_over_best']:.3f} | {parts} | "
                      f"{r['flat_kernel_s'] * 1e3:.2f} | {r['outer_kernel_s'] * 1e3:.2f} | {r['predicted_s'] * 1e3:.2f} |")
-    (args.output_dir / "inspector.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    save(args.output_dir, "inspector", report, lines)
     return 0
 
 
