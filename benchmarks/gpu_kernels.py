@@ -61,12 +61,10 @@ def _median_event_seconds(cupy, launch, repeat):
 
 def ceilings(cupy) -> dict:
     """Measured copy bandwidth (bytes read + written per second) and FMA rates (FMA instructions per second)."""
-    n = 1 << 28
-    a = cupy.random.random(n)
-    b = cupy.empty_like(a)
-    copy = _median_event_seconds(cupy, lambda: b.__setitem__(Ellipsis, a), 10)
-    out = {"copy_bytes_per_s": 2 * a.nbytes / copy}
-    del a, b
+    source = cupy.random.random(1 << 28)
+    target = cupy.empty_like(source)
+    copy = _median_event_seconds(cupy, lambda: target.__setitem__(Ellipsis, source), 10)
+    out = {"copy_bytes_per_s": 2 * source.nbytes / copy}
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     for real in ("double", "float"):
         kernel = cupy.RawKernel(FMA_KERNEL, "fma_rate", options=(f"-DREAL={real}",))

@@ -62,7 +62,6 @@ def main(argv=None):
         batch = pack(canonical, curves)
         pack_s = time.perf_counter() - tick
         reference = price_cpu(batch)
-        width, height = batch.geometry.width, batch.geometry.height
         row = {"dataset": name, "rows": len(batch), "node_steps": float(batch.geometry.node_steps.sum()),
                "pack_s": pack_s}
         for kernel in ("flat", "outer"):

@@ -5,7 +5,6 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import distprice
-from distprice.curves import builtin_curves
 from distprice.engines.cpu import balance
 
 from conftest import HULL_PUT, random_portfolio

@@ -7,7 +7,7 @@ import distprice
 from distprice import datasets
 from distprice.api import load_curves
 from distprice.engines.batch import pack
-from distprice.engines.gpu import FLAT_MAX_WIDTH, FLAT_NODES, FLAT_THREADS, gpu_available, price_gpu
+from distprice.engines.gpu import FLAT_MAX_WIDTH, gpu_available, price_gpu
 from distprice.instruments import prepare
 
 from conftest import HULL_PUT, random_portfolio

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from distprice.engines import ENGINES, GpuUnavailableError, resolve
-from distprice.engines.gpu import (FLAT_NODES, FLAT_THREADS, WARP, choose_flat_shape, flat_layout,
+from distprice.engines.gpu import (FLAT_NODES, WARP, choose_flat_shape, flat_layout,
                                    flat_shared_bytes, gpu_available, kernel_dir, outer_layout)
 
 

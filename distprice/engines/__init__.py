@@ -18,6 +18,9 @@ from .cpu import price_cpu
 from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu
 from .reference import price_reference
 
+__all__ = ["AUTO", "ENGINES", "GPU_ENGINES", "Fp32OverflowError", "GpuUnavailableError", "gpu_available",
+           "price_auto", "price_parts", "resolve"]
+
 Engine = Callable[[pd.DataFrame, dict, str], tuple[np.ndarray, np.ndarray]]
 
 
