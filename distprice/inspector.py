@@ -43,6 +43,7 @@ FLAT_SAMPLE = 2048
 OUTER_THREADS_PER_SM = 448
 """Outer threads resident on a multiprocessor (146 registers each): their rows are the working set."""
 
+
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per unit of work on one device and precision (see the module docstring)."""
@@ -88,6 +89,7 @@ class CostModel:
         if (~wide).any():
             w, h = width[~wide], height[~wide]
             sample = np.linspace(0, len(w) - 1, min(len(w), FLAT_SAMPLE)).astype(np.int64)
+            sample = np.union1d(sample, [int(np.argmax(w))])  # the widest tree decides the shapes that fit
             nodes, threads = choose_flat_shape(w[sample], h[sample])
             layout = flat_layout(w[sample], h[sample], threads, nodes)
             busy_share = (2.0 * w[sample] * h[sample]).sum() / layout.thread_steps()

@@ -171,3 +171,16 @@ def test_gpu_parts_are_pipelined_in_chunks_when_the_host_work_is_large():
     assert chosen.seconds < len(width) * (model.pack_row + model.gpu_upload_row) + part.seconds
     tiny = plan(width[:50], height[:50], model, gpu=True)
     assert tiny.parts[0].chunks == 1
+
+
+def test_the_planned_flat_shape_fits_a_rare_wide_tree():
+    """The shape is judged on a sample; the widest tree must be in it, or the bins could not hold it."""
+    from distprice.engines.gpu import flat_layout
+
+    width = np.full(20_001, 33)
+    width[12_345] = 2057  # needs 4 nodes per thread
+    height = np.full(20_001, 100)
+    chosen = plan(width, height, shipped_default(H100, "fp64"), gpu=True)
+    (part,) = chosen.parts
+    assert part.detail["nodes"] == 4
+    flat_layout(width, height, part.detail["threads"], part.detail["nodes"])  # raises if the widest does not fit
