@@ -71,7 +71,8 @@ def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precis
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
 
     def batch_of(rows):
-        return pack(table.iloc[rows].reset_index(drop=True), curves, precision)
+        whole = len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1))  # all rows, in order
+        return pack(table if whole else table.iloc[rows].reset_index(drop=True), curves, precision)
 
     for part in parts:
         if part.engine == "cpu":
