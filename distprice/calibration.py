@@ -19,7 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .api import load_curves
+from .datasets import with_shapes
+from .engines.batch import pack
 from .inspector import CostModel
+from .instruments import prepare
 
 CPU_DEVICE = "cpu"
 _warned: set[str] = set()
@@ -86,14 +90,14 @@ def _median_seconds(run, repeat: int) -> float:
     return statistics.median(run() for _ in range(repeat))
 
 
-def _batch(width, height):
-    from .api import load_curves
-    from .datasets import with_shapes
-    from .engines.batch import pack
-    from .instruments import prepare
-
+def _table(width, height, seed: int = 0):
+    """A validated portfolio on trees of these shapes (on the built-in curve), and its curves."""
     curves = load_curves(None)
-    return pack(prepare(with_shapes(width, height), curves).table, curves)
+    return prepare(with_shapes(width, height, seed), curves).table, curves
+
+
+def _batch(width, height):
+    return pack(*_table(width, height))
 
 
 def _r1_like(rows: int, seed: int = 0):
@@ -120,13 +124,7 @@ def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
         work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
     node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
     # the host layout every plan starts with (event tables), per row of R1-like trees
-    from .api import load_curves
-    from .datasets import with_shapes
-    from .engines.batch import pack
-    from .instruments import prepare
-
-    curves = load_curves(None)
-    table = prepare(with_shapes(*_r1_like(20_000, seed=2)), curves).table
+    table, curves = _table(*_r1_like(20_000, seed=2))
 
     def run_pack():
         tick = time.perf_counter()
@@ -179,13 +177,7 @@ def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
 
     flat_host = max(host["flat", sizes[0]]["layout"] - sizes[0] * per_row("flat", "layout"), 0.0)
     # fixed host work of one more chunk: pack and price a table of 16 rows
-    from .api import load_curves
-    from .datasets import with_shapes
-    from .engines.batch import pack
-    from .instruments import prepare
-
-    curves = load_curves(None)
-    small = prepare(with_shapes(*_r1_like(16, seed=3)), curves).table
+    small, curves = _table(*_r1_like(16, seed=3))
 
     def chunk():
         tick = time.perf_counter()
