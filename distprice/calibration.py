@@ -21,7 +21,7 @@ import numpy as np
 
 from .api import load_curves
 from .datasets import with_shapes
-from .engines.batch import pack
+from .engines.batch import PACK_THREADS, pack, pack_chunks
 from .inspector import CostModel
 from .instruments import prepare
 
@@ -107,7 +107,8 @@ def _r1_like(rows: int, seed: int = 0):
 
 def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
     """Fits ``cpu_node_step``, ``cpu_step`` and ``cpu_row`` from three portfolios where each dominates in
-    turn: R1-like trees, narrow short trees, trees of one step."""
+    turn (R1-like trees, narrow short trees, trees of one step), and the host layout's ``pack_row`` and
+    ``pack_parallel`` on R1-like rows."""
     from .engines.cpu import price_cpu
 
     shapes = [_r1_like(400), (np.full(5_000, 7), np.full(5_000, 60)), (np.full(20_000, 3), np.ones(20_000, np.int64))]
@@ -132,8 +133,20 @@ def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
         return time.perf_counter() - tick
 
     pack_row = _median_seconds(run_pack, repeat) / len(table)
+    # the same rows in PACK_THREADS chunks, laid out one by one and then on as many threads at once
+    chunks = [np.arange(j, len(table), PACK_THREADS) for j in range(PACK_THREADS)]
+
+    def run_chunks(threads):
+        def run():
+            tick = time.perf_counter()
+            for _ in pack_chunks(table, chunks, curves, model.precision, threads):
+                pass
+            return time.perf_counter() - tick
+        return _median_seconds(run, repeat)
+
+    pack_parallel = max(run_chunks(1) / run_chunks(PACK_THREADS), 1.0)
     return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row),
-                               pack_row=pack_row)
+                               pack_row=pack_row, pack_parallel=pack_parallel)
 
 
 def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:

@@ -19,10 +19,12 @@ device):
   on a sample plus ``flat_host_row`` per row to pack the bins; ``outer_host_row`` per row: a sort), and a
   plan with any GPU part the copy of the portfolio to the device once (``gpu_upload_row`` per row).
 
-A GPU part may be priced in chunks, pipelined: the host lays out chunk k+1 while the GPU prices chunk k.
-With host work H and kernel time K per chunk and k chunks, a part takes about H + (k - 1) max(H, K) + K
-(plus the copies to the device, which wait for the kernel before them, and ``gpu_chunk`` of fixed host
-work per chunk: a pack and a launch of a small table); the plan picks k from 1 to 8.
+A GPU part may be priced in chunks, pipelined: host threads lay out the next chunks while the GPU prices
+chunk k. With host work H and kernel time K per chunk and k chunks, a part takes about
+H + (k - 1) max(H / s, K) + K, where s is the speedup of laying out chunks on several threads at once
+(``pack_parallel`` with ``PACK_THREADS`` threads, less with fewer chunks), plus the copies to the device,
+which wait for the kernel before them, and ``gpu_chunk`` of fixed host work per chunk (a pack and a launch
+of a small table). The plan picks k from 1 to 8.
 
 Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
 ``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins. Plans with
@@ -36,6 +38,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from .engines.batch import PACK_THREADS
 from .engines.gpu import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout
 
 FLAT_SAMPLE = 2048
@@ -59,6 +62,7 @@ class CostModel:
     gpu_launch: float = 2e-5
     gpu_chunk: float = 2e-3
     pack_row: float = 4e-6
+    pack_parallel: float = 1.0
     gpu_upload_row: float = 4e-7
     flat_host: float = 3e-3
     flat_host_row: float = 2e-7
@@ -207,7 +211,9 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
             best = None
             for chunks in (1, 2, 3, 4, 6, 8):
                 h, k = host / chunks, part.seconds / chunks
-                pipelined = h + (chunks - 1) * max(h, k) + k + copies + chunks * model.gpu_chunk
+                threads = min(chunks, PACK_THREADS)
+                speedup = 1.0 + (model.pack_parallel - 1.0) * (threads - 1) / max(PACK_THREADS - 1, 1)
+                pipelined = h + (chunks - 1) * max(h / speedup, k) + k + copies + chunks * model.gpu_chunk
                 if best is None or pipelined < best[0]:
                     best = (pipelined, chunks)
             seconds += best[0]

@@ -96,3 +96,21 @@ def test_fp32_overflow_is_a_clear_error_not_an_inf():
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine="cpu")["price"]).all()
     with pytest.raises(FloatingPointError, match="fp32 overflowed on 1 rows .first id 'long'"):
         distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")
+
+
+def test_chunks_laid_out_on_threads_equal_the_chunks_laid_out_alone(mixed_portfolio):
+    from distprice.engines.batch import pack, pack_chunks
+    from distprice.instruments import prepare
+    from distprice.api import load_curves
+
+    curves = load_curves(None)
+    table = prepare(mixed_portfolio, curves).table
+    chunks = [np.arange(j, len(table), 3) for j in range(3)] + [np.arange(len(table))]
+    batches = list(pack_chunks(table, chunks, curves, threads=3))
+    assert len(batches) == 4
+    for rows, batch in zip(chunks, batches):
+        alone = pack(table.iloc[rows].reset_index(drop=True), curves)
+        np.testing.assert_array_equal(batch.face, alone.face)
+        np.testing.assert_array_equal(batch.coupons.value, alone.coupons.value)
+        np.testing.assert_array_equal(batch.exercises.step, alone.exercises.step)
+        np.testing.assert_array_equal(batch.geometry.height, alone.geometry.height)

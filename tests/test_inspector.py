@@ -171,6 +171,9 @@ def test_gpu_parts_are_pipelined_in_chunks_when_the_host_work_is_large():
     assert chosen.seconds < len(width) * (model.pack_row + model.gpu_upload_row) + part.seconds
     tiny = plan(width[:50], height[:50], model, gpu=True)
     assert tiny.parts[0].chunks == 1
+    # host threads that lay out chunks at once shorten the pipeline and never favour fewer chunks
+    threaded = plan(width, height, dataclasses.replace(model, pack_parallel=3.0), gpu=True)
+    assert threaded.seconds < 0.8 * chosen.seconds and threaded.parts[0].chunks >= part.chunks
 
 
 def test_the_planned_flat_shape_fits_a_rare_wide_tree():

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
-from .batch import Fp32OverflowError, pack
+from .batch import Fp32OverflowError, pack, pack_chunks, pack_rows
 from .cpu import price_cpu
 from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu
 from .reference import price_reference
@@ -63,25 +63,22 @@ def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precis
     """Prices each part (``engine``, ``rows`` of ``table``, ``chunks``) with its engine; returns bond and
     option prices in table order.
 
-    A GPU part in several chunks is pipelined: the host lays out (``pack``) chunk k+1 while the GPU prices
-    chunk k, so most of the host work hides behind the kernels. Chunks take every k-th row, so each is a
-    sample of the whole part and packs into bins as well as the whole would.
+    A GPU part in several chunks is pipelined: host threads lay out (:func:`pack_chunks`) the next chunks
+    while the GPU prices chunk k, so most of the host work hides behind the kernels. Chunks take every k-th
+    row, so each is a sample of the whole part and packs into bins as well as the whole would.
     """
     n = len(table)
     bond, option = np.full(n, np.nan), np.full(n, np.nan)
 
-    def batch_of(rows):
-        whole = len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1))  # all rows, in order
-        return pack(table if whole else table.iloc[rows].reset_index(drop=True), curves, precision)
-
     for part in parts:
         if part.engine == "cpu":
-            b, o = price_cpu(batch_of(part.rows), precision)
+            b, o = price_cpu(pack_rows(table, part.rows, curves, precision), precision)
             bond[part.rows], option[part.rows] = b, o
             continue
         shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
-        pending = [(rows, start_gpu(batch_of(rows), part.engine.removeprefix("gpu-"), precision, **shape))
-                   for rows in (part.rows[j::part.chunks] for j in range(part.chunks))]
+        chunks = [part.rows[j::part.chunks] for j in range(part.chunks)]
+        pending = [(rows, start_gpu(batch, part.engine.removeprefix("gpu-"), precision, **shape))
+                   for rows, batch in zip(chunks, pack_chunks(table, chunks, curves, precision))]
         for rows, launched in pending:
             run = launched.finish()
             bond[rows], option[rows] = run.bond, run.option

@@ -6,7 +6,10 @@ derived its coefficients from them.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +18,8 @@ from ..curves import ZeroCurve
 from ..lattice import EXERCISE_CODES, EventTable, TreeGeometry, coupon_events, exercise_events, tree_geometry
 
 PRECISIONS = {"fp64": np.float64, "fp32": np.float32}
+PACK_THREADS = min(4, os.cpu_count() or 1)
+"""Host threads that lay out chunks at once (:func:`pack_chunks`; numpy releases the GIL)."""
 
 
 class Fp32OverflowError(FloatingPointError):
@@ -86,3 +91,18 @@ def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp
         curve_t=curve_t.astype(np.float64),
         curve_z=curve_z.astype(np.float64),
     )
+
+
+def pack_rows(table: pd.DataFrame, rows: np.ndarray, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
+    """:func:`pack` of some rows of ``table`` (positions); all rows in order take the table as it is, no copy."""
+    n = len(table)
+    whole = len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1))
+    return pack(table if whole else table.iloc[rows].reset_index(drop=True), curves, precision)
+
+
+def pack_chunks(table: pd.DataFrame, chunks: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
+                precision: str = "fp64", threads: int = PACK_THREADS) -> Iterator[Batch]:
+    """Lays out chunks of rows (positions in ``table``) on up to ``threads`` host threads at once and yields
+    their batches in chunk order, each as soon as it and those before it are ready."""
+    with ThreadPoolExecutor(max(1, min(threads, len(chunks)))) as host:
+        yield from host.map(lambda rows: pack_rows(table, rows, curves, precision), chunks)
