@@ -1,6 +1,6 @@
 """Command line: ``distprice run | generate | bench | inspect | calibrate``.
 
-Exit status: 0 done; 2 invalid input (nothing written); 1 any other failure.
+Exit status: 0 done; 2 invalid input (nothing written); 3 scheduler unreachable; 1 any other failure.
 """
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from .problems import InvalidInputError
 from .tables import table_format, write_table
 
 EXIT_INVALID = 2
+EXIT_UNREACHABLE = 3
+IN_PROCESS_ROWS = 20_000
+"""Portfolios under this many rows are priced in this process unless a cluster is named."""
 
 engine_option = click.option("--engine", type=click.Choice([AUTO, *ENGINES]), default=AUTO, show_default=True,
                              help="Pricing engine; auto picks the fastest available.")
@@ -38,35 +41,71 @@ def main():
 
 
 @main.command()
-@click.option("--portfolio", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--cluster", help="Cluster config YAML (see configs/) or a scheduler address (tcp://host:8786). "
+              "Without it: a local cluster sized to this machine, or this process for small jobs.")
+@click.option("--portfolio", type=click.Path(exists=True, dir_okay=False),
               help="Portfolio table (.csv or .parquet), one row per instrument.")
 @click.option("--curves", type=click.Path(exists=True, dir_okay=False),
               help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.")
-@click.option("--output", required=True, type=click.Path(dir_okay=False),
+@click.option("--scenarios", type=click.Path(exists=True, dir_okay=False),
+              help="Scenario curves (scenario, curve, t, zero_rate): every instrument under every scenario.")
+@click.option("--shifts-bp", help="Parallel shifts of every curve in basis points, e.g. -100,-50,0,50,100.")
+@click.option("--output", type=click.Path(dir_okay=False),
               help="Priced table to write (.csv or .parquet), written atomically.")
-@engine_option
-@precision_option
-@click.option("--on-invalid", type=click.Choice(ON_INVALID), default="strict", show_default=True,
-              help="strict: stop on any invalid row; report: price valid rows, flag the others.")
-def run(portfolio, curves, output, engine, precision, on_invalid):
-    """Price a portfolio and write the priced table."""
+@click.option("--engine", type=click.Choice([AUTO, *ENGINES]), help="Pricing engine [default: auto].")
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), help="Node arithmetic precision [default: fp64].")
+@click.option("--on-invalid", type=click.Choice(ON_INVALID),
+              help="strict: stop on any invalid row; report: price valid rows, flag the others [default: strict].")
+@click.option("--in-process", is_flag=True, help="Price in this process, without a cluster.")
+@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+def run(cluster, progress, in_process, **flags):
+    """Price a portfolio and write the priced table (exit 2: invalid input, 3: scheduler unreachable)."""
+    from .config import ConfigError, JobConfig, load_config
+    from .runtime import Pricer, SchedulerUnreachableError, Tally
+
     try:
+        config = load_config(cluster) if cluster and "://" not in cluster else None
+        job = config.job if config else JobConfig()
+        job = {k: getattr(job, k) for k in ("portfolio", "curves", "scenarios", "shifts_bp", "output", "engine",
+                                            "precision", "on_invalid")} | {k: v for k, v in flags.items() if v}
+        for required in ("portfolio", "output"):
+            if not job[required]:
+                raise click.UsageError(f"--{required} is required (or job.{required} in the cluster config)")
+        portfolio, output = job.pop("portfolio"), job.pop("output")
         table_format(output)
+        on_cluster = cluster is not None or not (in_process or _small(portfolio))
         start = time.perf_counter()
-        priced = price(portfolio, curves, engine=engine, precision=precision, on_invalid=on_invalid)
-        seconds = time.perf_counter() - start
-        write_table(priced, output)
+        if on_cluster:
+            chunks = config.job.chunks_per_worker if config else JobConfig().chunks_per_worker
+            with Pricer(config or cluster, progress=progress, chunks_per_worker=chunks) as pricer:
+                if pricer.dashboard_link:
+                    click.echo(f"dashboard: {pricer.dashboard_link}")
+                summary = pricer.run(portfolio, output=output, **job)
+        else:
+            tally = Tally(0)
+            priced = tally.add(price(portfolio, **job))
+            tally.rows = len(priced) // max(1, priced["scenario"].nunique() if "scenario" in priced else 1)
+            write_table(priced, output)
+            summary = tally.summary(time.perf_counter() - start, 0)
     except InvalidInputError as error:
         _fail_invalid(error)
-    except (ValueError, GpuUnavailableError, Fp32OverflowError) as error:
+    except SchedulerUnreachableError as error:
+        click.echo(f"distprice: {error}", err=True)
+        sys.exit(EXIT_UNREACHABLE)
+    except (ConfigError, ValueError, GpuUnavailableError, Fp32OverflowError, RuntimeError) as error:
         raise click.ClickException(str(error))
-    priced_rows = priced["error"].isna()
-    node_steps = int((2 * priced["width"][priced_rows] * priced["height"][priced_rows]).sum())
-    invalid = len(priced) - int(priced_rows.sum())
-    engines = ", ".join(f"{name} {count}" for name, count in priced["engine"].value_counts().items())
-    click.echo(f"priced {int(priced_rows.sum())} of {len(priced)} rows ({invalid} invalid), "
-               f"{node_steps:.3e} node-steps in {seconds:.2f} s ({node_steps / seconds:.3e} NS/s), "
-               f"engines: {engines or 'none'}, wrote {output}")
+    click.echo(f"{summary.line()}, wrote {output}")
+
+
+def _small(portfolio) -> bool:
+    """A portfolio small enough that starting a cluster would cost more than pricing it here."""
+    from .tables import read_table
+
+    if table_format(portfolio) == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(portfolio).metadata.num_rows < IN_PROCESS_ROWS
+    return len(read_table(portfolio)) < IN_PROCESS_ROWS
 
 
 @main.command()

@@ -59,8 +59,9 @@ PORTFOLIO_COLUMNS = ("id", "instrument", "option_type", "exercise", "strike", "e
 class _Checker:
     """Collects problems for rows flagged by boolean masks, naming row number and id."""
 
-    def __init__(self, ids: pd.Series):
+    def __init__(self, ids: pd.Series, first_row: int = 0):
         self.ids = ids
+        self.first_row = first_row
         self.problems: list[Problem] = []
         self.invalid = np.zeros(len(ids), dtype=bool)
 
@@ -70,7 +71,7 @@ class _Checker:
         ids = self.ids.to_numpy()
         for pos in np.flatnonzero(mask):
             label = _id_label(ids[pos])
-            self.problems.append(Problem(int(pos), f"row {pos + 1} (id {label})", column, rule))
+            self.problems.append(Problem(int(pos), f"row {self.first_row + pos + 1} (id {label})", column, rule))
 
 
 @dataclass(frozen=True)
@@ -116,17 +117,24 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
     return values
 
 
-def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits()) -> Prepared:
-    """Canonical columns of ``portfolio`` and every rule of SPEC §1–§4 it breaks, row by row."""
+def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
+            first_row: int = 0, unique_ids: bool = True) -> Prepared:
+    """Canonical columns of ``portfolio`` and every rule of SPEC §1–§4 it breaks, row by row.
+
+    For a slice of a larger portfolio, ``first_row`` is the position of its first row there (problems name
+    rows by their number in the whole portfolio), and ``unique_ids=False`` leaves the uniqueness of ids, a
+    rule of the whole, to the caller (:func:`duplicated_ids`).
+    """
     n = len(portfolio)
     raw = {c: portfolio[c] if c in portfolio.columns else None for c in PORTFOLIO_COLUMNS}
     if raw["id"] is None:
         ids = pd.Series([None] * n, dtype=object)
     else:
         ids = raw["id"].reset_index(drop=True)
-    check = _Checker(ids)
+    check = _Checker(ids, first_row)
     check.flag(ids.isna().to_numpy(), "id", "is required")
-    check.flag(ids.duplicated(keep=False).to_numpy() & ids.notna().to_numpy(), "id", "must be unique")
+    if unique_ids:
+        check.flag(ids.duplicated(keep=False).to_numpy() & ids.notna().to_numpy(), "id", DUPLICATE_ID)
 
     columns: dict[str, np.ndarray] = {"id": ids.to_numpy()}
     for name, (default, choices) in ENUM_COLUMNS.items():
@@ -187,6 +195,32 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
     problems = sorted(check.problems, key=lambda p: p.position)
     return Prepared(table=table, valid=~check.invalid, problems=problems, geometry=geometry)
+
+
+DUPLICATE_ID = "must be unique"
+
+
+def id_hashes(ids: pd.Series) -> np.ndarray:
+    """A 64-bit hash of each id (missing ids hash too): what :func:`duplicated_ids` compares across slices."""
+    return pd.util.hash_pandas_object(ids.reset_index(drop=True), index=False).to_numpy()
+
+
+def duplicated_ids(hashes: np.ndarray, ids_at) -> np.ndarray:
+    """Positions (sorted) of the rows whose id another row also holds, from every row's :func:`id_hashes`.
+
+    ``ids_at(positions)`` returns the ids at those positions: rows whose hashes collide are compared by
+    value, so a hash collision never flags a row.
+    """
+    order = np.argsort(hashes, kind="stable")
+    sorted_hashes = hashes[order]
+    same = np.zeros(len(hashes), dtype=bool)
+    same[1:] = sorted_hashes[1:] == sorted_hashes[:-1]
+    same[:-1] |= same[1:].copy()
+    candidates = np.sort(order[same])
+    if len(candidates) == 0:
+        return candidates
+    ids = pd.Series(ids_at(candidates)).reset_index(drop=True)
+    return candidates[(ids.duplicated(keep=False) & ids.notna()).to_numpy()]
 
 
 def _id_label(value) -> str:

@@ -4,10 +4,15 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+ROW_GROUP_ROWS = 65_536
+"""Rows per Parquet row group written here: small enough that cluster workers can share a file's reading."""
 
 
 def table_format(path) -> str:
@@ -28,17 +33,35 @@ def read_table(path) -> pd.DataFrame:
 
 def write_table(table: pd.DataFrame, path) -> None:
     """Write ``table`` to ``path`` atomically: a temporary file in the same folder, then a rename."""
+    write_tables([table], path)
+
+
+def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
+    """Write the rows of ``tables`` one after the other as one table at ``path``, atomically, holding one
+    table in memory at a time; returns the rows written. Every table has the columns and types of the first."""
     path = Path(path)
     fmt = table_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    rows, writer, first = 0, None, True
     try:
-        if fmt == "csv":
-            table.to_csv(tmp, index=False)
-        else:
-            table.to_parquet(tmp, index=False)
+        for table in tables:
+            if fmt == "csv":
+                table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
+            else:
+                arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
+                writer = writer or pq.ParquetWriter(tmp, arrow.schema)
+                writer.write_table(arrow, row_group_size=ROW_GROUP_ROWS)
+            rows, first = rows + len(table), False
+        if first:
+            raise ValueError(f"{path}: no table to write")
+        if writer is not None:
+            writer.close()
         os.replace(tmp, path)
     except BaseException:
+        if writer is not None:
+            writer.close()
         os.unlink(tmp)
         raise
+    return rows

@@ -18,8 +18,8 @@ from .cpu import price_cpu
 from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu
 from .reference import price_reference
 
-__all__ = ["AUTO", "ENGINES", "GPU_ENGINES", "Fp32OverflowError", "GpuUnavailableError", "gpu_available",
-           "price_auto", "price_parts", "resolve"]
+__all__ = ["AUTO", "ENGINES", "GPU_ENGINES", "Fp32OverflowError", "GpuUnavailableError", "choose_plan",
+           "fixed_plan", "gpu_available", "price_auto", "price_parts", "price_table", "resolve"]
 
 Engine = Callable[[pd.DataFrame, dict, str], tuple[np.ndarray, np.ndarray]]
 
@@ -59,40 +59,72 @@ def resolve(engine: str) -> str:
     return engine
 
 
-def price_parts(table: pd.DataFrame, curves: dict[str, ZeroCurve], parts, precision: str):
-    """Prices each part (``engine``, ``rows`` of ``table``, ``chunks``) with its engine; returns bond and
-    option prices in table order.
+def fixed_plan(engine: str, n: int):
+    """The plan of a named engine: one part of all ``n`` rows, one chunk."""
+    from ..inspector import Part, Plan
 
-    A GPU part in several chunks is pipelined: host threads lay out (:func:`pack_chunks`) the next chunks
-    while the GPU prices chunk k, so most of the host work hides behind the kernels. Chunks take every k-th
-    row, so each is a sample of the whole part and packs into bins as well as the whole would.
+    return Plan([Part(engine, np.arange(n), float("nan"), "named by the caller")] if n else [], float("nan"), None)
+
+
+def choose_plan(width, height, engine: str, precision: str, model=None, gpu: bool | None = None):
+    """The plan for trees of these shapes: the inspector's for ``auto`` (with ``model``, or this machine's
+    calibration), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one)."""
+    from ..calibration import current_model
+    from ..inspector import plan
+
+    if engine != AUTO:
+        return fixed_plan(engine, len(width))
+    gpu = gpu_available() if gpu is None else gpu
+    return plan(width, height, model or current_model(precision, gpu), gpu)
+
+
+def price_parts(table: pd.DataFrame, curve_sets: list[dict[str, ZeroCurve]], parts, precision: str):
+    """Prices each part (``engine``, ``rows`` of ``table``, ``chunks``) with its engine under every curve set;
+    returns bond and option prices, arrays of (curve sets, rows) in table order.
+
+    The event tables are laid out once per chunk and priced under each curve set in turn (only the curve
+    knots differ between market scenarios). A GPU part in several chunks is pipelined: host threads lay out
+    (:func:`pack_chunks`) the next chunks while the GPU prices chunk k, so most of the host work hides behind
+    the kernels. Chunks take every k-th row, so each is a sample of the whole part and packs into bins as
+    well as the whole would.
     """
-    n = len(table)
-    bond, option = np.full(n, np.nan), np.full(n, np.nan)
-
+    shape = (len(curve_sets), len(table))
+    bond, option = np.full(shape, np.nan), np.full(shape, np.nan)
     for part in parts:
-        if part.engine == "cpu":
-            b, o = price_cpu(pack_rows(table, part.rows, curves, precision), precision)
-            bond[part.rows], option[part.rows] = b, o
+        if part.engine == "reference":
+            rows = table.iloc[part.rows].reset_index(drop=True)
+            for s, curves in enumerate(curve_sets):
+                bond[s, part.rows], option[s, part.rows] = price_reference(rows, curves, precision)
             continue
-        shape = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and part.engine == "gpu-flat"}
+        if part.engine == "cpu":
+            batch = pack_rows(table, part.rows, curve_sets[0], precision)
+            for s, curves in enumerate(curve_sets):
+                bond[s, part.rows], option[s, part.rows] = price_cpu(batch.with_curves(curves), precision)
+            continue
+        kernel = part.engine.removeprefix("gpu-")
+        block = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and kernel == "flat"}
         chunks = [part.rows[j::part.chunks] for j in range(part.chunks)]
-        pending = [(rows, start_gpu(batch, part.engine.removeprefix("gpu-"), precision, **shape))
-                   for rows, batch in zip(chunks, pack_chunks(table, chunks, curves, precision))]
-        for rows, launched in pending:
+        pending = [(rows, s, start_gpu(batch.with_curves(curves), kernel, precision, **block))
+                   for rows, batch in zip(chunks, pack_chunks(table, chunks, curve_sets[0], precision))
+                   for s, curves in enumerate(curve_sets)]
+        for rows, s, launched in pending:
             run = launched.finish()
-            bond[rows], option[rows] = run.bond, run.option
+            bond[s, rows], option[s, rows] = run.bond, run.option
     return bond, option
+
+
+def price_table(table: pd.DataFrame, curve_sets: list[dict[str, ZeroCurve]], engine: str, precision: str):
+    """Prices a canonical, valid table under each curve set with ``engine`` (``auto``: the inspector's
+    plan); returns bond and option prices (curve sets x rows) and the plan."""
+    from ..lattice import tree_geometry
+
+    geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"], table["steps_per_year"])
+    chosen = choose_plan(geometry.width, geometry.height, engine, precision)
+    bond, option = price_parts(table, curve_sets, chosen.parts, precision)
+    return bond, option, chosen
 
 
 def price_auto(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str):
     """Prices as the inspector's plan for this machine says; returns bond, option and the plan."""
-    from ..calibration import current_model
-    from ..inspector import plan
-    from ..lattice import tree_geometry
-
-    geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"], table["steps_per_year"])
-    gpu = gpu_available()
-    chosen = plan(geometry.width, geometry.height, current_model(precision, gpu), gpu)
-    bond, option = price_parts(table, curves, chosen.parts, precision)
-    return bond, option, chosen
+    bond, option, chosen = price_table(table, [curves], AUTO, precision)
+    return bond[0], option[0], chosen

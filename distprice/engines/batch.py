@@ -6,6 +6,7 @@ derived its coefficients from them.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,12 +49,28 @@ class Batch:
     exercises: EventTable
     option_from: np.ndarray
     """Last exercise step of each row: above it the option is worth nothing and is not rolled back."""
+    curve_names: tuple[str, ...]
+    """The curves ``curve_index`` points to; their knots follow, concatenated."""
     curve_offsets: np.ndarray
     curve_t: np.ndarray
     curve_z: np.ndarray
 
     def __len__(self) -> int:
         return len(self.face)
+
+    def with_curves(self, curves: dict[str, ZeroCurve]) -> "Batch":
+        """The same instruments on another curve set (a market scenario): only the knots change."""
+        return dataclasses.replace(self, **_curve_knots(self.curve_names, curves))
+
+
+def _curve_knots(names, curves: dict[str, ZeroCurve]) -> dict:
+    knots = [curves[name] for name in names]
+    curve_offsets = np.zeros(len(names) + 1, dtype=np.int64)
+    np.cumsum([len(c.t) for c in knots], out=curve_offsets[1:])
+    curve_t = np.concatenate([c.t for c in knots]) if knots else np.zeros(0)
+    curve_z = np.concatenate([c.zero_rate for c in knots]) if knots else np.zeros(0)
+    return {"curve_offsets": curve_offsets, "curve_t": curve_t.astype(np.float64),
+            "curve_z": curve_z.astype(np.float64)}
 
 
 def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
@@ -72,13 +89,8 @@ def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp
     has_exercise = np.diff(exercises.offsets) > 0
     option_from[has_exercise] = exercises.step[exercises.offsets[:-1][has_exercise]]
 
-    names = list(dict.fromkeys(cols["curve"]))
+    names = tuple(dict.fromkeys(cols["curve"]))
     curve_index = pd.Series(cols["curve"]).map({name: i for i, name in enumerate(names)}).to_numpy(np.int64)
-    knots = [curves[name] for name in names]
-    curve_offsets = np.zeros(len(names) + 1, dtype=np.int64)
-    np.cumsum([len(c.t) for c in knots], out=curve_offsets[1:])
-    curve_t = np.concatenate([c.t for c in knots]) if knots else np.zeros(0)
-    curve_z = np.concatenate([c.zero_rate for c in knots]) if knots else np.zeros(0)
     return Batch(
         geometry=geometry,
         face=cols["face"].astype(real),
@@ -87,9 +99,8 @@ def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp
         coupons=EventTable(coupons.offsets, coupons.step, coupons.value.astype(real)),
         exercises=EventTable(exercises.offsets, exercises.step, exercises.value.astype(real)),
         option_from=option_from,
-        curve_offsets=curve_offsets,
-        curve_t=curve_t.astype(np.float64),
-        curve_z=curve_z.astype(np.float64),
+        curve_names=names,
+        **_curve_knots(names, curves),
     )
 
 

@@ -1,0 +1,345 @@
+"""Cluster and job settings read from YAML; ready files are in ``configs/``.
+
+A config file has two sections, both optional: ``cluster`` (where to price, :class:`ClusterConfig`) and
+``job`` (what to price, :class:`JobConfig`); a setting left out takes the default of its dataclass.
+Relative paths in a file are taken from the file's folder. Every problem found is reported at once, one
+line each, as ``source: key.path: rule``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import numbers
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import yaml
+from dask.utils import parse_bytes
+
+from .engines import AUTO, ENGINES
+from .engines.batch import PRECISIONS
+
+CLUSTER_KINDS = ("local", "local-cuda", "address")
+_SECTIONS = ("cluster", "job")
+_ON_INVALID = ("strict", "report")
+_SECURITY_FILES = ("ca_file", "cert_file", "key_file")
+_JOB_PATHS = ("portfolio", "curves", "scenarios", "output")
+_HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
+_ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message has one line per problem: ``source: key.path: rule``."""
+
+
+@dataclass(frozen=True)
+class Security:
+    """TLS for the cluster's connections: the CA certificate, and one certificate and key (PEM files) that
+    serve every role (client, scheduler and worker), so the certificate must be valid for all three."""
+
+    ca_file: str
+    cert_file: str
+    key_file: str
+    require_encryption: bool = True
+    """Refuse unencrypted connections."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """Where to price: ``kind`` ``local`` (a cluster on this machine's cores), ``local-cuda`` (one worker per
+    visible GPU; needs dask-cuda) or ``address`` (a scheduler already running)."""
+
+    kind: str = "local"
+    n_workers: int | None = None
+    """Workers of a local cluster; None: one per core (``local``) or per visible GPU (``local-cuda``)."""
+    threads_per_worker: int = 1
+    processes: bool = True
+    """Workers of a ``local`` cluster run in processes of their own; false: in threads of this process."""
+    memory_limit: str | int = "auto"
+    """Memory of each local worker: ``auto`` (the machine's, shared among the workers), bytes, or a size
+    such as ``4GiB``."""
+    dashboard_address: str | None = "127.0.0.1:8787"
+    """``host:port`` of a local cluster's dashboard (port 0: any free port); None: no dashboard."""
+    address: str | None = None
+    """The scheduler of kind ``address``: ``tcp://host:port`` or ``tls://host:port``."""
+    security: Security | None = None
+    """TLS: required by a ``tls://`` address, refused with a ``tcp://`` one; a local cluster with it uses TLS."""
+    timeout: float = 10.0
+    """Seconds to wait for the scheduler to answer."""
+
+    def dask_security(self):
+        """The :class:`distributed.security.Security` built from :attr:`security`, or None without it.
+
+        Raises :class:`ConfigError` naming each certificate or key file that does not exist.
+        """
+        if self.security is None:
+            return None
+        from distributed.security import Security as DaskSecurity
+
+        tls = self.security
+        missing = [f"cluster.security.{name}: no such file: {getattr(tls, name)}" for name in _SECURITY_FILES
+                   if not os.path.isfile(getattr(tls, name))]
+        if missing:
+            raise ConfigError("\n".join(missing))
+        cert, key = tls.cert_file, tls.key_file
+        return DaskSecurity(require_encryption=tls.require_encryption, tls_ca_file=tls.ca_file,
+                            tls_client_cert=cert, tls_client_key=key, tls_scheduler_cert=cert,
+                            tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key)
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """What to price and how; ``distprice run`` takes these as the defaults of its options of the same names.
+    ``shifts_bp``: parallel shifts of every curve in basis points (a YAML list, or a string such as
+    ``"-100,-50,0,50,100"``), an alternative to ``scenarios``. ``chunks_per_worker``: the chunks a job is cut
+    into per worker.
+    """
+
+    portfolio: str | None = None
+    curves: str | None = None
+    scenarios: str | None = None
+    shifts_bp: tuple[float, ...] | None = None
+    output: str | None = None
+    engine: str = AUTO
+    precision: str = "fp64"
+    on_invalid: str = "strict"
+    chunks_per_worker: int = 4
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole config; ``source`` is the file it was read from, or ``<dict>``."""
+
+    cluster: ClusterConfig = ClusterConfig()
+    job: JobConfig = JobConfig()
+    source: str = "<dict>"
+
+
+def parse_shifts(text_or_list) -> tuple[float, ...]:
+    """Parallel curve shifts in basis points from ``"-100,-50,0,50,100"`` or a list of numbers.
+
+    Raises ValueError unless there is at least one shift and every shift is a finite number, given once.
+    """
+    if isinstance(text_or_list, str):
+        items = [item.strip() for item in text_or_list.split(",")] if text_or_list.strip() else []
+    elif isinstance(text_or_list, Iterable) and not isinstance(text_or_list, (bytes, Mapping)):
+        items = list(text_or_list)
+    else:
+        raise ValueError(f"shifts must be a list of numbers or a string such as '-100,0,100', "
+                         f"not {_shown(text_or_list)}")
+    if not items:
+        raise ValueError("shifts must hold at least one shift")
+    shifts = []
+    for item in items:
+        try:
+            if isinstance(item, bool) or not isinstance(item, (str, numbers.Real)):
+                raise ValueError
+            shift = float(item)
+        except ValueError:
+            raise ValueError(f"shifts must be numbers of basis points, not {_shown(item)}") from None
+        if not math.isfinite(shift):
+            raise ValueError(f"shifts must be finite, not {_shown(item)}")
+        if shift in shifts:
+            raise ValueError(f"shifts must differ, but {shift:g} bp is given twice")
+        shifts.append(shift)
+    return tuple(shifts)
+
+
+def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
+    """The config a mapping (with sections ``cluster`` and ``job``, both optional) describes.
+
+    Relative paths are joined to ``base_dir`` when it is given. Raises :class:`ConfigError` listing every
+    problem; ``source`` names the mapping's origin in the messages.
+    """
+    problems: list[str] = []
+
+    def report(key: str, rule: str) -> None:
+        problems.append(f"{source}: {key}: {rule}")
+
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{source}: must be a mapping with the sections {', '.join(_SECTIONS)}; "
+                          f"not {_shown(mapping)}")
+    for key in mapping:
+        if key not in _SECTIONS:
+            report(str(key), _unknown(key, _SECTIONS))
+    cluster, failed = _section(ClusterConfig, mapping.get("cluster"), "cluster", report, base_dir)
+    job, _ = _section(JobConfig, mapping.get("job"), "job", report, base_dir)
+    if not {"kind", "address"} & failed:
+        if cluster.kind == "address" and cluster.address is None:
+            report("cluster.address", "is required for kind address")
+        if cluster.kind != "address" and cluster.address is not None:
+            report("cluster.address", f"is for kind address only, not kind {cluster.kind}")
+    if cluster.kind == "address" and cluster.address is not None and not {"kind", "address", "security"} & failed:
+        tls = cluster.address.startswith("tls://")
+        if tls and cluster.security is None:
+            report("cluster.security", f"is required for the tls:// address {cluster.address}")
+        if not tls and cluster.security is not None:
+            report("cluster.security", f"needs a tls:// address, not {cluster.address}")
+    if job.scenarios is not None and job.shifts_bp is not None:
+        report("job.shifts_bp", "give scenarios or shifts_bp, not both")
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return Config(cluster, job, source)
+
+
+def load_config(path) -> Config:
+    """The config in the YAML file ``path``; relative paths in it are taken from the file's folder.
+
+    Raises :class:`ConfigError` for a missing or unreadable file, a YAML syntax error (with its line) and
+    every problem :func:`parse_config` finds.
+    """
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as file:
+            mapping = yaml.safe_load(file)
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: no such config file") from None
+    except OSError as error:
+        raise ConfigError(f"{source}: cannot read it: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(error, "problem", None) or str(error).replace("\n", " ")
+        raise ConfigError(f"{source}: {where}invalid YAML: {problem}") from None
+    return parse_config(mapping, source, os.path.dirname(os.path.abspath(source)))
+
+
+# ---- checks: each returns the value to keep or raises ValueError stating the rule ----
+
+def _shown(value) -> str:
+    """A value as written in YAML, for messages."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)
+
+
+def _unknown(key, allowed) -> str:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown key{hint}; allowed keys: {', '.join(allowed)}"
+
+
+def _optional(check):
+    return lambda value: None if value is None else check(value)
+
+
+def _choice(*choices: str):
+    def check(value):
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, not {_shown(value)}")
+        return value
+    return check
+
+
+def _integer(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"must be an integer >= 1, not {_shown(value)}")
+    return value
+
+
+def _boolean(value):
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {_shown(value)}")
+    return value
+
+
+def _seconds(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise ValueError(f"must be a number of seconds > 0, not {_shown(value)}")
+    return float(value)
+
+
+def _memory(value):
+    if value == "auto":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, str) and value.strip():
+        try:
+            if parse_bytes(value) >= 1:
+                return value
+        except ValueError:
+            pass
+    raise ValueError(f"must be auto, a number of bytes >= 1 or a size such as '4GiB', not {_shown(value)}")
+
+
+def _dashboard(value):
+    if value is not None and not (isinstance(value, str) and _port(_HOST_PORT, value)):
+        raise ValueError(f"must be 'host:port' (port 0: any free port) or null for no dashboard, "
+                         f"not {_shown(value)}")
+    return value
+
+
+def _address(value):
+    if not (isinstance(value, str) and _port(_ADDRESS, value)):
+        raise ValueError(f"must be tcp://host:port or tls://host:port, not {_shown(value)}")
+    return value
+
+
+def _port(pattern: re.Pattern, text: str) -> bool:
+    return pattern.fullmatch(text) is not None and int(text.rpartition(":")[2]) <= 65535
+
+
+def _path(value):
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a path, not {_shown(value)}")
+    return value
+
+
+_CHECKS = {
+    Security: {"ca_file": _path, "cert_file": _path, "key_file": _path, "require_encryption": _boolean},
+    ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
+                    "threads_per_worker": _integer, "processes": _boolean, "memory_limit": _memory,
+                    "dashboard_address": _dashboard, "address": _optional(_address),
+                    "security": None, "timeout": _seconds},  # security: a section of its own
+    JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
+                "engine": _choice(AUTO, *ENGINES), "precision": _choice(*PRECISIONS),
+                "on_invalid": _choice(*_ON_INVALID), "chunks_per_worker": _integer},
+}
+_PATHS = {Security: _SECURITY_FILES, ClusterConfig: (), JobConfig: _JOB_PATHS}
+
+
+def _section(cls, mapping, where: str, report, base_dir):
+    """``cls`` built from the settings in ``mapping`` (None: no settings) and the keys that had problems,
+    which keep their defaults (a dataclass without defaults gives None when anything is wrong)."""
+    checks = _CHECKS[cls]
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, dict):
+        report(where, f"must be a mapping of settings, not {_shown(mapping)}")
+        return (None if cls is Security else cls()), set(checks)
+    values, failed = {}, set()
+    for key, value in mapping.items():
+        if key not in checks:
+            report(f"{where}.{key}", _unknown(key, tuple(checks)))
+            continue
+        if key == "security":
+            value, bad = (None, ()) if value is None else _section(Security, value, f"{where}.security", report,
+                                                                    base_dir)
+            if bad:
+                failed.add(key)
+                continue
+        else:
+            try:
+                value = checks[key](value)
+            except ValueError as error:
+                report(f"{where}.{key}", str(error))
+                failed.add(key)
+                continue
+        if key in _PATHS[cls] and value is not None and base_dir is not None:
+            value = os.path.join(base_dir, value)
+        values[key] = value
+    for field in dataclasses.fields(cls):
+        if field.default is dataclasses.MISSING and field.name not in mapping:
+            report(f"{where}.{field.name}", "is required")
+            failed.add(field.name)
+    if failed and cls is Security:
+        return None, failed
+    return cls(**values), failed

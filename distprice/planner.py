@@ -1,0 +1,80 @@
+"""Cutting a portfolio into chunks for the workers of a cluster.
+
+A portfolio the client holds is sorted by the inspector's key (decreasing tree height, then width: the
+order the flat kernel packs in, so a chunk's trees are alike) and cut into consecutive pieces of nearly
+equal cost, Σ width · height. A big Parquet file is cut into slices of its row groups that the workers
+read themselves; their cost is not known before they are read, so they are balanced by rows.
+There are several chunks per worker so that a slow or lost worker does not hold up the job.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_CHUNK_ROWS = 2_000
+"""Fewer rows than this make a chunk whose fixed costs (a task, a launch, a layout) outweigh its work."""
+MAX_CHUNK_ROWS = 250_000
+"""More rows than this make a chunk whose inputs and results weigh on a worker's memory."""
+
+
+def sort_order(width: np.ndarray, height: np.ndarray) -> np.ndarray:
+    """Positions in the inspector's order: decreasing height, then decreasing width."""
+    return np.lexsort((-np.asarray(width), -np.asarray(height)))
+
+
+def chunk_count(rows: int, workers: int, chunks_per_worker: int) -> int:
+    """Chunks for a portfolio of ``rows``: ``chunks_per_worker`` per worker, within the row bounds above."""
+    wanted = max(1, workers) * max(1, chunks_per_worker)
+    return max(1, min(wanted, math.ceil(rows / MIN_CHUNK_ROWS)), math.ceil(rows / MAX_CHUNK_ROWS))
+
+
+def cut_by_cost(cost: np.ndarray, chunks: int) -> list[slice]:
+    """At most ``chunks`` consecutive, non-empty slices of ``cost`` (in its order) of nearly equal sums."""
+    n = len(cost)
+    if n == 0:
+        return []
+    total = np.cumsum(np.asarray(cost, dtype=np.float64))
+    targets = total[-1] * np.arange(1, chunks) / chunks
+    bounds = np.unique(np.concatenate([[0], np.searchsorted(total, targets, side="right"), [n]]))
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def partition(width: np.ndarray, height: np.ndarray, chunks: int) -> list[np.ndarray]:
+    """Positions of each chunk: the portfolio sorted by :func:`sort_order`, cut by :func:`cut_by_cost`."""
+    order = sort_order(width, height)
+    cost = np.asarray(width, dtype=np.float64)[order] * np.asarray(height, dtype=np.float64)[order]
+    return [order[piece] for piece in cut_by_cost(cost, chunks)]
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """Rows ``start:stop`` of row group ``row_group`` of a Parquet file; ``first_row`` is the position of the
+    slice's first row in the whole file."""
+
+    path: str
+    row_group: int
+    start: int
+    stop: int
+    first_row: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+def file_slices(path: str, row_group_rows: list[int], chunks: int) -> list[FileSlice]:
+    """Slices of a Parquet file whose row groups hold ``row_group_rows`` rows: about ``chunks`` of equal rows,
+    none crossing a row group (a worker reads one row group, or part of one)."""
+    total = sum(row_group_rows)
+    per_slice = max(1, math.ceil(total / max(1, chunks)))
+    slices, first = [], 0
+    for group, rows in enumerate(row_group_rows):
+        pieces = max(1, round(rows / per_slice))
+        bounds = np.linspace(0, rows, pieces + 1).round().astype(int)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b > a:
+                slices.append(FileSlice(str(path), group, int(a), int(b), first + int(a)))
+        first += rows
+    return slices

@@ -1,0 +1,276 @@
+"""Pricing on Dask clusters (CPU): a LocalCluster of 2 worker processes, a scheduler and 2 workers started
+as separate processes on loopback, a worker killed mid-job, scenarios, the dashboard's task names and the
+Prometheus metrics. Every result is compared with the in-process prices of the same rows."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from distributed import get_task_stream
+
+import distprice
+from distprice import datasets
+from distprice.cli import main
+from distprice.planner import MIN_CHUNK_ROWS
+from distprice.runtime import Pricer, SchedulerUnreachableError
+
+from conftest import random_portfolio
+
+PRICES = ["price", "bond_price", "option_price"]
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def assert_same_prices(got: pd.DataFrame, expected: pd.DataFrame):
+    assert list(got["id"]) == list(expected["id"])  # every row once, in input order
+    for column in PRICES:
+        np.testing.assert_allclose(got[column], expected[column], rtol=1e-13, atol=0, err_msg=column)
+    assert got["error"].isna().tolist() == expected["error"].isna().tolist()
+
+
+@pytest.fixture(scope="module")
+def local():
+    """A LocalCluster of 2 single-threaded worker processes, dashboard on a free loopback port."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def book():
+    """8 000 random instruments (several chunks per worker)."""
+    return random_portfolio(np.random.default_rng(5), 4 * MIN_CHUNK_ROWS, max_steps_per_year=12)
+
+
+@pytest.fixture(scope="module")
+def in_process(book):
+    return distprice.price(book, engine="cpu")
+
+
+def test_local_cluster_prices_like_this_process(local, book, in_process):
+    with Pricer(local) as pricer:
+        with get_task_stream(client=local) as stream:
+            priced = pricer.price(book, engine="cpu")
+    assert_same_prices(priced, in_process)
+    assert (priced["engine"] == "cpu").all()
+    names = {task["key"].split("-")[0] for task in stream.data}
+    assert "price_cpu_fp64" in names and "gather" in names
+    chunks = [task for task in stream.data if task["key"].startswith("price_cpu_fp64")]
+    assert len(chunks) == 4  # 4 chunks per worker would be 8, but no chunk is under MIN_CHUNK_ROWS
+    assert len({task["worker"] for task in chunks}) == 2
+
+
+def test_auto_on_the_cluster_follows_the_workers_plan(local, book, in_process):
+    with Pricer(local) as pricer:
+        priced = pricer.price(book.head(3000), engine="auto")
+    assert_same_prices(priced, in_process.head(3000))
+    assert (priced["engine"] == "cpu").all()  # the workers have no GPU
+
+
+def test_shift_grid_is_long_and_zero_shift_is_the_base(local, book, in_process):
+    rows = book.head(2500)
+    with Pricer(local) as pricer:
+        priced = pricer.price(rows, engine="cpu", shifts_bp=[-50, 0, 50])
+    assert list(priced.columns[:2]) == ["scenario", "id"]
+    assert priced["scenario"].tolist() == ["-50bp"] * 2500 + ["+0bp"] * 2500 + ["+50bp"] * 2500
+    by = {name: frame.reset_index(drop=True) for name, frame in priced.groupby("scenario", sort=False)}
+    assert_same_prices(by["+0bp"].drop(columns="scenario"), in_process.head(2500))
+    here = distprice.price(rows, engine="cpu", shifts_bp="-50,0,50")
+    np.testing.assert_allclose(priced["price"], here["price"], rtol=1e-13)
+    # rates up, zero-coupon bond values down, on every row
+    assert (by["+50bp"]["bond_price"] < by["-50bp"]["bond_price"]).all()
+
+
+def test_scenario_table_prices_each_scenario(local):
+    rows = pd.DataFrame([dict(id="p1", instrument="bond_option", option_type="put", strike=63.0, expiry=3.0,
+                              maturity=9.0, mean_reversion=0.1, volatility=0.01, curve="hull")])
+    flat = lambda rate: pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
+    scenarios = pd.concat([flat(0.05).assign(scenario="flat5"), flat(0.07).assign(scenario="flat7")])
+    with Pricer(local) as pricer:
+        priced = pricer.price(rows, scenarios=scenarios, engine="cpu")
+    assert priced["scenario"].tolist() == ["flat5", "flat7"]
+    for name, rate in (("flat5", 0.05), ("flat7", 0.07)):
+        curve = pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
+        alone = distprice.price(rows, curve, engine="reference")
+        np.testing.assert_allclose(priced.loc[priced["scenario"] == name, "price"], alone["price"], rtol=1e-12)
+
+
+def test_bad_input_fails_before_any_task_is_sent(local, book):
+    bad = book.head(100).copy()
+    bad.loc[7, "strike"] = -1.0
+    with Pricer(local) as pricer:
+        local.run_on_scheduler(_forget_tasks)
+        with pytest.raises(distprice.InvalidInputError, match=r"row 8 .*strike"):
+            pricer.price(bad)
+        assert local.run_on_scheduler(_tasks_seen) == 0
+        reported = pricer.price(bad, on_invalid="report", engine="cpu")
+    assert len(reported) == 100 and reported["price"].isna().sum() == 1 and "strike" in reported.loc[7, "error"]
+
+
+def _forget_tasks(dask_scheduler=None):
+    dask_scheduler.distprice_seen = len(dask_scheduler.task_prefixes)
+
+
+def _tasks_seen(dask_scheduler=None):
+    return len(dask_scheduler.task_prefixes) - dask_scheduler.distprice_seen
+
+
+def test_submit_returns_a_future_of_the_table(local, book, in_process):
+    with Pricer(local) as pricer:
+        futures = [pricer.submit(book.head(n), engine="cpu") for n in (500, 700)]
+        results = [f.result(timeout=120) for f in futures]
+    assert_same_prices(results[0], in_process.head(500))
+    assert_same_prices(results[1], in_process.head(700))
+
+
+def test_metrics_endpoint_counts_what_each_worker_priced(local, book):
+    with Pricer(local) as pricer:
+        before = _metric_total(pricer.dashboard_link, "distprice_instruments_priced_total")
+        pricer.price(book.head(3000), engine="cpu", shifts_bp=[0, 25])
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            text = _fetch_metrics(pricer.dashboard_link)
+            if _metric_total(pricer.dashboard_link, "distprice_instruments_priced_total") - before == 6000:
+                break
+            time.sleep(0.2)
+    assert _metric_total(pricer.dashboard_link, "distprice_instruments_priced_total") - before == 6000
+    assert 'distprice_node_steps_per_second{worker="tcp://127.0.0.1:' in text
+    assert "dask_scheduler_workers" in text  # beside Dask's own
+
+
+def _fetch_metrics(dashboard_link) -> str:
+    """The Prometheus page beside the dashboard, over HTTP."""
+    from urllib.request import urlopen
+
+    with urlopen(dashboard_link.replace("/status", "/metrics"), timeout=10) as response:
+        return response.read().decode()
+
+
+def _metric_total(dashboard_link, name):
+    import re
+
+    text = _fetch_metrics(dashboard_link)
+    return sum(float(v) for v in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", text, flags=re.M))
+
+
+def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
+    path = tmp_path / "book.parquet"
+    book.to_parquet(path, row_group_size=1500)
+    with Pricer(local, read_on_workers_rows=1000) as pricer:
+        with get_task_stream(client=local) as stream:
+            priced = pricer.price(str(path), engine="cpu")
+        summary = pricer.run(str(path), engine="cpu", output=tmp_path / "priced.parquet")
+    assert_same_prices(priced, in_process)
+    assert {"read-chunk", "inspect-chunk", "price_cpu_fp64"} <= {t["key"].rsplit("-", 2)[0] for t in stream.data}
+    assert summary.priced == summary.rows == len(book)
+    assert_same_prices(pd.read_parquet(tmp_path / "priced.parquet"), in_process)
+
+
+def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path):
+    bad = book.copy()
+    bad.loc[5000, "volatility"] = 0.0
+    bad.loc[6500, "id"] = bad.loc[10, "id"]  # a duplicate in another slice
+    path = tmp_path / "bad.parquet"
+    bad.to_parquet(path, row_group_size=1500)
+    with Pricer(local, read_on_workers_rows=1000) as pricer:
+        with pytest.raises(distprice.InvalidInputError) as error:
+            pricer.run(str(path), output=tmp_path / "out.parquet")
+        reported = pricer.price(str(path), engine="cpu", on_invalid="report")
+    message = str(error.value)
+    assert "row 5001" in message and "volatility" in message
+    assert "row 11 " in message and "row 6501 " in message and "must be unique" in message
+    assert not (tmp_path / "out.parquet").exists() and len(list(tmp_path.iterdir())) == 1
+    assert reported["price"].isna().sum() == 3 and len(reported) == len(book)
+
+
+# ---- a scheduler and workers started as processes, as on a real cluster ----
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def processes(tmp_path):
+    """A ``dask scheduler`` and two ``dask worker`` processes (no nanny: a killed worker stays dead)."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    started = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    for _ in range(2):
+        started.append(subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
+             "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        yield address, started[1:]
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+
+
+def test_scheduler_and_worker_processes_price_like_this_process(processes, book, in_process):
+    address, _ = processes
+    with Pricer(address) as pricer:
+        pricer.client.wait_for_workers(2, timeout=60)
+        priced = pricer.price(book.head(4000), engine="cpu")
+    assert_same_prices(priced, in_process.head(4000))
+
+
+def test_a_worker_killed_mid_job_loses_no_row(processes):
+    address, _ = processes
+    book = datasets.generate("R1", 30_000, seed=3)
+    expected = distprice.price(book, engine="cpu")
+    with Pricer(address) as pricer:
+        pricer.client.wait_for_workers(2, timeout=60)
+        pids = pricer.client.run(os.getpid)
+        job = pricer.submit(book, engine="cpu")
+        deadline = time.time() + 60
+        while not any(pricer.client.processing().values()) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        busy = [worker for worker, keys in pricer.client.processing().items() if keys]
+        assert busy and not job.done()
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        priced = job.result(timeout=300)
+        assert len(pricer.client.scheduler_info()["workers"]) == 1
+    assert_same_prices(priced, expected)
+
+
+def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(f"cluster:\n  kind: address\n  address: tcp://127.0.0.1:{_free_port()}\n  timeout: 2\n")
+    book.head(10).to_csv(tmp_path / "b.csv", index=False)
+    tick = time.perf_counter()
+    result = CliRunner().invoke(main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"),
+                                       "--output", str(tmp_path / "o.csv")])
+    assert result.exit_code == 3, result.output
+    assert "cannot reach the scheduler" in result.output and time.perf_counter() - tick < 20
+    assert not (tmp_path / "o.csv").exists()
+    with pytest.raises(SchedulerUnreachableError):
+        Pricer(f"tcp://127.0.0.1:{_free_port()}").close()
+
+
+def test_cli_run_on_a_local_cluster_config(tmp_path, book, in_process):
+    config = tmp_path / "cluster.yaml"
+    config.write_text("cluster:\n  kind: local\n  n_workers: 2\n  dashboard_address: 127.0.0.1:0\n"
+                      "job:\n  engine: cpu\n  output: priced.csv\n")
+    book.head(1000).to_csv(tmp_path / "b.csv", index=False)
+    result = CliRunner().invoke(main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"),
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "dashboard: http://127.0.0.1:" in result.output
+    assert "priced 1000 of 1000 rows" in result.output and "on 2 workers" in result.output
+    assert_same_prices(pd.read_csv(tmp_path / "priced.csv"), in_process.head(1000))
