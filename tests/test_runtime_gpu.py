@@ -1,0 +1,60 @@
+"""Pricing on a LocalCUDACluster, one worker per GPU (``-m gpu``; skipped without a GPU or dask-cuda)."""
+import importlib.util
+
+import numpy as np
+import pytest
+from distributed import get_task_stream
+
+import distprice
+from distprice import datasets
+from distprice.config import ClusterConfig
+from distprice.engines.gpu import gpu_available
+from distprice.runtime import Pricer, default_cluster
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not gpu_available() or importlib.util.find_spec("dask_cuda") is None, reason="needs a CUDA GPU and dask-cuda")]
+
+
+def gpus() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+@pytest.fixture(scope="module")
+def book():
+    """A mixture of tall wide trees and many small ones, several chunks per GPU."""
+    return datasets.generate("R1+S2", 24_000, seed=11)
+
+
+@pytest.fixture(scope="module")
+def expected(book):
+    return distprice.price(book, engine="cpu")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_cuda_cluster_prices_like_the_cpu_engine(workers, book, expected, tmp_path):
+    if workers > gpus():
+        pytest.skip(f"needs {workers} GPUs")
+    assert default_cluster().kind == "local-cuda"
+    config = ClusterConfig(kind="local-cuda", n_workers=workers, dashboard_address=None)
+    with Pricer(config) as pricer:
+        assert pricer.workers == workers
+        with get_task_stream(client=pricer.client) as stream:
+            priced = pricer.price(book)
+        # a big file read by the workers themselves, under three shifted curve sets
+        path = tmp_path / "book.parquet"
+        book.to_parquet(path, row_group_size=4_000)
+        pricer.read_on_workers_rows = 1_000
+        shifted = pricer.price(str(path), shifts_bp=[-25, 0, 25])
+    scale = np.maximum(expected["bond_price"].abs(), 1.0)
+    for column in ("price", "bond_price", "option_price"):
+        assert (np.abs(priced[column] - expected[column]) <= 1e-12 * scale).all(), column
+    assert priced["id"].tolist() == expected["id"].tolist()
+    assert set(priced["engine"]) <= {"gpu-flat", "gpu-outer"}
+    names = {task["key"].split("-")[0] for task in stream.data}
+    assert "price_gpu_flat_fp64" in names and "gather" in names
+    assert len({task["worker"] for task in stream.data if task["key"].startswith("price_")}) == workers
+    base = shifted[shifted["scenario"] == "+0bp"].reset_index(drop=True)
+    assert (np.abs(base["price"] - expected["price"]) <= 1e-12 * scale).all()
+    assert len(shifted) == 3 * len(book)
