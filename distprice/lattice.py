@@ -7,8 +7,10 @@ order, which is the order the backward pass meets them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 JMAX_FACTOR = 0.184
@@ -86,56 +88,112 @@ class EventTable:
         return self.step[lo:hi], self.value[lo:hi]
 
 
-def _expand(counts: np.ndarray):
-    """Row index and 0-based rank within the row of each of ``counts.sum()`` items, plus CSR offsets."""
-    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    rows = np.repeat(np.arange(len(counts)), counts)
-    rank = np.arange(offsets[-1], dtype=np.int64) - offsets[rows]
-    return rows, rank, offsets
-
-
-def _compact(rows: np.ndarray, keep: np.ndarray, n_rows: int, step: np.ndarray, value: np.ndarray) -> EventTable:
-    offsets = np.zeros(n_rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[keep], minlength=n_rows), out=offsets[1:])
-    return EventTable(offsets, step[keep], value[keep])
-
-
-def _periods_before(span, frequency):
-    """Number of whole schedule periods ``k`` with ``k / frequency < span`` (tolerant to rounding)."""
-    return np.maximum(np.ceil(span * frequency - _SCHEDULE_EPS), 0).astype(np.int64)
-
-
+@numba.vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
 def accrued(t, maturity, coupon, coupon_frequency, face):
-    """Accrued interest at time ``t``: ``face * coupon * (t - t_prev)`` (SPEC §3.3).
+    """Accrued interest at time ``t``: ``face * coupon * (t - t_prev)`` (SPEC §3.3); a ufunc.
 
     ``t_prev`` is the latest time ``<= t`` of the regular schedule ``maturity - k / coupon_frequency``
     (which runs back before today); zero on a coupon date and for zero-coupon bonds.
     """
-    t, maturity, coupon, face = (np.asarray(v, dtype=np.float64) for v in (t, maturity, coupon, face))
-    frequency = np.asarray(coupon_frequency, dtype=np.float64)
-    paying = (coupon > 0) & (frequency > 0)
-    safe_frequency = np.where(paying, frequency, 1.0)
-    k = np.ceil((maturity - t) * safe_frequency - _SCHEDULE_EPS)
-    t_prev = maturity - k / safe_frequency
-    return np.where(paying, face * coupon * np.maximum(t - t_prev, 0.0), 0.0)
+    if coupon <= 0.0 or coupon_frequency <= 0.0:
+        return 0.0
+    k = math.ceil((maturity - t) * coupon_frequency - _SCHEDULE_EPS)
+    t_prev = maturity - k / coupon_frequency
+    return face * coupon * max(t - t_prev, 0.0)
+
+
+@numba.njit(cache=True)
+def _step_of(t, spy):
+    """``round(t * spy)``, halves up (as :func:`to_step`, for one time)."""
+    return np.int64(math.floor(t * spy + 0.5))
+
+
+@numba.njit(cache=True)
+def _coupon_count(maturity, frequency):
+    """Coupon times ``maturity - k / f`` that are > 0 (tolerant to rounding): k = 0 .. count - 1."""
+    return max(np.int64(math.ceil(maturity * frequency - _SCHEDULE_EPS)), 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _coupon_table(maturity, coupon, frequency, face, spy):
+    n = len(maturity)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        kept = 0
+        if coupon[r] > 0 and frequency[r] > 0:
+            for k in range(_coupon_count(maturity[r], frequency[r])):
+                if _step_of(maturity[r] - k / frequency[r], spy[r]) >= 1:
+                    kept += 1
+        offsets[r + 1] = offsets[r] + kept
+    step = np.empty(offsets[n], dtype=np.int64)
+    value = np.empty(offsets[n], dtype=np.float64)
+    for r in range(n):
+        e = offsets[r]
+        if e == offsets[r + 1]:
+            continue
+        amount = face[r] * coupon[r] / frequency[r]
+        for k in range(_coupon_count(maturity[r], frequency[r])):
+            s = _step_of(maturity[r] - k / frequency[r], spy[r])
+            if s >= 1:
+                step[e], value[e] = s, amount
+                e += 1
+    return offsets, step, value
 
 
 def coupon_events(maturity, coupon, coupon_frequency, face, steps_per_year) -> EventTable:
     """Coupons per row: times ``maturity - k / f`` (> 0) mapped to steps ≥ 1, amount ``face * coupon / f``."""
-    maturity = np.asarray(maturity, dtype=np.float64)
-    frequency = np.asarray(coupon_frequency, dtype=np.int64)
-    paying = (np.asarray(coupon) > 0) & (frequency > 0)
-    counts = np.where(paying, _periods_before(maturity, np.where(paying, frequency, 1)), 0)
-    rows, k, _ = _expand(counts)
-    t = maturity[rows] - k / frequency[rows]
-    step = to_step(t, np.asarray(steps_per_year)[rows])
-    amount = (np.asarray(face, dtype=np.float64) * np.asarray(coupon, dtype=np.float64) / np.maximum(frequency, 1))[rows]
-    return _compact(rows, step >= 1, len(maturity), step, amount)
+    maturity, coupon, face = (np.ascontiguousarray(v, dtype=np.float64) for v in (maturity, coupon, face))
+    frequency, spy = (np.ascontiguousarray(v, dtype=np.int64) for v in (coupon_frequency, steps_per_year))
+    return EventTable(*_coupon_table(maturity, coupon, frequency, face, spy))
 
 
 EUROPEAN, BERMUDAN, AMERICAN = 0, 1, 2
 EXERCISE_CODES = {"european": EUROPEAN, "bermudan": BERMUDAN, "american": AMERICAN}
+
+
+@numba.njit(cache=True)
+def _exercise_at(code, k, last_step, expiry, ex_frequency, spy):
+    """Time and step of a row's k-th exercise date counted back from expiry."""
+    if code == AMERICAN:
+        return (last_step - k) / spy, last_step - k
+    t = expiry - k / ex_frequency
+    return t, _step_of(t, spy)
+
+
+@numba.njit(cache=True)
+def _exercise_count(code, last_step, expiry, first, ex_frequency, spy):
+    """Exercise dates of a row before dropping those at or before today: k = 0 .. count - 1."""
+    if code == EUROPEAN:
+        return 1
+    if code == BERMUDAN:  # k = 0, 1, ... while expiry - k / f >= first_exercise
+        return np.int64(math.floor(max(expiry - first, 0.0) * ex_frequency + _SCHEDULE_EPS)) + 1
+    return max(last_step - max(1, _step_of(first, spy)) + 1, 0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _exercise_table(code, expiry, first, ex_frequency, strike, maturity, coupon, coupon_frequency, face, spy):
+    n = len(expiry)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        last_step = _step_of(expiry[r], spy[r])
+        kept = 0
+        for k in range(_exercise_count(code[r], last_step, expiry[r], first[r], ex_frequency[r], spy[r])):
+            t, s = _exercise_at(code[r], k, last_step, expiry[r], ex_frequency[r], spy[r])
+            if s >= 1 and t > 0:  # no event at or before today
+                kept += 1
+        offsets[r + 1] = offsets[r] + kept
+    step = np.empty(offsets[n], dtype=np.int64)
+    value = np.empty(offsets[n], dtype=np.float64)
+    for r in range(n):
+        last_step = _step_of(expiry[r], spy[r])
+        e = offsets[r]
+        for k in range(_exercise_count(code[r], last_step, expiry[r], first[r], ex_frequency[r], spy[r])):
+            t, s = _exercise_at(code[r], k, last_step, expiry[r], ex_frequency[r], spy[r])
+            if s >= 1 and t > 0:
+                step[e] = s
+                value[e] = strike[r] + accrued(t, maturity[r], coupon[r], coupon_frequency[r], face[r])
+                e += 1
+    return offsets, step, value
 
 
 def exercise_events(exercise_code, expiry, first_exercise, exercise_frequency, strike,
@@ -145,24 +203,10 @@ def exercise_events(exercise_code, expiry, first_exercise, exercise_frequency, s
     european: ``expiry``; bermudan: ``expiry - k / exercise_frequency`` while ``>= first_exercise`` and
     ``> 0``; american: every step from ``max(1, round(first_exercise * spy))`` to ``round(expiry * spy)``.
     """
-    code = np.asarray(exercise_code)
-    expiry = np.asarray(expiry, dtype=np.float64)
-    first = np.asarray(first_exercise, dtype=np.float64)
-    spy = np.asarray(steps_per_year, dtype=np.int64)
-    ex_frequency = np.asarray(exercise_frequency, dtype=np.int64)
-    last_step = to_step(expiry, spy)
-    first_american = np.maximum(1, to_step(first, spy))
-    # k = 0, 1, ... while expiry - k / f >= first_exercise
-    bermudan_counts = np.floor(np.maximum(expiry - first, 0.0) * ex_frequency + _SCHEDULE_EPS).astype(np.int64) + 1
-    counts = np.select([code == EUROPEAN, code == BERMUDAN],
-                       [np.ones_like(last_step), bermudan_counts],
-                       np.maximum(last_step - first_american + 1, 0))
-    rows, k, _ = _expand(counts)
-    c = code[rows]
-    t = np.where(c == AMERICAN, (last_step[rows] - k) / spy[rows], expiry[rows] - k / ex_frequency[rows])
-    step = np.where(c == AMERICAN, last_step[rows] - k, to_step(t, spy[rows]))
-    keep = (step >= 1) & (t > 0)  # no event at or before today
-    amount = np.asarray(strike, dtype=np.float64)[rows] + accrued(
-        t, np.asarray(maturity)[rows], np.asarray(coupon)[rows], np.asarray(coupon_frequency)[rows],
-        np.asarray(face)[rows])
-    return _compact(rows, keep, len(expiry), step, amount)
+    floats = (np.ascontiguousarray(v, dtype=np.float64)
+              for v in (expiry, first_exercise, strike, maturity, coupon, coupon_frequency, face))
+    expiry, first, strike, maturity, coupon, coupon_frequency, face = floats
+    code, ex_frequency, spy = (np.ascontiguousarray(v, dtype=np.int64)
+                               for v in (exercise_code, exercise_frequency, steps_per_year))
+    return EventTable(*_exercise_table(code, expiry, first, ex_frequency, strike, maturity, coupon,
+                                       coupon_frequency, face, spy))

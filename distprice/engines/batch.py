@@ -73,31 +73,39 @@ def _curve_knots(names, curves: dict[str, ZeroCurve]) -> dict:
             "curve_z": curve_z.astype(np.float64)}
 
 
+def _codes(column: pd.Series, mapping: dict | None = None):
+    """Integer codes of a column of labels, and the labels in order of first appearance (``mapping``: the
+    code of each label instead)."""
+    codes, labels = pd.factorize(column)
+    if mapping is None:
+        return codes.astype(np.int64), tuple(labels)
+    return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
+
+
 def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
-    """Lay out a canonical, valid table for the fast engines (vectorised; no Python loop per row)."""
+    """Lay out a canonical, valid table for the fast engines (no Python loop per row)."""
     real = real_dtype(precision)
     geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"],
                              table["steps_per_year"])
-    cols = {c: table[c].to_numpy() for c in table.columns}
-    coupons = coupon_events(cols["maturity"], cols["coupon"], cols["coupon_frequency"], cols["face"],
-                            cols["steps_per_year"])
-    exercise_code = pd.Series(cols["exercise"]).map(EXERCISE_CODES).to_numpy(dtype=np.int64)
-    exercises = exercise_events(exercise_code, cols["expiry"], cols["first_exercise"],
-                                cols["exercise_frequency"], cols["strike"], cols["maturity"], cols["coupon"],
-                                cols["coupon_frequency"], cols["face"], cols["steps_per_year"])
+    number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
+                                               "expiry", "first_exercise", "exercise_frequency", "strike")}
+    coupons = coupon_events(number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
+                            number["steps_per_year"])
+    exercises = exercise_events(_codes(table["exercise"], EXERCISE_CODES)[0], number["expiry"],
+                                number["first_exercise"], number["exercise_frequency"], number["strike"],
+                                number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
+                                number["steps_per_year"])
     option_from = np.zeros(len(table), dtype=np.int64)
     has_exercise = np.diff(exercises.offsets) > 0
     option_from[has_exercise] = exercises.step[exercises.offsets[:-1][has_exercise]]
-
-    names = tuple(dict.fromkeys(cols["curve"]))
-    curve_index = pd.Series(cols["curve"]).map({name: i for i, name in enumerate(names)}).to_numpy(np.int64)
+    curve_index, names = _codes(table["curve"])
     return Batch(
         geometry=geometry,
-        face=cols["face"].astype(real),
-        is_call=(cols["option_type"] == "call"),
+        face=number["face"].astype(real),
+        is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
         curve_index=curve_index,
-        coupons=EventTable(coupons.offsets, coupons.step, coupons.value.astype(real)),
-        exercises=EventTable(exercises.offsets, exercises.step, exercises.value.astype(real)),
+        coupons=EventTable(coupons.offsets, coupons.step, coupons.value.astype(real, copy=False)),
+        exercises=EventTable(exercises.offsets, exercises.step, exercises.value.astype(real, copy=False)),
         option_from=option_from,
         curve_names=names,
         **_curve_knots(names, curves),
@@ -114,6 +122,10 @@ def pack_rows(table: pd.DataFrame, rows: np.ndarray, curves: dict[str, ZeroCurve
 def pack_chunks(table: pd.DataFrame, chunks: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
                 precision: str = "fp64", threads: int = PACK_THREADS) -> Iterator[Batch]:
     """Lays out chunks of rows (positions in ``table``) on up to ``threads`` host threads at once and yields
-    their batches in chunk order, each as soon as it and those before it are ready."""
+    their batches in chunk order, each as soon as it and those before it are ready (one chunk: in this
+    thread)."""
+    if len(chunks) == 1:
+        yield pack_rows(table, chunks[0], curves, precision)
+        return
     with ThreadPoolExecutor(max(1, min(threads, len(chunks)))) as host:
         yield from host.map(lambda rows: pack_rows(table, rows, curves, precision), chunks)
