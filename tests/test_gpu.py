@@ -180,3 +180,26 @@ def test_auto_puts_the_bulk_on_the_faster_kernel(name, size):
     chosen = plan(batch.geometry.width, batch.geometry.height, current_model("fp64", True), gpu=True)
     bulk = max(chosen.parts, key=lambda p: len(p.rows))
     assert bulk.engine == "gpu-" + min(kernel, key=kernel.get), (kernel, chosen.considered)
+
+
+@pytest.mark.parametrize("engine", ["gpu-flat", "gpu-outer"])
+def test_scenarios_in_pipelined_chunks_match_the_cpu_engine(engine):
+    """One upload and layout per chunk, each scenario's curve knots swapped in: every (scenario, row) equals
+    the CPU engine's price under that scenario, with more launches than are ever in flight at once."""
+    from distprice.engines import GPU_IN_FLIGHT, price_parts
+    from distprice.engines.cpu import price_cpu
+    from distprice.inspector import Part
+    from distprice.scenarios import shifted
+
+    canonical, curves = batch_of(datasets.generate("R1+S2", 3000, seed=3))
+    curve_sets = list(shifted(curves, [-50.0, 0.0, 35.0, 100.0]).values())
+    part = Part(engine, np.arange(len(canonical)), float("nan"), "test", chunks=3)
+    assert part.chunks * len(curve_sets) > GPU_IN_FLIGHT
+    bond, option, kernel_seconds = price_parts(canonical, curve_sets, [part], "fp64")
+    assert kernel_seconds > 0
+    batch = pack(canonical, curves)
+    for s, scenario in enumerate(curve_sets):
+        ref_bond, ref_option = price_cpu(batch.with_curves(scenario))
+        np.testing.assert_allclose(bond[s], ref_bond, rtol=RTOL, atol=0)
+        assert np.max(np.abs(option[s] - ref_option) / ref_bond) <= RTOL
+    assert not np.allclose(bond[0], bond[1])  # the scenarios differ

@@ -7,6 +7,8 @@ portfolio to different engines.
 """
 from __future__ import annotations
 
+import collections
+import time
 from typing import Callable
 
 import numpy as np
@@ -15,7 +17,7 @@ import pandas as pd
 from ..curves import ZeroCurve
 from .batch import Fp32OverflowError, pack, pack_chunks, pack_rows
 from .cpu import price_cpu
-from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu
+from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu, upload
 from .reference import price_reference
 
 __all__ = ["AUTO", "ENGINES", "GPU_ENGINES", "Fp32OverflowError", "GpuUnavailableError", "choose_plan",
@@ -78,39 +80,78 @@ def choose_plan(width, height, engine: str, precision: str, model=None, gpu: boo
     return plan(width, height, model or current_model(precision, gpu), gpu)
 
 
+def _price_on_host(table: pd.DataFrame, part, curve_sets, precision: str, bond: np.ndarray,
+                   option: np.ndarray) -> float:
+    """Prices a ``reference`` or ``cpu`` part into ``bond`` and ``option`` under every curve set (the CPU
+    engine's event tables laid out once); returns the seconds spent in the engine, layout excluded."""
+    if part.engine == "reference":
+        rows = table.iloc[part.rows].reset_index(drop=True)
+
+        def engine(curves):
+            return price_reference(rows, curves, precision)
+    else:
+        batch = pack_rows(table, part.rows, curve_sets[0], precision)
+
+        def engine(curves):
+            return price_cpu(batch.with_curves(curves), precision)
+    seconds = 0.0
+    for s, curves in enumerate(curve_sets):
+        tick = time.perf_counter()
+        bond[s, part.rows], option[s, part.rows] = engine(curves)
+        seconds += time.perf_counter() - tick
+    return seconds
+
+
+GPU_IN_FLIGHT = 2
+"""Launches queued on the GPU at once: enough to keep it busy while the host waits for the oldest, few
+enough that a job under many scenarios holds the device memory of two runs, not of all."""
+
+
+def _finish(pending, bond: np.ndarray, option: np.ndarray) -> float:
+    """Waits for a launched run (rows of the table, curve set, :class:`PendingRun`), stores its prices;
+    returns its kernel seconds."""
+    rows, s, launched = pending
+    run = launched.finish()
+    bond[s, rows], option[s, rows] = run.bond, run.option
+    return run.seconds["kernel"]
+
+
 def price_parts(table: pd.DataFrame, curve_sets: list[dict[str, ZeroCurve]], parts, precision: str):
     """Prices each part (``engine``, ``rows`` of ``table``, ``chunks``) with its engine under every curve set;
-    returns bond and option prices, arrays of (curve sets, rows) in table order.
+    returns bond and option prices, arrays of (curve sets, rows) in table order, and the kernel seconds: the
+    GPU kernels' time (CUDA events) plus the time in the CPU engines' pricing loops, host layout excluded.
 
     The event tables are laid out once per chunk and priced under each curve set in turn (only the curve
-    knots differ between market scenarios). A GPU part in several chunks is pipelined: host threads lay out
+    knots differ between market scenarios; on the GPU the chunk is uploaded and its blocks packed once, and
+    each scenario copies only its knots). A GPU part in several chunks is pipelined: host threads lay out
     (:func:`pack_chunks`) the next chunks while the GPU prices chunk k, so most of the host work hides behind
-    the kernels. Chunks take every k-th row, so each is a sample of the whole part and packs into bins as
-    well as the whole would.
+    the kernels; at most GPU_IN_FLIGHT launches wait on the GPU at once. Chunks take every k-th row, so each
+    is a sample of the whole part and packs into bins as well as the whole would.
     """
     shape = (len(curve_sets), len(table))
     bond, option = np.full(shape, np.nan), np.full(shape, np.nan)
+    kernel_seconds = 0.0
     for part in parts:
-        if part.engine == "reference":
-            rows = table.iloc[part.rows].reset_index(drop=True)
-            for s, curves in enumerate(curve_sets):
-                bond[s, part.rows], option[s, part.rows] = price_reference(rows, curves, precision)
-            continue
-        if part.engine == "cpu":
-            batch = pack_rows(table, part.rows, curve_sets[0], precision)
-            for s, curves in enumerate(curve_sets):
-                bond[s, part.rows], option[s, part.rows] = price_cpu(batch.with_curves(curves), precision)
+        if part.engine not in GPU_ENGINES:
+            kernel_seconds += _price_on_host(table, part, curve_sets, precision, bond, option)
             continue
         kernel = part.engine.removeprefix("gpu-")
         block = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and kernel == "flat"}
         chunks = [part.rows[j::part.chunks] for j in range(part.chunks)]
-        pending = [(rows, s, start_gpu(batch.with_curves(curves), kernel, precision, **block))
-                   for rows, batch in zip(chunks, pack_chunks(table, chunks, curve_sets[0], precision))
-                   for s, curves in enumerate(curve_sets)]
-        for rows, s, launched in pending:
-            run = launched.finish()
-            bond[s, rows], option[s, rows] = run.bond, run.option
-    return bond, option
+        in_flight = collections.deque()
+        for rows, batch in zip(chunks, pack_chunks(table, chunks, curve_sets[0], precision)):
+            book, layouts = upload(batch, precision), None
+            for s, curves in enumerate(curve_sets):
+                scenario = batch.with_curves(curves) if s else batch
+                launched = start_gpu(scenario, kernel, precision, book=book.with_curves(scenario) if s else book,
+                                     layouts=layouts, **block)
+                layouts = launched.layouts
+                in_flight.append((rows, s, launched))
+                while len(in_flight) > GPU_IN_FLIGHT:
+                    kernel_seconds += _finish(in_flight.popleft(), bond, option)
+        while in_flight:
+            kernel_seconds += _finish(in_flight.popleft(), bond, option)
+    return bond, option, kernel_seconds
 
 
 def price_table(table: pd.DataFrame, curve_sets: list[dict[str, ZeroCurve]], engine: str, precision: str):
@@ -120,7 +161,7 @@ def price_table(table: pd.DataFrame, curve_sets: list[dict[str, ZeroCurve]], eng
 
     geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"], table["steps_per_year"])
     chosen = choose_plan(geometry.width, geometry.height, engine, precision)
-    bond, option = price_parts(table, curve_sets, chosen.parts, precision)
+    bond, option, _ = price_parts(table, curve_sets, chosen.parts, precision)
     return bond, option, chosen
 
 

@@ -14,6 +14,7 @@ Layouts (the papers' names):
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import time
@@ -31,6 +32,8 @@ FLAT_THREADS = (256, 512, 1024)
 FLAT_NODES = 2
 """Nodes per thread of the flat kernel, where the widest tree allows (measured: benchmarks/RESULTS.md)."""
 FLAT_MAX_NODES = 4
+FLAT_WINDOW = 16
+"""Open bins a tree may join when packing (first fit over the last ones): a bin's heights stay close."""
 FLAT_MAX_WIDTH = FLAT_MAX_NODES * FLAT_THREADS[-1]
 """Wider trees take the wide kernel: four rows of them no longer fit a block's shared memory in fp64."""
 WIDE_THREADS = 1024
@@ -71,8 +74,16 @@ def gpu_available() -> bool:
 
 
 def device_name() -> str:
-    cupy = require_gpu()
-    return cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
+    """The name of the current CUDA device (e.g. ``NVIDIA H100 80GB HBM3``)."""
+    return _device_name(require_gpu().cuda.Device().id)
+
+
+@functools.cache
+def _device_name(device_id: int) -> str:
+    # cudaGetDeviceProperties reads every property, some slowly (milliseconds): once per device
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
 
 
 def kernel_dir() -> Path:
@@ -128,6 +139,15 @@ class _Device:
         return out
 
 
+_CURVES_AT = 8
+"""Position of the curve arrays (:func:`_curve_arrays`) among the kernels' leading PORTFOLIO_PARAMS."""
+
+
+def _curve_arrays(batch: Batch) -> tuple:
+    """The curve knots the kernels read: each curve's first knot, knot times, zero rates."""
+    return batch.curve_offsets.astype(np.int64), batch.curve_t, batch.curve_z
+
+
 @dataclass(frozen=True)
 class DeviceBook:
     """A batch's arrays on the device: the kernels' leading PORTFOLIO_PARAMS, in batch order."""
@@ -136,6 +156,14 @@ class DeviceBook:
     precision: str
     bytes: int
     rows: int
+
+    def with_curves(self, batch: Batch) -> "DeviceBook":
+        """The book of ``batch``, the uploaded batch under other curves (a market scenario,
+        :meth:`Batch.with_curves`): only the curve knots are copied."""
+        device = _Device(require_gpu())
+        curves = tuple(device.put(a) for a in _curve_arrays(batch))
+        end = _CURVES_AT + len(curves)
+        return dataclasses.replace(self, args=self.args[:_CURVES_AT] + curves + self.args[end:])
 
 
 def upload(batch: Batch, precision: str) -> DeviceBook:
@@ -146,10 +174,12 @@ def upload(batch: Batch, precision: str) -> DeviceBook:
     coupons, exercises = batch.coupons, batch.exercises
     if max(len(coupons.step), len(exercises.step)) > _MAX_EVENTS:
         raise ValueError("a GPU chunk holds at most 2^31 - 1 coupon or exercise events; price it in smaller chunks")
+    leading = (g.jmax.astype(np.int32), g.height.astype(np.int32), g.dt.astype(np.float64), g.dr.astype(np.float64),
+               g.M.astype(np.float64), batch.face.astype(real), batch.is_call.astype(np.uint8),
+               batch.curve_index.astype(np.int32))
+    assert len(leading) == _CURVES_AT
     args = tuple(device.put(a) for a in (
-        g.jmax.astype(np.int32), g.height.astype(np.int32), g.dt.astype(np.float64), g.dr.astype(np.float64),
-        g.M.astype(np.float64), batch.face.astype(real), batch.is_call.astype(np.uint8),
-        batch.curve_index.astype(np.int32), batch.curve_offsets.astype(np.int64), batch.curve_t, batch.curve_z,
+        *leading, *_curve_arrays(batch),
         coupons.offsets.astype(np.int64), coupons.step.astype(np.int32), coupons.value.astype(real),
         exercises.offsets.astype(np.int64), exercises.step.astype(np.int32), exercises.value.astype(real),
         batch.option_from.astype(np.int32),
@@ -254,22 +284,43 @@ def padded_width(width: np.ndarray, nodes: int) -> np.ndarray:
     return -(-width // nodes) * nodes
 
 
+def _by_height(width: np.ndarray, height: np.ndarray, nodes: int):
+    """Positions by decreasing height (then width), the order trees are packed in, and their padded widths."""
+    by_height = np.lexsort((-width, -height))
+    return by_height, padded_width(width.astype(np.int64), nodes)[by_height]
+
+
+def _thread_steps(padded: np.ndarray, height: np.ndarray, capacity: int, window: int = FLAT_WINDOW) -> int:
+    """:meth:`FlatLayout.thread_steps` of trees already in packing order, without laying the bins out: a
+    bin is as tall as the tree that opened it (trees come tallest first)."""
+    bin_of = _first_fit(padded, capacity, window)
+    opened = np.ones(len(bin_of), dtype=bool)
+    opened[1:] = bin_of[1:] > np.maximum.accumulate(bin_of)[:-1]
+    return int(2 * capacity * height[opened].astype(np.int64).sum())
+
+
+def flat_thread_steps(width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES,
+                      window: int = FLAT_WINDOW) -> int:
+    """``flat_layout(width, height, threads, nodes).thread_steps()``, cheaper (the bins are not laid out)."""
+    by_height, padded = _by_height(width, height, nodes)
+    return _thread_steps(padded, height[by_height], nodes * threads, window)
+
+
 def flat_layout(width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES,
-                window: int = 16) -> FlatLayout:
+                window: int = FLAT_WINDOW) -> FlatLayout:
     """Sort by decreasing height (then width), pack into bins of ``nodes * threads`` nodes (first fit over the
     last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
     capacity = nodes * threads
-    padded = padded_width(width.astype(np.int64), nodes)
-    if len(width) and padded.max() > capacity:
+    by_height, sorted_padded = _by_height(width, height, nodes)
+    if len(width) and sorted_padded.max() > capacity:
         raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
-    by_height = np.lexsort((-width, -height))
-    bin_of = _first_fit(padded[by_height], capacity, window)
+    bin_of = _first_fit(sorted_padded, capacity, window)
     grouped = np.argsort(bin_of, kind="stable")
     order = by_height[grouped]
     bin_of = bin_of[grouped]
     bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
     bin_first = np.searchsorted(bin_of, np.arange(bins + 1)).astype(np.int32)
-    starts, _ = _exclusive_cumsum(padded[order])
+    starts, _ = _exclusive_cumsum(sorted_padded[grouped])
     node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
     bin_height = np.maximum.reduceat(height[order], bin_first[:-1]) if bins else np.zeros(0, np.int64)
     alpha_base, alpha_elements = _exclusive_cumsum(bin_height.astype(np.int64) * np.diff(bin_first))
@@ -291,6 +342,18 @@ FLAT_SHAPE_SAMPLE = 4096
 """Rows packed per candidate shape in :func:`choose_flat_shape` (evenly spaced over the portfolio)."""
 
 
+def shape_sample(width: np.ndarray, size: int) -> np.ndarray:
+    """Positions of about ``size`` trees evenly spaced over the portfolio, always with the widest (it decides
+    which block shapes fit); every position when there are no more than ``size``."""
+    n = len(width)
+    if n <= size:
+        return np.arange(n)
+    sample = np.linspace(0, n - 1, size).astype(np.int64)  # increasing: the step is at least 1
+    widest = int(np.argmax(width))
+    at = int(np.searchsorted(sample, widest))
+    return sample if at < size and sample[at] == widest else np.insert(sample, at, widest)
+
+
 def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None = None) -> tuple[int, int]:
     """``(nodes, threads)`` of the flat blocks: the lowest predicted cost, i.e. node-steps run (idle nodes and
     padded loop counts included) times :func:`block_cost_factor`, judged on a sample of FLAT_SHAPE_SAMPLE rows
@@ -310,10 +373,10 @@ def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None =
     fits = sorted(c for c in {*FLAT_THREADS, *multiples} if per_thread <= c <= FLAT_THREADS[-1])
     if not fits:
         raise ValueError(f"a tree of width {widest} does not fit a flat block of {nodes} nodes per thread")
-    sample = np.unique(np.linspace(0, len(width) - 1, min(len(width), FLAT_SHAPE_SAMPLE)).astype(np.int64))
-    sample = np.union1d(sample, [int(np.argmax(width))])  # the widest decides what fits
-    w, h = width[sample], height[sample]
-    threads = min(fits, key=lambda c: flat_layout(w, h, c, nodes).thread_steps() * block_cost_factor(c))
+    sample = shape_sample(width, FLAT_SHAPE_SAMPLE)
+    by_height, padded = _by_height(width[sample], height[sample], nodes)
+    tallest_first = height[sample][by_height]
+    threads = min(fits, key=lambda c: _thread_steps(padded, tallest_first, nodes * c) * block_cost_factor(c))
     return nodes, threads
 
 
@@ -376,6 +439,8 @@ class PendingRun:
     device_bytes: int
     detail: dict
     check_finite: bool
+    layouts: dict
+    """The layouts launched, for another run of the same rows (:func:`start_gpu`'s ``layouts``)."""
 
     def finish(self) -> GpuRun:
         self.stopped.synchronize()
@@ -396,9 +461,10 @@ class PendingRun:
 def start_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = (),
               check_finite: bool = True, rows: np.ndarray | None = None, book: DeviceBook | None = None,
-              time_upload: bool = False) -> PendingRun:
+              layouts: dict | None = None, time_upload: bool = False) -> PendingRun:
     """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
-    the host can prepare the next batch meanwhile. ``time_upload`` waits for the copies to time them."""
+    the host can prepare the next batch meanwhile. ``layouts`` (a :class:`PendingRun`'s, for the same batch
+    rows and kernel) skips the layout; ``time_upload`` waits for the copies to time them."""
     cupy = require_gpu()
     n = len(batch)
     seconds = {}
@@ -411,14 +477,15 @@ def start_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
         outer_rows, flat_rows, wide_rows = rows_idx[:0], rows_idx[~wide], rows_idx[wide]
     elif kernel != "outer":
         raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
-    layouts = {}
-    if len(outer_rows):
-        layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
-                                        lanes=lanes or len(outer_rows), sort=sort)
-    if len(flat_rows):
-        shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
-            nodes or FLAT_NODES, threads)
-        layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
+    if layouts is None:
+        layouts = {}
+        if len(outer_rows):
+            layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
+                                            lanes=lanes or len(outer_rows), sort=sort)
+        if len(flat_rows):
+            shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
+                nodes or FLAT_NODES, threads)
+            layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
     seconds["layout"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -459,7 +526,7 @@ def start_gpu(batch: Batch, kernel: str, precision: str = "fp64", *, lanes: int 
     if len(wide_rows):
         detail.update(wide_rows=len(wide_rows))
     return PendingRun(cupy, kernel, precision, rows_idx, bond, option, started, stopped, seconds, device.bytes,
-                      detail, check_finite)
+                      detail, check_finite, layouts)
 
 
 def price_gpu(batch: Batch, kernel: str, precision: str = "fp64", **options) -> GpuRun:
