@@ -5,7 +5,9 @@
 "seconds" is what an engine call takes on a validated table: for a fixed engine ``pack`` (the event
 tables) then ``price_gpu`` (layout, transfers, kernel, download); for auto the plan and its execution
 (chunks pipelined: the host packs chunk k+1 while the GPU prices chunk k). "kernel" is the kernel time
-alone (CUDA events) of each fixed engine. Medians of ``--repeat`` runs after a warm-up. Uses the
+alone (CUDA events) of each fixed engine. Medians of ``--repeat`` runs after a warm-up of each; the three
+engines take turns in a fresh random order each round, so that a drift of the machine (clocks, other load)
+and the wake of the engine run just before (memory pool, caches) touch them alike. Uses the
 calibration of this device if there is one (``distprice calibrate``), else the shipped default. Writes
 ``inspector.json`` and ``inspector.md``.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -34,14 +37,19 @@ from distprice.instruments import prepare
 DEFAULT = "U1,U2,R1,R2,R3,S1,S2,U1+S1,R1+S2,B1"
 
 
-def wall(run, repeat):
-    run()
-    times = []
-    for _ in range(repeat):
-        tick = time.perf_counter()
+def walls(runs: dict, repeat: int) -> dict:
+    """Median wall seconds of each of ``runs`` (name -> callable), warmed up, then timed in turns, in a new
+    random order each round."""
+    for run in runs.values():
         run()
-        times.append(time.perf_counter() - tick)
-    return statistics.median(times)
+    names, order = list(runs), random.Random(0)
+    times = {name: [] for name in names}
+    for _ in range(repeat):
+        for name in order.sample(names, len(names)):
+            tick = time.perf_counter()
+            runs[name]()
+            times[name].append(time.perf_counter() - tick)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main(argv=None):
@@ -58,17 +66,20 @@ def main(argv=None):
     curves = load_curves(None)
     for name in args.datasets.split(","):
         canonical = prepare(datasets.generate(name, args.size, seed=0), curves).table
-        tick = time.perf_counter()
         batch = pack(canonical, curves)
-        pack_s = time.perf_counter() - tick
+        pack_s = walls({"pack": lambda: pack(canonical, curves)}, args.repeat)["pack"]
         reference = price_cpu(batch)
         row = {"dataset": name, "rows": len(batch), "node_steps": float(batch.geometry.node_steps.sum()),
                "pack_s": pack_s}
+
+        def fixed(kernel):
+            return lambda: price_gpu(pack(canonical, curves), kernel)
+        runs = {"flat_s": fixed("flat"), "outer_s": fixed("outer"),
+                "auto_s": lambda: price_auto(canonical, curves, "fp64")}
+        row.update(walls(runs, args.repeat))
         for kernel in ("flat", "outer"):
-            row[f"{kernel}_s"] = wall(lambda: price_gpu(pack(canonical, curves), kernel), args.repeat)
             row[f"{kernel}_kernel_s"] = statistics.median(price_gpu(batch, kernel).seconds["kernel"]
                                                           for _ in range(args.repeat))
-        row["auto_s"] = wall(lambda: price_auto(canonical, curves, "fp64"), args.repeat)
         bond, option, chosen = price_auto(canonical, curves, "fp64")
         row["auto_error"] = float(max(np.max(np.abs(bond - reference[0]) / np.abs(reference[0])),
                                       np.max(np.abs(option - reference[1]) / np.abs(reference[0]))))

@@ -107,8 +107,8 @@ def _r1_like(rows: int, seed: int = 0):
 
 def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
     """Fits ``cpu_node_step``, ``cpu_step`` and ``cpu_row`` from three portfolios where each dominates in
-    turn (R1-like trees, narrow short trees, trees of one step), and the host layout's ``pack_row`` and
-    ``pack_parallel`` on R1-like rows."""
+    turn (R1-like trees, narrow short trees, trees of one step), the host layout's ``pack_row`` and
+    ``pack_step`` from R1-like and short trees, and its ``pack_parallel`` on R1-like rows."""
     from .engines.cpu import price_cpu
 
     shapes = [_r1_like(400), (np.full(5_000, 7), np.full(5_000, 60)), (np.full(20_000, 3), np.ones(20_000, np.int64))]
@@ -124,15 +124,22 @@ def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
         seconds.append(_median_seconds(run, repeat))
         work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
     node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
-    # the host layout every plan starts with (event tables), per row of R1-like trees
-    table, curves = _table(*_r1_like(20_000, seed=2))
+    # the host layout every plan starts with (event tables), per row and per tree step: from short trees
+    # and from R1-like ones
+    def pack_seconds(table, curves):
+        def run():
+            tick = time.perf_counter()
+            pack(table, curves, model.precision)
+            return time.perf_counter() - tick
+        return _median_seconds(run, repeat)
 
-    def run_pack():
-        tick = time.perf_counter()
-        pack(table, curves, model.precision)
-        return time.perf_counter() - tick
-
-    pack_row = _median_seconds(run_pack, repeat) / len(table)
+    rng = np.random.default_rng(4)
+    shapes = [(2 * rng.integers(3, 29, 20_000) + 1, rng.integers(12, 132, 20_000)), _r1_like(20_000, seed=2)]
+    portfolios = [_table(width, height, seed=4) for width, height in shapes]
+    pack_row, pack_step = np.maximum(np.linalg.solve(
+        np.array([[len(height), height.sum()] for _, height in shapes], dtype=np.float64),
+        np.array([pack_seconds(*portfolio) for portfolio in portfolios])), 0.0)
+    table, curves = portfolios[1]
     # the same rows in PACK_THREADS chunks, laid out one by one and then on as many threads at once
     chunks = [np.arange(j, len(table), PACK_THREADS) for j in range(PACK_THREADS)]
 
@@ -146,12 +153,12 @@ def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
 
     pack_parallel = max(run_chunks(1) / run_chunks(PACK_THREADS), 1.0)
     return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row),
-                               pack_row=pack_row, pack_parallel=pack_parallel)
+                               pack_row=float(pack_row), pack_step=float(pack_step), pack_parallel=pack_parallel)
 
 
 def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     """Fits the GPU parameters, each from a run where it dominates (see the inspector's module docstring)."""
-    from .engines.gpu import block_cost_factor, choose_flat_shape, flat_layout, price_gpu, require_gpu
+    from .engines.gpu import block_cost_factor, choose_flat_shape, flat_thread_steps, price_gpu, require_gpu
 
     cupy = require_gpu()
     attributes = cupy.cuda.Device().attributes
@@ -165,7 +172,7 @@ def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     # flat: many alike trees (throughput), one tall tree (a lone block's step)
     width, height = np.full(20_000, 259), np.full(20_000, 606)
     nodes, threads = choose_flat_shape(width, height)
-    run = flat_layout(width, height, threads, nodes).thread_steps() * block_cost_factor(threads)
+    run = flat_thread_steps(width, height, threads, nodes) * block_cost_factor(threads)
     uniform = _batch(width, height)
     flat_node_step = (kernel_seconds(uniform, "flat") - launch) / run
     flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one), "flat") - launch) / 2400

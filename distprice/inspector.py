@@ -14,7 +14,8 @@ device):
   ``outer_node_step``, or ``outer_cached_node_step`` for warps narrow enough that the rows of all resident
   threads fit in the L2 cache; the tail is the heaviest warp's node-steps x ``outer_thread_node_step``.
 - ``cpu``: node-steps x ``cpu_node_step`` + tree steps (2 x height) x ``cpu_step`` + rows x ``cpu_row``.
-- Every plan lays out the portfolio's coupons and exercises first (``pack_row`` per row).
+- Every plan lays out the portfolio's coupons and exercises first: ``pack_row`` per row and ``pack_step``
+  per tree step (a row's coupon and exercise dates grow with its maturity, hence with its height).
 - Each GPU launch adds ``gpu_launch``, each GPU part its host layout (``flat_host`` to choose a block shape
   on a sample plus ``flat_host_row`` per row to pack the bins; ``outer_host_row`` per row: a sort), and a
   plan with any GPU part the copy of the portfolio to the device once (``gpu_upload_row`` per row).
@@ -39,7 +40,8 @@ from dataclasses import asdict, dataclass, field, fields
 import numpy as np
 
 from .engines.batch import PACK_THREADS
-from .engines.gpu import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_layout
+from .engines.gpu import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
+                          shape_sample)
 
 FLAT_SAMPLE = 2048
 """Rows packed to estimate the flat kernel's share of idle nodes."""
@@ -62,6 +64,7 @@ class CostModel:
     gpu_launch: float = 2e-5
     gpu_chunk: float = 2e-3
     pack_row: float = 4e-6
+    pack_step: float = 0.0
     pack_parallel: float = 1.0
     gpu_upload_row: float = 4e-7
     flat_host: float = 3e-3
@@ -92,11 +95,10 @@ class CostModel:
         seconds, detail = self.flat_host + len(width) * self.flat_host_row, {}
         if (~wide).any():
             w, h = width[~wide], height[~wide]
-            sample = np.linspace(0, len(w) - 1, min(len(w), FLAT_SAMPLE)).astype(np.int64)
-            sample = np.union1d(sample, [int(np.argmax(w))])  # the widest tree decides the shapes that fit
-            nodes, threads = choose_flat_shape(w[sample], h[sample])
-            layout = flat_layout(w[sample], h[sample], threads, nodes)
-            busy_share = (2.0 * w[sample] * h[sample]).sum() / layout.thread_steps()
+            sample = shape_sample(w, FLAT_SAMPLE)
+            w_sample, h_sample = w[sample], h[sample]
+            nodes, threads = choose_flat_shape(w_sample, h_sample)
+            busy_share = (2.0 * w_sample * h_sample).sum() / flat_thread_steps(w_sample, h_sample, threads, nodes)
             busy = (2.0 * w * h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
             seconds += self.gpu_launch + max(busy, 2 * int(h.max()) * self.flat_block_step)
             detail.update(nodes=nodes, threads=threads, busy_share=round(float(busy_share), 3))
@@ -118,6 +120,10 @@ class CostModel:
                        + warp_steps[~cached].sum() * self.outer_node_step)
         seconds = len(width) * self.outer_host_row + self.gpu_launch + max(busy, warp_steps.max() * self.outer_thread_node_step)
         return seconds, {"cached_share": round(float(cached.mean()), 3)}
+
+    def pack(self, height: np.ndarray) -> float:
+        """The host layout of trees of these heights (coupon and exercise tables)."""
+        return float(len(height) * self.pack_row + height.sum() * self.pack_step)
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
@@ -203,10 +209,10 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
         """Seconds of the parts one after the other, each GPU part pipelined with its layout and copies."""
         seconds = 0.0
         for part in parts:
+            host = model.pack(height[part.rows])
             if part.engine == "cpu":
-                seconds += len(part.rows) * model.pack_row + part.seconds
+                seconds += host + part.seconds
                 continue
-            host = len(part.rows) * model.pack_row
             copies = len(part.rows) * model.gpu_upload_row
             best = None
             for chunks in (1, 2, 3, 4, 6, 8):

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from distprice.engines import ENGINES, GpuUnavailableError, resolve
-from distprice.engines.gpu import (FLAT_NODES, WARP, choose_flat_shape, flat_layout,
-                                   flat_shared_bytes, gpu_available, kernel_dir, outer_layout)
+from distprice.engines.gpu import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
+                                   flat_thread_steps, gpu_available, kernel_dir, outer_layout, shape_sample)
 
 
 def shapes(seed=0, n=5000):
@@ -41,6 +41,25 @@ def test_flat_packing_is_tight_and_keeps_heights_together():
     useful = (2 * width * height).sum()
     assert useful / layout.thread_steps() > 0.93
     assert layout.bin_height[0] == height.max() and layout.bin_height[-1] <= np.sort(height)[len(height) // 10]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_thread_steps_without_a_layout_equal_the_layouts(seed):
+    width, height = shapes(seed, 3000)
+    height[::7] = height[3]  # ties in height
+    for nodes, threads in ((1, 512), (2, 256), (2, 416), (2, 1024), (4, 544)):
+        assert flat_thread_steps(width, height, threads, nodes) == flat_layout(width, height, threads,
+                                                                               nodes).thread_steps()
+    assert flat_thread_steps(width[:0], height[:0], 256) == 0
+
+
+@pytest.mark.parametrize("n", [1, 5, 4096, 4097, 10_000, 123_457])
+def test_shape_sample_is_spread_and_holds_the_widest(n):
+    width = np.random.default_rng(n).integers(1, 100, n)
+    sample = shape_sample(width, 4096)
+    assert np.all(np.diff(sample) > 0) and sample[0] == 0 and sample[-1] == n - 1
+    assert len(sample) == min(n, 4096) + (np.argmax(width) not in np.linspace(0, n - 1, 4096).astype(int))
+    assert np.argmax(width) in sample
 
 
 def test_flat_refuses_trees_wider_than_the_bin():

@@ -61,7 +61,8 @@ def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
     width, height = shape("B1", 20_000)
     cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10, pack_row=1e-9, gpu_chunk=1e-6, flat_host=0.0)
+                                      outer_thread_node_step=1e-10, pack_row=1e-9, pack_step=0.0, gpu_chunk=1e-6,
+                                      flat_host=0.0)
     chosen = plan(width, height, cheap_outer, gpu=True)
     engines = {p.engine: p for p in chosen.parts}
     assert {"gpu-outer", "gpu-flat"} <= set(engines)
@@ -131,6 +132,8 @@ def test_calibrate_on_the_cpu_fits_and_stores(config):
     model = load_model(CPU_DEVICE, "fp64")
     assert model.source.startswith("calibrated")
     assert 1e-13 < model.cpu_node_step < 1e-8 and model.cpu_row >= 0
+    # the layout of a row's coupon and exercise tables grows with its maturity
+    assert model.pack_step > 0 and model.pack(np.array([1200])) > model.pack(np.array([12]))
 
 
 # ---- the command and the priced table ----
@@ -163,12 +166,12 @@ def test_auto_records_the_engine_of_each_row(mixed_portfolio):
 
 def test_gpu_parts_are_pipelined_in_chunks_when_the_host_work_is_large():
     width, height = shape("R1", 100_000)
-    model = shipped_default(H100, "fp64")
+    model = dataclasses.replace(shipped_default(H100, "fp64"), pack_row=4e-6)  # a host slower than the kernel
     chosen = plan(width, height, model, gpu=True)
     (part,) = chosen.parts
     assert part.engine == "gpu-flat" and part.chunks > 1
     # pipelining hides the kernel behind the host's layout of the next chunk
-    assert chosen.seconds < len(width) * (model.pack_row + model.gpu_upload_row) + part.seconds
+    assert chosen.seconds < model.pack(height) + len(width) * model.gpu_upload_row + part.seconds
     tiny = plan(width[:50], height[:50], model, gpu=True)
     assert tiny.parts[0].chunks == 1
     # host threads that lay out chunks at once shorten the pipeline and never favour fewer chunks
