@@ -1,30 +1,36 @@
 """A whole distprice job on a local Dask cluster of 1, 2, ... GPUs (or CPU workers): wall time, speed-up,
 and the Dask overhead (time outside the pricing tasks).
 
-    python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2] [--cpu] [--repeat 3]
+    python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
+        [--threads-per-worker 1] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
 
 The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
 ``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it
-themselves. "job s" is ``Pricer.run`` from the file to the priced Parquet file (read, checks, pricing,
-writing), the median of ``--repeat`` runs after a warm-up run on each cluster. "pricing s" is the longest
-per-worker sum of the pricing tasks' own time (layout on the host and the kernels), from the pricing
-metrics; "overhead s" = job s - pricing s: reading, checks, scheduling, transfers and the writing of the
-output. Writes ``dask_scaling.json`` and ``dask_scaling.md``.
+themselves. ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices every row
+under each parallel shift of the curves. "job s" is ``Pricer.run`` from the file to the priced Parquet file
+(read, checks, pricing, writing), the median of ``--repeat`` runs after a warm-up run on each cluster. From
+the pricing metrics, per worker, the longest: "kernel s", the sum of its GPU kernel times (CUDA events; on
+CPU workers the CPU engine's pricing loops), and "tasks s", the sum of its pricing tasks' own time (kernels
+plus the host layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's
+overhead (reading, checks, scheduling, transfers, the writing of the output) and the host layout. Dask's task stream splits the job's wall time into phases: until the last read task ends ("read"),
+until the last pricing task ends ("price"), and the rest ("tail": the last results' transfer and the end
+of the writing). Prices are compared with those of the first worker count. Writes ``dask_scaling.json``
+and ``dask_scaling.md``.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from distributed import get_task_stream
 from report import save
 
 from distprice import datasets
-from distprice.config import ClusterConfig
+from distprice.config import ClusterConfig, parse_shifts
 from distprice.engines import gpu_available
 from distprice.engines.gpu import device_name
 from distprice.metrics import PLUGIN_NAME
@@ -32,8 +38,8 @@ from distprice.runtime import Pricer
 from distprice.tables import write_table
 
 
-def _pricing_seconds(dask_scheduler=None):
-    return {w: t["seconds"] for w, t in dask_scheduler.plugins[PLUGIN_NAME].snapshot().items()}
+def _pricing_totals(dask_scheduler=None):
+    return dask_scheduler.plugins[PLUGIN_NAME].snapshot()
 
 
 def portfolio(path: Path, name: str, copies: int) -> int:
@@ -42,24 +48,54 @@ def portfolio(path: Path, name: str, copies: int) -> int:
     return len(table)
 
 
-def measure(path: Path, workers: int, cpu: bool, repeat: int, output: Path) -> dict:
-    config = ClusterConfig(kind="local" if cpu else "local-cuda", n_workers=workers, dashboard_address=None)
+def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat: int, output: Path) -> dict:
+    config = ClusterConfig(kind="local" if cpu else "local-cuda", n_workers=workers, threads_per_worker=threads,
+                           dashboard_address=None)
     with Pricer(config) as pricer:
-        pricer.run(str(path), output=output)  # warm-up: kernels compiled and caches filled on every worker
+        # warm-up: kernels compiled and caches filled on every worker
+        pricer.run(str(path), output=output, shifts_bp=shifts_bp)
         jobs = []
         for _ in range(repeat):
-            before = pricer.client.run_on_scheduler(_pricing_seconds)
-            tick = time.perf_counter()
-            summary = pricer.run(str(path), output=output)
-            seconds = time.perf_counter() - tick
-            after = pricer.client.run_on_scheduler(_pricing_seconds)
-            pricing = max(after[w] - before.get(w, 0.0) for w in after)
-            jobs.append({"job_s": seconds, "pricing_s": pricing, "node_steps": summary.node_steps,
-                         "engines": summary.engines})
-    job_s = statistics.median(j["job_s"] for j in jobs)
-    pricing_s = statistics.median(j["pricing_s"] for j in jobs)
-    return {"workers": workers, "job_s": job_s, "pricing_s": pricing_s, "overhead_s": job_s - pricing_s,
-            "ns_per_s": jobs[0]["node_steps"] / job_s, "engines": jobs[0]["engines"], "runs": jobs}
+            before = pricer.client.run_on_scheduler(_pricing_totals)
+            start = time.time()
+            with get_task_stream(pricer.client) as stream:
+                summary = pricer.run(str(path), output=output, shifts_bp=shifts_bp)
+            end = time.time()
+            after = pricer.client.run_on_scheduler(_pricing_totals)
+
+            def longest(key):
+                return max(after[w][key] - before.get(w, {}).get(key, 0.0) for w in after)
+            jobs.append({"job_s": end - start, "pricing_s": longest("seconds"), "kernel_s": longest("kernel_seconds"),
+                         "node_steps": summary.node_steps, "engines": summary.engines,
+                         **phases(stream.data, start, end)})
+    middle = sorted(jobs, key=lambda j: j["job_s"])[(len(jobs) - 1) // 2]
+    return {"workers": workers, "rows_priced": summary.priced, **middle,
+            "outside_kernels_s": middle["job_s"] - middle["kernel_s"],
+            "ns_per_s": middle["node_steps"] / middle["job_s"], "runs": jobs}
+
+
+def phases(tasks: list[dict], start: float, end: float) -> dict:
+    """Wall seconds of a job's phases from Dask's task stream records (``startstops`` of each task)."""
+    def last_stop(prefix):
+        stops = [s["stop"] for t in tasks if t["key"][0 if isinstance(t["key"], tuple) else slice(None)]
+                 .startswith(prefix) for s in t["startstops"] if s["action"] == "compute"]
+        return max(stops, default=start)
+
+    read_end = max(last_stop("read-chunk"), last_stop("inspect-chunk"))
+    price_end = max(read_end, last_stop("price_"), last_stop("gather"))
+    return {"read_phase_s": read_end - start, "price_phase_s": price_end - read_end, "tail_s": end - price_end}
+
+
+def max_rel_diff(priced: pd.DataFrame, reference: pd.DataFrame) -> float:
+    """Largest difference of ``bond_price`` or ``option_price`` from the reference, relative to the
+    reference's bond price (an option's rounding is that of the bond it is written on), over rows priced in
+    both; inf when the tables differ in length or in which rows are priced."""
+    bond = reference["bond_price"].to_numpy()
+    ok = ~np.isnan(bond)
+    if len(priced) != len(reference) or not np.array_equal(np.isnan(priced["bond_price"].to_numpy()), ~ok):
+        return float("inf")
+    return max(float(np.max(np.abs(priced[c].to_numpy()[ok] - reference[c].to_numpy()[ok]) / np.abs(bond[ok]),
+                            initial=0.0)) for c in ("bond_price", "option_price"))
 
 
 def main(argv=None):
@@ -69,24 +105,44 @@ def main(argv=None):
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--cpu", action="store_true", help="CPU workers instead of one worker per GPU")
+    parser.add_argument("--threads-per-worker", type=int, default=1)
+    parser.add_argument("--shifts-bp", type=parse_shifts, default=None, help="parallel shifts, e.g. -100,0,100")
+    parser.add_argument("--shift-count", type=int, default=0, help="N shifts 10 bp apart, centred on 0")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
+    shifts_bp = args.shifts_bp or (tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count))
+                                   if args.shift_count else None)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     path = args.output_dir / "portfolio.parquet"
     rows = portfolio(path, args.dataset, args.copies)
     device = "cpu" if args.cpu or not gpu_available() else device_name()
-    report = {"dataset": f"{args.copies}x{args.dataset}", "rows": rows, "device": device,
-              "date": time.strftime("%Y-%m-%d"), "results": []}
+    scenarios = len(shifts_bp) if shifts_bp else 1
+    report = {"dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),
+              "rows": rows, "scenarios": scenarios, "threads_per_worker": args.threads_per_worker, "device": device,
+              "date": time.strftime("%Y-%m-%d"),
+              "results": []}
+    first = None
     for workers in (int(w) for w in args.workers.split(",")):
-        report["results"].append(measure(path, workers, args.cpu, args.repeat, args.output_dir / "priced.parquet"))
-    one = report["results"][0]["job_s"]
-    lines = [f"{report['dataset']} ({rows} rows), {device}, {report['date']}", "",
-             "| workers | job s | speed-up | pricing s | overhead s | NS/s | engines |",
-             "|---:|---:|---:|---:|---:|---:|---|"]
+        output = args.output_dir / "priced.parquet"
+        report["results"].append(measure(path, workers, args.threads_per_worker, args.cpu, shifts_bp, args.repeat,
+                                         output))
+        prices = pd.read_parquet(output, columns=["bond_price", "option_price"])
+        first = prices if first is None else first
+        report["results"][-1]["max_rel_diff"] = max_rel_diff(prices, first)
+    base = report["results"][0]
+    lines = [f"{report['dataset']} ({rows} rows, {rows * scenarios} prices), {device}, "
+             f"{args.threads_per_worker} thread(s) per worker, {report['date']}; "
+             f"differences against the {base['workers']}-worker prices", "",
+             "| workers | job s | speed-up | efficiency | kernel s | outside kernels s | tasks s "
+             "| read / price / tail s | NS/s | max rel diff | engines |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for r in report["results"]:
-        r["speedup"] = one / r["job_s"]
-        lines.append(f"| {r['workers']} | {r['job_s']:.2f} | {r['speedup']:.2f} | {r['pricing_s']:.2f} | "
-                     f"{r['overhead_s']:.2f} | {r['ns_per_s']:.3e} | "
+        r["speedup"] = base["job_s"] / r["job_s"]
+        r["efficiency"] = r["speedup"] * base["workers"] / r["workers"]
+        lines.append(f"| {r['workers']} | {r['job_s']:.2f} | {r['speedup']:.2f} | {r['efficiency']:.0%} | "
+                     f"{r['kernel_s']:.2f} | {r['outside_kernels_s']:.2f} | {r['pricing_s']:.2f} | "
+                     f"{r['read_phase_s']:.2f} / {r['price_phase_s']:.2f} / {r['tail_s']:.2f} | {r['ns_per_s']:.3e} | "
+                     f"{r['max_rel_diff']:.1e} | "
                      + ", ".join(f"{k} {v}" for k, v in r["engines"].items()) + " |")
     save(args.output_dir, "dask_scaling", report, lines)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,6 +100,16 @@ class Job:
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row. With scenarios the
         table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
         turn. Raises :class:`Fp32OverflowError` when a priced row is not finite."""
+        frames = list(self.priced_frames(bond, option, engine_of_row))
+        if self.market.scenarios is None:
+            frames[0].index = self.table.index
+            return frames[0]
+        return pd.concat(frames, ignore_index=True)
+
+    def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
+                      first_set: int = 0) -> Iterator[pd.DataFrame]:
+        """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
+        ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
         canonical, valid = self.prepared.table, self.prepared.valid
         bond, option = np.atleast_2d(bond), np.atleast_2d(option)
         overflowed = ~(np.isfinite(bond) & np.isfinite(option)).all(axis=0)
@@ -122,7 +132,6 @@ class Job:
             error=pd.array(errors, dtype="string"))
         sign = canonical["instrument"].map(INSTRUMENT_SIGN).to_numpy(dtype=np.float64)
         quantity = canonical["quantity"].to_numpy()
-        frames = []
         for s in range(len(bond)):
             b, o = np.full(n, np.nan), np.full(n, np.nan)
             b[valid], o[valid] = bond[s], option[s]
@@ -130,12 +139,8 @@ class Job:
             frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o)
             frame = frame[[*carried.columns[:-4], *PRICED_COLUMNS]]
             if self.market.scenarios is not None:
-                frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[s])
-            frames.append(frame)
-        if self.market.scenarios is None:
-            frames[0].index = self.table.index
-            return frames[0]
-        return pd.concat(frames, ignore_index=True)
+                frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
+            yield frame
 
 
 def prepare_job(portfolio, curves=None, *, scenarios=None, shifts_bp=None, engine: str = "auto",

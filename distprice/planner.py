@@ -4,7 +4,9 @@ A portfolio the client holds is sorted by the inspector's key (decreasing tree h
 order the flat kernel packs in, so a chunk's trees are alike) and cut into consecutive pieces of nearly
 equal cost, Σ width · height. A big Parquet file is cut into slices of its row groups that the workers
 read themselves; their cost is not known before they are read, so they are balanced by rows.
-There are several chunks per worker so that a slow or lost worker does not hold up the job.
+There are several chunks per worker so that a slow or lost worker does not hold up the job. A job priced
+under many scenarios is cut into blocks of consecutive scenarios first, so that the priced table can be
+written block by block while later blocks are priced.
 """
 from __future__ import annotations
 
@@ -28,6 +30,18 @@ def chunk_count(rows: int, workers: int, chunks_per_worker: int) -> int:
     """Chunks for a portfolio of ``rows``: ``chunks_per_worker`` per worker, within the row bounds above."""
     wanted = max(1, workers) * max(1, chunks_per_worker)
     return max(1, min(wanted, math.ceil(rows / MIN_CHUNK_ROWS)), math.ceil(rows / MAX_CHUNK_ROWS))
+
+
+def work_grid(rows: int, scenarios: int, workers: int, chunks_per_worker: int) -> tuple[int, list[range]]:
+    """How to cut a job of ``rows`` under ``scenarios`` curve sets into tasks: the number of row chunks and
+    the blocks of consecutive scenarios (each task prices one chunk under one block). Blocks come first,
+    up to ``chunks_per_worker`` tasks per worker; row chunks make up the rest, within the row bounds of
+    :func:`chunk_count`."""
+    wanted = max(1, workers) * max(1, chunks_per_worker)
+    blocks = max(1, min(scenarios, wanted))
+    row_chunks = chunk_count(rows, math.ceil(wanted / blocks), 1)
+    bounds = np.linspace(0, scenarios, blocks + 1).round().astype(int)
+    return row_chunks, [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 def cut_by_cost(cost: np.ndarray, chunks: int) -> list[slice]:

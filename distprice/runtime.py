@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import os
+import threading
 import time
 import uuid
 import warnings
@@ -30,13 +31,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .config import ClusterConfig, Config, load_config
+from .config import JOBQUEUE_KINDS, ClusterConfig, Config, load_config
 from .engines import choose_plan, fixed_plan, gpu_available, price_parts
 from .inspector import CostModel
 from .instruments import DUPLICATE_ID, Limits, duplicated_ids, id_hashes, prepare
 from .job import Job, market, prepare_job
 from .metrics import PricingMetrics, log_pricing
-from .planner import FileSlice, chunk_count, file_slices, partition
+from .planner import FileSlice, chunk_count, file_slices, partition, work_grid
 from .problems import InvalidInputError, Problem
 from .tables import table_format, write_tables
 
@@ -58,10 +59,12 @@ def default_cluster() -> ClusterConfig:
 
 
 def start(config: ClusterConfig):
-    """A client on the cluster ``config`` describes, and what to close after it (a local cluster or None).
+    """A client on the cluster ``config`` describes, and what to close after it (a cluster it started or None).
 
     Raises :class:`SchedulerUnreachableError` when a scheduler address does not answer within
-    ``config.timeout`` seconds.
+    ``config.timeout`` seconds. Batch kinds (``slurm``, ``pbs``) submit ``jobqueue.jobs`` jobs and wait for the
+    first one's workers; RuntimeError when none joins within ``jobqueue.start_timeout`` seconds (the jobs are
+    cancelled then).
     """
     from distributed import Client, LocalCluster
 
@@ -72,6 +75,22 @@ def start(config: ClusterConfig):
         except (OSError, TimeoutError) as error:
             raise SchedulerUnreachableError(
                 f"cannot reach the scheduler at {config.address} within {config.timeout:g} s: {error}") from None
+    if config.kind in JOBQUEUE_KINDS:
+        from .jobqueue import build_cluster
+
+        cluster = build_cluster(config)
+        client = Client(cluster, security=security)
+        cluster.scale(jobs=config.jobqueue.jobs)
+        try:
+            client.wait_for_workers(1, timeout=config.jobqueue.start_timeout)
+        except TimeoutError:
+            client.close()
+            cluster.close()
+            raise RuntimeError(
+                f"no {config.kind} job started its workers within {config.jobqueue.start_timeout:g} s; the jobs "
+                f"were cancelled. They may have waited in the queue (raise cluster.jobqueue.start_timeout) or "
+                f"failed (see their output files)") from None
+        return client, cluster
     options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
                    dashboard_address=config.dashboard_address, security=security)
     if config.kind == "local-cuda":
@@ -132,13 +151,13 @@ def _price_chunk(rows: pd.DataFrame, curve_sets, parts, precision: str):
 
     _use_worker_threads()
     tick = time.perf_counter()
-    bond, option = price_parts(rows, curve_sets, parts, precision)
+    bond, option, kernel_seconds = price_parts(rows, curve_sets, parts, precision)
     engines = np.empty(len(rows), dtype=object)
     for part in parts:
         engines[part.rows] = part.engine
     geometry = tree_geometry(rows["mean_reversion"], rows["volatility"], rows["maturity"], rows["steps_per_year"])
     node_steps = 2.0 * float((geometry.width.astype(np.float64) * geometry.height).sum()) * len(curve_sets)
-    log_pricing(len(rows) * len(curve_sets), node_steps, time.perf_counter() - tick,
+    log_pricing(len(rows) * len(curve_sets), node_steps, time.perf_counter() - tick, kernel_seconds,
                 "+".join(dict.fromkeys(p.engine for p in parts)))
     return bond, option, engines
 
@@ -224,22 +243,24 @@ class Summary:
 
 
 class Tally:
-    """Running totals of a job's priced tables (whole, or slice by slice) for its :class:`Summary`."""
+    """Running totals of the pieces of a job's priced table (``rows`` of the portfolio, each under
+    ``scenarios`` curve sets), for its :class:`Summary`."""
 
-    def __init__(self, rows: int):
-        self.rows, self.priced, self.node_steps, self.engines = rows, 0, 0.0, {}
+    def __init__(self, rows: int, scenarios: int = 1):
+        self.rows, self.scenarios, self.prices, self.node_steps, self.engines = rows, scenarios, 0, 0.0, {}
 
     def add(self, priced: pd.DataFrame) -> pd.DataFrame:
-        scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
         done = priced["error"].isna()
-        self.priced += int(done.sum()) // max(scenarios, 1)
+        self.prices += int(done.sum())
         self.node_steps += float((2 * priced["width"][done].astype(float) * priced["height"][done].astype(float)).sum())
         for name, count in priced["engine"].value_counts().items():
-            self.engines[name] = self.engines.get(name, 0) + int(count) // max(scenarios, 1)
+            self.engines[name] = self.engines.get(name, 0) + int(count)
         return priced
 
     def summary(self, seconds: float, workers: int) -> Summary:
-        return Summary(self.rows, self.priced, self.node_steps, seconds, workers, dict(self.engines))
+        per_row = max(self.scenarios, 1)
+        return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,
+                       {name: count // per_row for name, count in self.engines.items()})
 
 
 class Pricer:
@@ -297,7 +318,8 @@ class Pricer:
 
     def price(self, portfolio, curves=None, **options) -> pd.DataFrame:
         """Prices a portfolio on the cluster: the arguments and the table of :func:`distprice.price`."""
-        return self._run(portfolio, curves, **options)[0]
+        frames = list(self._run(portfolio, curves, **options)[1])
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
     def submit(self, portfolio, curves=None, **options) -> concurrent.futures.Future:
         """Starts :meth:`price` and returns at once: a future of the priced table (``.result()`` waits;
@@ -309,23 +331,21 @@ class Pricer:
         is written when a row is invalid in strict mode or the job fails. Returns what the job did."""
         table_format(output)
         tick = time.perf_counter()
-        priced, frames = self._run(portfolio, curves, stream=True, **options)
-        write_tables(frames if frames is not None else [priced], output)
-        return self._tally.summary(time.perf_counter() - tick, self.workers)
+        tally, frames = self._run(portfolio, curves, **options)
+        write_tables(frames, output)
+        return tally.summary(time.perf_counter() - tick, self.workers)
 
     def _run(self, portfolio, curves=None, *, engine: str = "auto", precision: str = "fp64",
-             on_invalid: str = "strict", limits: Limits = Limits(), scenarios=None, shifts_bp=None,
-             stream: bool = False):
+             on_invalid: str = "strict", limits: Limits = Limits(), scenarios=None, shifts_bp=None):
+        """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced
+        table in order (the tally is complete once the generator is exhausted)."""
         worker = self._worker(precision)
         if self._read_on_workers(portfolio):
-            frames = self._price_file(str(portfolio), curves, scenarios, shifts_bp, engine, precision, on_invalid,
-                                      limits, worker)
-            return (None, frames) if stream else (pd.concat(list(frames), ignore_index=True), None)
+            return self._price_file(str(portfolio), curves, scenarios, shifts_bp, engine, precision, on_invalid,
+                                    limits, worker)
         job = prepare_job(portfolio, curves, scenarios=scenarios, shifts_bp=shifts_bp, engine=engine,
                           precision=precision, on_invalid=on_invalid, limits=limits)
-        bond, option, engines = self._price_job(job, engine, worker)
-        self._tally = Tally(len(job.table))
-        return self._tally.add(job.priced(bond, option, engines)), None
+        return self._price_job(job, engine, worker)
 
     def _worker(self, precision: str) -> dict:
         """The device and model of the cluster's workers (the first to answer speaks for all)."""
@@ -341,49 +361,68 @@ class Pricer:
 
         return pq.ParquetFile(portfolio).metadata.num_rows >= self.read_on_workers_rows
 
-    def _wait(self, futures) -> None:
+    def _show_progress(self, futures) -> None:
+        """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""
         if self.progress:
             from distributed import progress
 
-            progress(futures)
+            threading.Thread(target=progress, args=(futures,), daemon=True, name="distprice-progress").start()
 
     def _price_job(self, job: Job, engine: str, worker: dict):
-        """Prices a validated job's valid rows in cost-balanced chunks; bond, option, engines in row order."""
+        """Prices a validated job's valid rows in cost-balanced chunks, scenario block by scenario block; its
+        tally and a generator of the priced table's pieces, in order."""
         rows = job.valid_rows
         geometry = job.prepared.geometry
         width, height = geometry.width[job.prepared.valid], geometry.height[job.prepared.valid]
-        chunks = partition(width, height, chunk_count(len(rows), self.workers, self.chunks_per_worker))
+        sets = job.market.curve_sets
+        row_chunks, blocks = work_grid(len(rows), len(sets), self.workers, self.chunks_per_worker)
+        chunks = partition(width, height, row_chunks)
+        tally = Tally(len(job.table), len(sets))
         if not chunks:
-            return (np.zeros((len(job.market.curve_sets), 0)),) * 2 + (np.empty(0, dtype=object),)
+            empty = np.zeros((len(sets), 0))
+            return tally, self._frames(job, [(empty, empty, np.empty(0, dtype=object))], [range(len(sets))], tally)
         model, token = CostModel.from_json(worker["model"]), uuid.uuid4().hex
-        futures = []
+        plans = [choose_plan(width[p], height[p], engine, job.precision, model=model, gpu=worker["gpu"])
+                 for p in chunks]
+        pieces = [rows.iloc[p].reset_index(drop=True) for p in chunks]
+        gathered = []
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*large graph.*")
-            for i, positions in enumerate(chunks):
-                plan = choose_plan(width[positions], height[positions], engine, job.precision, model=model,
-                                   gpu=worker["gpu"])
-                futures.append(self.client.submit(
-                    _price_chunk, rows.iloc[positions].reset_index(drop=True), job.market.curve_sets, plan.parts,
-                    job.precision, key=f"{_task_name([p.engine for p in plan.parts], job.precision)}-{i}-{token}"))
-            gathered = self.client.submit(_gather, chunks, *futures, key=f"gather-{token}")
-        self._wait(futures + [gathered])
-        return gathered.result()
+            for b, block in enumerate(blocks):
+                futures = [self.client.submit(
+                    _price_chunk, piece, sets[block.start:block.stop], plan.parts, job.precision,
+                    key=f"{_task_name([p.engine for p in plan.parts], job.precision)}-{b}-{i}-{token}",
+                    priority=-b) for i, (piece, plan) in enumerate(zip(pieces, plans))]
+                gathered.append(self.client.submit(_gather, chunks, *futures, key=f"gather-{b}-{token}",
+                                                   priority=-b))
+        self._show_progress(gathered)
+        return tally, self._frames(job, self._ordered(gathered), blocks, tally)
+
+    @staticmethod
+    def _frames(job: Job, prices, blocks: list[range], tally: Tally):
+        """The priced table's pieces from the (bond, option, engines) of each scenario block, in order."""
+        for (bond, option, engines), block in zip(prices, blocks):
+            for frame in job.priced_frames(bond, option, engines, first_set=block.start):
+                if job.market.scenarios is None:
+                    frame.index = job.table.index
+                yield tally.add(frame)
 
     def _price_file(self, path, curves, scenarios, shifts_bp, engine, precision, on_invalid, limits, worker):
-        """Prices a big Parquet file that the workers read; yields the priced slices in file order."""
+        """Prices a big Parquet file that the workers read: its tally and a generator of the priced slices in
+        file order (the tally is complete once the generator is exhausted)."""
         import pyarrow.parquet as pq
 
         metadata = pq.ParquetFile(path).metadata
         groups = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        market(curves, scenarios, shifts_bp)  # the curves and scenarios are checked here, before any task
+        sets = len(market(curves, scenarios, shifts_bp).curve_sets)  # checked here, before any task
         slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))
         token = uuid.uuid4().hex
         read = [self.client.submit(_read_chunk, piece, curves, scenarios, shifts_bp, engine, precision, limits,
-                                   worker["model"], worker["gpu"], key=f"read-chunk-{i}-{token}")
+                                   worker["model"], worker["gpu"], key=f"read-chunk-{i}-{token}", priority=-i)
                 for i, piece in enumerate(slices)]
-        inspected = [self.client.submit(_inspect_chunk, f, key=f"inspect-chunk-{i}-{token}")
+        inspected = [self.client.submit(_inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
                      for i, f in enumerate(read)]
-        self._wait(inspected)
+        self._show_progress(inspected)
         summaries = self.client.gather(inspected)
         problems = [p for s in summaries for p in s["problems"]]
         duplicates = _duplicate_problems(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
@@ -391,19 +430,28 @@ class Pricer:
             self.client.cancel(read + inspected)
             raise InvalidInputError(problems + duplicates)
         del inspected
+        # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
+        # client writes each one as it comes instead of waiting for the first
         priced = [self.client.submit(_price_read_chunk, f, [d for d in duplicates if d.piece == i],
-                                     key=f"{_task_name(s['engines'] or ['none'], precision)}-{i}-{token}")
+                                     key=f"{_task_name(s['engines'] or ['none'], precision)}-{i}-{token}",
+                                     priority=-i)
                   for i, (f, s) in enumerate(zip(read, summaries))]
         del read
-        self._tally = Tally(sum(groups))
-        return self._ordered(priced)
+        self._show_progress(priced)
+        tally = Tally(sum(groups), sets)
+        return tally, (tally.add(frame) for frame in self._ordered(priced))
 
-    def _ordered(self, futures):
-        """The results of ``futures`` in their order, each released once handed on."""
-        for i in range(len(futures)):
-            frame = futures[i].result()
-            futures[i] = None
-            yield self._tally.add(frame)
+    @staticmethod
+    def _ordered(futures):
+        """The results of ``futures`` in their order, each released once handed on; the next result is
+        fetched from its worker while the caller uses this one (writes it, say)."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
+            ahead = fetch.submit(futures[0].result) if futures else None
+            for i in range(len(futures)):
+                frame = ahead.result()
+                futures[i] = None
+                ahead = fetch.submit(futures[i + 1].result) if i + 1 < len(futures) else None
+                yield frame
 
 
 

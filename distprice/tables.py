@@ -36,6 +36,13 @@ def write_table(table: pd.DataFrame, path) -> None:
     write_tables([table], path)
 
 
+def _label_columns(schema: pa.Schema) -> list[str]:
+    """The string columns: labels with few values, worth dictionary encoding (numbers are mostly distinct,
+    and encoding them so takes longer than it saves)."""
+    return [f.name for f in schema
+            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type)]
+
+
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
     """Write the rows of ``tables`` one after the other as one table at ``path``, atomically, holding one
     table in memory at a time; returns the rows written. Every table has the columns and types of the first."""
@@ -51,7 +58,7 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                 table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
             else:
                 arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
-                writer = writer or pq.ParquetWriter(tmp, arrow.schema)
+                writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow.schema))
                 writer.write_table(arrow, row_group_size=ROW_GROUP_ROWS)
             rows, first = rows + len(table), False
         if first:

@@ -126,7 +126,8 @@ def _tasks_seen(dask_scheduler=None):
 
 
 def test_submit_returns_a_future_of_the_table(local, book, in_process):
-    with Pricer(local) as pricer:
+    assert distprice.Pricer is Pricer
+    with distprice.Pricer(local) as pricer:
         futures = [pricer.submit(book.head(n), engine="cpu") for n in (500, 700)]
         results = [f.result(timeout=120) for f in futures]
     assert_same_prices(results[0], in_process.head(500))
@@ -145,6 +146,8 @@ def test_metrics_endpoint_counts_what_each_worker_priced(local, book):
             time.sleep(0.2)
     assert _metric_total(pricer.dashboard_link, "distprice_instruments_priced_total") - before == 6000
     assert 'distprice_node_steps_per_second{worker="tcp://127.0.0.1:' in text
+    kernel = _metric_total(pricer.dashboard_link, "distprice_kernel_seconds_total")
+    assert 0 < kernel <= _metric_total(pricer.dashboard_link, "distprice_pricing_seconds_total")
     assert "dask_scheduler_workers" in text  # beside Dask's own
 
 
