@@ -1,4 +1,4 @@
-"""Command line: ``distprice run | generate | bench | inspect | calibrate``.
+"""Command line: ``distprice run | generate | bench | inspect | calibrate | cluster-script``.
 
 Exit status: 0 done; 2 invalid input (nothing written); 3 scheduler unreachable; 1 any other failure.
 """
@@ -82,10 +82,10 @@ def run(cluster, progress, in_process, **flags):
                     click.echo(f"dashboard: {pricer.dashboard_link}")
                 summary = pricer.run(portfolio, output=output, **job)
         else:
-            tally = Tally(0)
-            priced = tally.add(price(portfolio, **job))
-            tally.rows = len(priced) // max(1, priced["scenario"].nunique() if "scenario" in priced else 1)
-            write_table(priced, output)
+            priced = price(portfolio, **job)
+            scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
+            tally = Tally(len(priced) // max(scenarios, 1), scenarios)
+            write_table(tally.add(priced), output)
             summary = tally.summary(time.perf_counter() - start, 0)
     except InvalidInputError as error:
         _fail_invalid(error)
@@ -266,6 +266,19 @@ def calibrate(precision, repeat):
     path = save_model(model)
     click.echo(f"calibrated {device} ({precision}); wrote {path}")
     click.echo(model.to_json())
+
+
+@main.command("cluster-script")
+@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+def cluster_script(config):
+    """Print the batch script each job of a slurm or pbs cluster config runs (nothing is submitted)."""
+    from .config import ConfigError, load_config
+    from .jobqueue import job_script
+
+    try:
+        click.echo(job_script(load_config(config).cluster), nl=False)
+    except (ConfigError, ValueError, RuntimeError) as error:
+        raise click.ClickException(str(error))
 
 
 if __name__ == "__main__":

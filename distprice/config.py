@@ -22,13 +22,15 @@ from dask.utils import parse_bytes
 from .engines import AUTO, ENGINES
 from .engines.batch import PRECISIONS
 
-CLUSTER_KINDS = ("local", "local-cuda", "address")
+JOBQUEUE_KINDS = ("slurm", "pbs")
+CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
 _SECTIONS = ("cluster", "job")
 _ON_INVALID = ("strict", "report")
 _SECURITY_FILES = ("ca_file", "cert_file", "key_file")
 _JOB_PATHS = ("portfolio", "curves", "scenarios", "output")
 _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
 _ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
+_WALLTIME = re.compile(r"[0-9]+:[0-5][0-9]:[0-5][0-9]")
 
 
 class ConfigError(ValueError):
@@ -48,9 +50,43 @@ class Security:
 
 
 @dataclass(frozen=True)
+class JobQueue:
+    """Dask workers in batch jobs of SLURM or PBS (:mod:`distprice.jobqueue`); every size is per job."""
+
+    cores: int
+    """Cores of each job, shared evenly by its worker processes (threads = cores / processes)."""
+    memory: str | int
+    """Memory of each job (bytes or a size such as ``64GiB``), shared evenly by its worker processes."""
+    queue: str | None = None
+    """SLURM partition or PBS queue; None: the batch system's default."""
+    account: str | None = None
+    """Account charged for the jobs; None: the user's default."""
+    walltime: str = "01:00:00"
+    """Run time limit of each job, ``hours:minutes:seconds``."""
+    processes: int | None = None
+    """Worker processes per job; None: one per GPU with ``gpus_per_job``, else 1."""
+    gpus_per_job: int | None = None
+    """GPUs of each job (SLURM ``--gres=gpu:N``, PBS ``ngpus``); the job then runs ``dask cuda worker``,
+    one worker per GPU. None: CPU jobs running Dask's default worker."""
+    jobs: int = 1
+    """Jobs to submit."""
+    start_timeout: float = 600.0
+    """Seconds to wait for the first job's workers to join (jobs may wait in the queue)."""
+    job_script_prologue: tuple[str, ...] = ()
+    """Shell lines run in each job before its workers start (``module load ...``, ``source venv/bin/activate``)."""
+    job_extra_directives: tuple[str, ...] = ()
+    """More batch directives, without their ``#SBATCH`` / ``#PBS`` prefix (e.g. ``--constraint=h100``)."""
+    interface: str | None = None
+    """Network interface of the workers and of the scheduler in this process (e.g. ``ib0``)."""
+    local_directory: str | None = None
+    """Workers' spill folder on the compute node (e.g. ``$TMPDIR``); taken as written, not from the file's folder."""
+
+
+@dataclass(frozen=True)
 class ClusterConfig:
     """Where to price: ``kind`` ``local`` (a cluster on this machine's cores), ``local-cuda`` (one worker per
-    visible GPU; needs dask-cuda) or ``address`` (a scheduler already running)."""
+    visible GPU; needs dask-cuda), ``address`` (a scheduler already running), or ``slurm`` / ``pbs`` (workers
+    in batch jobs, sized by :attr:`jobqueue`; the scheduler runs in this process; needs dask-jobqueue)."""
 
     kind: str = "local"
     n_workers: int | None = None
@@ -66,9 +102,12 @@ class ClusterConfig:
     address: str | None = None
     """The scheduler of kind ``address``: ``tcp://host:port`` or ``tls://host:port``."""
     security: Security | None = None
-    """TLS: required by a ``tls://`` address, refused with a ``tcp://`` one; a local cluster with it uses TLS."""
+    """TLS: required by a ``tls://`` address, refused with a ``tcp://`` one; a cluster this process starts
+    (local, slurm, pbs) uses TLS with it."""
     timeout: float = 10.0
     """Seconds to wait for the scheduler to answer."""
+    jobqueue: JobQueue | None = None
+    """The batch jobs of kind ``slurm`` or ``pbs`` (required there, refused elsewhere)."""
 
     def dask_security(self):
         """The :class:`distributed.security.Security` built from :attr:`security`, or None without it.
@@ -178,6 +217,8 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
             report("cluster.security", f"is required for the tls:// address {cluster.address}")
         if not tls and cluster.security is not None:
             report("cluster.security", f"needs a tls:// address, not {cluster.address}")
+    if "kind" not in failed:
+        _check_jobqueue(cluster, "jobqueue" in failed, report)
     if job.scenarios is not None and job.shifts_bp is not None:
         report("job.shifts_bp", "give scenarios or shifts_bp, not both")
     if problems:
@@ -205,6 +246,25 @@ def load_config(path) -> Config:
         problem = getattr(error, "problem", None) or str(error).replace("\n", " ")
         raise ConfigError(f"{source}: {where}invalid YAML: {problem}") from None
     return parse_config(mapping, source, os.path.dirname(os.path.abspath(source)))
+
+
+def _check_jobqueue(cluster: ClusterConfig, failed: bool, report) -> None:
+    """The rules that tie the ``jobqueue`` section to the cluster's kind and its sizes to each other."""
+    batch = cluster.kind in JOBQUEUE_KINDS
+    if batch and cluster.jobqueue is None and not failed:
+        report("cluster.jobqueue", f"is required for kind {cluster.kind}")
+    if not batch and cluster.jobqueue is not None:
+        report("cluster.jobqueue", f"is for kinds {' and '.join(JOBQUEUE_KINDS)} only, not kind {cluster.kind}")
+    queue = cluster.jobqueue
+    if queue is None:
+        return
+    gpus, processes = queue.gpus_per_job, queue.processes
+    if gpus is not None and processes is not None and processes != gpus:
+        report("cluster.jobqueue.processes", f"must equal gpus_per_job ({gpus}) or be left out: dask cuda worker "
+                                             f"runs one worker per GPU, not {processes}")
+    if queue.cores < (processes or gpus or 1):
+        report("cluster.jobqueue.cores", f"must be at least the worker processes of a job "
+                                         f"({processes or gpus}), not {queue.cores}")
 
 
 # ---- checks: each returns the value to keep or raises ValueError stating the rule ----
@@ -256,18 +316,26 @@ def _seconds(value):
     return float(value)
 
 
+def _is_size(value) -> bool:
+    """A number of bytes >= 1 or a size such as ``4GiB``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value >= 1
+    try:
+        return isinstance(value, str) and bool(value.strip()) and parse_bytes(value) >= 1
+    except ValueError:
+        return False
+
+
 def _memory(value):
-    if value == "auto":
+    if value == "auto" or _is_size(value):
         return value
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if isinstance(value, str) and value.strip():
-        try:
-            if parse_bytes(value) >= 1:
-                return value
-        except ValueError:
-            pass
     raise ValueError(f"must be auto, a number of bytes >= 1 or a size such as '4GiB', not {_shown(value)}")
+
+
+def _size(value):
+    if _is_size(value):
+        return value
+    raise ValueError(f"must be a number of bytes >= 1 or a size such as '64GiB', not {_shown(value)}")
 
 
 def _dashboard(value):
@@ -293,36 +361,74 @@ def _path(value):
     return value
 
 
+def _word(value):
+    """A name that goes into a batch directive or a command line: no spaces, no line breaks."""
+    if not isinstance(value, str) or not value or any(c.isspace() for c in value):
+        raise ValueError(f"must be a name without spaces, not {_shown(value)}")
+    return value
+
+
+def _walltime(value):
+    if not (isinstance(value, str) and _WALLTIME.fullmatch(value)):
+        raise ValueError(f"must be hours:minutes:seconds such as '02:00:00' (quoted in YAML), not {_shown(value)}")
+    return value
+
+
+def _lines(value):
+    """Lines of a job script: a list of one-line strings, as a tuple."""
+    if not isinstance(value, list) or not all(isinstance(line, str) and line.strip() and "\n" not in line
+                                              for line in value):
+        raise ValueError(f"must be a list of one-line strings, not {_shown(value)}")
+    return tuple(value)
+
+
+def _directives(value):
+    lines = _lines(value)
+    prefixed = [line for line in lines if line.lstrip().startswith("#")]
+    if prefixed:
+        raise ValueError(f"must be given without their #SBATCH / #PBS prefix, not {prefixed[0]!r}")
+    return lines
+
+
 _CHECKS = {
     Security: {"ca_file": _path, "cert_file": _path, "key_file": _path, "require_encryption": _boolean},
+    JobQueue: {"queue": _optional(_word), "account": _optional(_word), "walltime": _walltime, "cores": _integer,
+               "memory": _size, "processes": _optional(_integer), "gpus_per_job": _optional(_integer),
+               "jobs": _integer, "start_timeout": _seconds, "job_script_prologue": _lines,
+               "job_extra_directives": _directives, "interface": _optional(_word),
+               "local_directory": _optional(_path)},
     ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
                     "threads_per_worker": _integer, "processes": _boolean, "memory_limit": _memory,
                     "dashboard_address": _dashboard, "address": _optional(_address),
-                    "security": None, "timeout": _seconds},  # security: a section of its own
+                    "security": None, "timeout": _seconds, "jobqueue": None},  # sections of their own
     JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
                 "engine": _choice(AUTO, *ENGINES), "precision": _choice(*PRECISIONS),
                 "on_invalid": _choice(*_ON_INVALID), "chunks_per_worker": _integer},
 }
-_PATHS = {Security: _SECURITY_FILES, ClusterConfig: (), JobConfig: _JOB_PATHS}
+_PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
+_SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}
+"""Settings of ``cluster`` that are sections of their own: dataclasses with required fields."""
 
 
 def _section(cls, mapping, where: str, report, base_dir):
     """``cls`` built from the settings in ``mapping`` (None: no settings) and the keys that had problems,
-    which keep their defaults (a dataclass without defaults gives None when anything is wrong)."""
+    which keep their defaults (a subsection, whose dataclass has required fields, gives None when anything is
+    wrong)."""
     checks = _CHECKS[cls]
+    subsection = cls in _SUBSECTIONS.values()
     if mapping is None:
         mapping = {}
     if not isinstance(mapping, dict):
         report(where, f"must be a mapping of settings, not {_shown(mapping)}")
-        return (None if cls is Security else cls()), set(checks)
+        return (None if subsection else cls()), set(checks)
     values, failed = {}, set()
     for key, value in mapping.items():
         if key not in checks:
             report(f"{where}.{key}", _unknown(key, tuple(checks)))
             continue
-        if key == "security":
-            value, bad = (None, ()) if value is None else _section(Security, value, f"{where}.security", report,
-                                                                    base_dir)
+        if key in _SUBSECTIONS:
+            value, bad = (None, ()) if value is None else _section(_SUBSECTIONS[key], value, f"{where}.{key}",
+                                                                    report, base_dir)
             if bad:
                 failed.add(key)
                 continue
@@ -340,6 +446,6 @@ def _section(cls, mapping, where: str, report, base_dir):
         if field.default is dataclasses.MISSING and field.name not in mapping:
             report(f"{where}.{field.name}", "is required")
             failed.add(field.name)
-    if failed and cls is Security:
+    if failed and subsection:
         return None, failed
     return cls(**values), failed

@@ -21,7 +21,8 @@ def problems(mapping) -> list[str]:
 
 def test_every_ready_config_loads():
     expected = {"local-cpu.yaml": "local", "local-cuda.yaml": "local-cuda", "address.yaml": "address",
-                "tls.yaml": "address"}
+                "tls.yaml": "address", "tls-local.yaml": "local", "compose.yaml": "address", "slurm-gpu.yaml": "slurm",
+                "pbs.yaml": "pbs"}
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(expected)
     for name, kind in expected.items():
         config = load_config(CONFIGS / name)
@@ -99,7 +100,7 @@ def test_accepted_values():
     job = parse_config({"job": {"engine": "gpu-flat", "precision": "fp32", "on_invalid": "report",
                                 "chunks_per_worker": 8}}).job
     assert (job.engine, job.precision, job.on_invalid, job.chunks_per_worker) == ("gpu-flat", "fp32", "report", 8)
-    assert CLUSTER_KINDS == ("local", "local-cuda", "address")
+    assert CLUSTER_KINDS == ("local", "local-cuda", "address", "slurm", "pbs")
 
 
 def test_shifts_from_a_list_and_a_string():
@@ -131,7 +132,7 @@ def test_bad_shifts(shifts, rule):
      "x.yaml: cluster.threads_per_worker: must be an integer >= 1, not true"),
     ({"cluster": {"processes": "yes"}}, "x.yaml: cluster.processes: must be true or false, not 'yes'"),
     ({"cluster": {"kind": "kubernetes"}},
-     "x.yaml: cluster.kind: must be one of local, local-cuda, address, not 'kubernetes'"),
+     "x.yaml: cluster.kind: must be one of local, local-cuda, address, slurm, pbs, not 'kubernetes'"),
     ({"cluster": {"memory_limit": "lots"}}, "x.yaml: cluster.memory_limit: must be auto, a number of bytes >= 1 "
                                             "or a size such as '4GiB', not 'lots'"),
     ({"cluster": {"memory_limit": 0}}, "x.yaml: cluster.memory_limit: must be auto"),
@@ -157,7 +158,7 @@ def test_bad_shifts(shifts, rule):
     ({"cluster": {"security": "certs/"}}, "x.yaml: cluster.security: must be a mapping of settings, not 'certs/'"),
     ({"cluster": {"nworkers": 4}}, "x.yaml: cluster.nworkers: unknown key (did you mean n_workers?); allowed keys: "
                                    "kind, n_workers, threads_per_worker, processes, memory_limit, dashboard_address, "
-                                   "address, security, timeout"),
+                                   "address, security, timeout, jobqueue"),
     ({"clusters": {}}, "x.yaml: clusters: unknown key (did you mean cluster?); allowed keys: cluster, job"),
     ({"cluster": ["local"]}, "x.yaml: cluster: must be a mapping of settings, not a list"),
     ({"job": {"engine": "gpu-fast"}},
