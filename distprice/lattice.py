@@ -1,4 +1,5 @@
-"""Hull-White trinomial-tree geometry and event schedules, vectorised over a whole portfolio (SPEC §2–§3).
+"""Hull-White trinomial-tree geometry and event schedules of a whole portfolio at once (SPEC §2–§3): the
+geometry in numpy, the schedules in numba loops over rows (two passes: count the events, then fill them).
 
 Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
 halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height ``n`` steps.
