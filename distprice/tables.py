@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Iterable
 
@@ -44,31 +45,39 @@ def _label_columns(schema: pa.Schema) -> list[str]:
 
 
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
-    """Write the rows of ``tables`` one after the other as one table at ``path``, atomically, holding one
-    table in memory at a time; returns the rows written. Every table has the columns and types of the first."""
+    """Write the rows of ``tables`` one after the other as one table at ``path``, atomically; returns the rows
+    written. Every table has the columns and types of the first. Parquet is encoded and written on a second
+    thread while the next table is produced (fetched, built), so at most two tables are held at a time."""
     path = Path(path)
     fmt = table_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    rows, writer, first = 0, None, True
-    try:
-        for table in tables:
-            if fmt == "csv":
-                table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
-            else:
-                arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
-                writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow.schema))
-                writer.write_table(arrow, row_group_size=ROW_GROUP_ROWS)
-            rows, first = rows + len(table), False
-        if first:
-            raise ValueError(f"{path}: no table to write")
-        if writer is not None:
-            writer.close()
-        os.replace(tmp, path)
-    except BaseException:
-        if writer is not None:
-            writer.close()
-        os.unlink(tmp)
-        raise
+    rows, writer, writing, first = 0, None, None, True
+    with ThreadPoolExecutor(1, thread_name_prefix="distprice-write") as background:
+        try:
+            for table in tables:
+                if fmt == "csv":
+                    table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
+                else:
+                    arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
+                    writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow.schema))
+                    if writing is not None:
+                        writing.result()
+                    writing = background.submit(writer.write_table, arrow, row_group_size=ROW_GROUP_ROWS)
+                rows, first = rows + len(table), False
+            if writing is not None:
+                writing.result()
+            if first:
+                raise ValueError(f"{path}: no table to write")
+            if writer is not None:
+                writer.close()
+            os.replace(tmp, path)
+        except BaseException:
+            if writing is not None:
+                wait([writing])
+            if writer is not None:
+                writer.close()
+            os.unlink(tmp)
+            raise
     return rows
