@@ -5,7 +5,7 @@
 """
 from .api import price
 from .instruments import Limits
-from .problems import InvalidInputError, Problem
+from .errors import InvalidInputError, Problem
 
 __all__ = ["price", "Pricer", "Limits", "InvalidInputError", "Problem"]
 

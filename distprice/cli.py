@@ -12,10 +12,11 @@ import click
 
 from . import datasets
 from .api import ON_INVALID, load_curves, price
-from .engines import AUTO, ENGINES, GPU_ENGINES, Fp32OverflowError, GpuUnavailableError, price_auto, resolve
+from .engines import AUTO, ENGINES, GPU_ENGINES, price_auto, resolve
+from .errors import ConfigError, Fp32OverflowError, GpuUnavailableError, SchedulerUnreachableError
 from .engines.batch import PRECISIONS
 from .instruments import prepare
-from .problems import InvalidInputError
+from .errors import InvalidInputError
 from .tables import table_format, write_table
 
 EXIT_INVALID = 2
@@ -60,8 +61,8 @@ def main():
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
 def run(cluster, progress, in_process, **flags):
     """Price a portfolio and write the priced table (exit 2: invalid input, 3: scheduler unreachable)."""
-    from .config import ConfigError, JobConfig, load_config
-    from .runtime import Pricer, SchedulerUnreachableError, Tally
+    from .config import JobConfig, load_config
+    from .runtime import Pricer, Tally
 
     try:
         config = load_config(cluster) if cluster and "://" not in cluster else None
@@ -272,7 +273,7 @@ def calibrate(precision, repeat):
 @click.argument("config", type=click.Path(exists=True, dir_okay=False))
 def cluster_script(config):
     """Print the batch script each job of a slurm or pbs cluster config runs (nothing is submitted)."""
-    from .config import ConfigError, load_config
+    from .config import load_config
     from .jobqueue import job_script
 
     try:

@@ -21,6 +21,7 @@ from dask.utils import parse_bytes
 
 from .engines import AUTO, ENGINES
 from .engines.batch import PRECISIONS
+from .errors import ConfigError
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
@@ -32,9 +33,6 @@ _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
 _ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
 _WALLTIME = re.compile(r"[0-9]+:[0-5][0-9]:[0-5][0-9]")
 
-
-class ConfigError(ValueError):
-    """A config that cannot be used; the message has one line per problem: ``source: key.path: rule``."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .curves import ZeroCurve
 from .lattice import EXERCISE_CODES, TreeGeometry, tree_geometry, to_step
-from .problems import Problem
+from .errors import Problem
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond")
 OPTION_TYPES = ("call", "put")

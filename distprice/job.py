@@ -14,9 +14,10 @@ import pandas as pd
 
 from .curves import ZeroCurve, builtin_curves, curves_from_frame
 from .engines import resolve
-from .engines.batch import Fp32OverflowError, real_dtype
+from .engines.batch import real_dtype
+from .errors import Fp32OverflowError
 from .instruments import Limits, Prepared, prepare
-from .problems import InvalidInputError, Problem
+from .errors import InvalidInputError, Problem
 from .tables import read_table
 
 ON_INVALID = ("strict", "report")

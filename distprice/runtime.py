@@ -38,15 +38,12 @@ from .instruments import DUPLICATE_ID, Limits, duplicated_ids, id_hashes, prepar
 from .job import Job, market, prepare_job
 from .metrics import PricingMetrics, log_pricing
 from .planner import FileSlice, chunk_count, file_slices, partition, work_grid
-from .problems import InvalidInputError, Problem
+from .errors import InvalidInputError, Problem, SchedulerUnreachableError
 from .tables import table_format, write_tables
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many rows are read by the workers, not the client."""
 
-
-class SchedulerUnreachableError(ConnectionError):
-    """The scheduler named by a config or address did not answer in time."""
 
 
 # ---- clusters ----

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .curves import ZeroCurve, curves_from_frame
-from .problems import InvalidInputError, Problem
+from .errors import InvalidInputError, Problem
 from .tables import read_table
 
 SCENARIO_COLUMNS = ("scenario", "curve", "t", "zero_rate")

@@ -29,7 +29,8 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
-from distprice.config import ClusterConfig, ConfigError, JobQueue, load_config, parse_config
+from distprice.errors import ConfigError
+from distprice.config import ClusterConfig, JobQueue, load_config, parse_config
 from distprice.jobqueue import build_cluster, job_script
 from distprice.runtime import Pricer, cluster_config, start
 

@@ -4,7 +4,8 @@ import importlib.resources
 import numpy as np
 import pytest
 
-from distprice.engines import ENGINES, GpuUnavailableError, resolve
+from distprice.engines import ENGINES, resolve
+from distprice.errors import GpuUnavailableError
 from distprice.engines.gpu import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
                                    flat_thread_steps, gpu_available, kernel_dir, outer_layout, shape_sample)
 

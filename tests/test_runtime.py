@@ -20,7 +20,8 @@ import distprice
 from distprice import datasets
 from distprice.cli import main
 from distprice.planner import MIN_CHUNK_ROWS
-from distprice.runtime import Pricer, SchedulerUnreachableError
+from distprice.errors import SchedulerUnreachableError
+from distprice.runtime import Pricer
 
 from conftest import random_portfolio
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from distprice.curves import builtin_curves, curves_from_frame
-from distprice.problems import InvalidInputError
+from distprice.errors import InvalidInputError
 from distprice.scenarios import read_scenarios, shifted
 
 

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
-from .batch import Fp32OverflowError, pack, pack_chunks, pack_rows
+from ..errors import Fp32OverflowError, GpuUnavailableError
+from .batch import pack, pack_chunks, pack_rows
 from .cpu import price_cpu
-from .gpu import GpuUnavailableError, gpu_available, price_gpu, require_gpu, start_gpu, upload
+from .gpu import gpu_available, price_gpu, require_gpu, start_gpu, upload
 from .reference import price_reference
 
 __all__ = ["AUTO", "ENGINES", "GPU_ENGINES", "Fp32OverflowError", "GpuUnavailableError", "choose_plan",

@@ -23,11 +23,6 @@ PACK_THREADS = min(4, os.cpu_count() or 1)
 """Host threads that lay out chunks at once (:func:`pack_chunks`; numpy releases the GIL)."""
 
 
-class Fp32OverflowError(FloatingPointError):
-    """Node values left the float32 range. Low mean reversion and long maturity give the bottom edge of the
-    tree rates far below zero, whose values compound past 3.4e38 (harmlessly in fp64, where they are
-    reached with negligible probability); fp32 cannot price such trees."""
-
 
 def real_dtype(precision: str):
     """The numpy dtype of a precision name (``fp64`` or ``fp32``)."""

@@ -24,7 +24,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from .batch import Batch, Fp32OverflowError, real_dtype
+from ..errors import Fp32OverflowError, GpuUnavailableError
+from .batch import Batch, real_dtype
 
 WARP = 32
 FLAT_THREADS = (256, 512, 1024)
@@ -41,10 +42,6 @@ FLAT_REGISTERS = 64
 """Register cap per flat thread (through __launch_bounds__), so that 2048 threads fit a multiprocessor."""
 OUTER_THREADS = 128
 _MAX_EVENTS = 2**31 - 1
-
-
-class GpuUnavailableError(RuntimeError):
-    """No CUDA GPU (or no CuPy) in this process."""
 
 
 

@@ -1,0 +1,78 @@
+"""Every exception distprice raises on purpose, under one base class :class:`DistpriceError`.
+
+A caller that catches ``DistpriceError`` catches what distprice means to say (bad input, an option it cannot
+use, a device or cluster it cannot reach); anything else is a defect. The command line prints the message of
+a ``DistpriceError`` (never a traceback) and exits with the error's ``exit_status``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_LISTED = 50
+"""Problems spelled out in an :class:`InvalidInputError`'s message; the rest are counted."""
+
+
+class DistpriceError(Exception):
+    """Base class of every error distprice raises on purpose."""
+
+    exit_status = 1
+    """The command line's exit status for this error."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One broken rule: where (a human label naming the table, the row and its id), the column and the rule.
+
+    ``position`` is the 0-based position of the row it concerns in the table being checked (None for a
+    problem of a whole input, such as a missing column).
+    """
+
+    position: int | None
+    where: str
+    column: str | None
+    rule: str
+
+    def __str__(self) -> str:
+        column = f", column '{self.column}'" if self.column else ""
+        return f"{self.where}{column}: {self.rule}"
+
+
+class InvalidInputError(DistpriceError, ValueError):
+    """The inputs break rules; ``problems`` lists every one found (row, column, rule)."""
+
+    exit_status = 2
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        lines = [str(p) for p in self.problems[:MAX_LISTED]]
+        if len(self.problems) > MAX_LISTED:
+            lines.append(f"... and {len(self.problems) - MAX_LISTED} more")
+        super().__init__(f"{len(self.problems)} problem(s) in the input:\n  " + "\n  ".join(lines))
+
+
+class OptionError(DistpriceError, ValueError):
+    """An option (a function argument, a command-line flag or a config value) that cannot be used."""
+
+
+class ConfigError(OptionError):
+    """A config that cannot be used; the message has one line per problem: ``source: key.path: rule``."""
+
+
+class GpuUnavailableError(DistpriceError, RuntimeError):
+    """No CUDA GPU (or no CuPy) in this process."""
+
+
+class Fp32OverflowError(DistpriceError, FloatingPointError):
+    """Node values left the float32 range. Low mean reversion and long maturity give the bottom edge of the
+    tree rates far below zero, whose values compound past 3.4e38 (harmlessly in fp64, where they are
+    reached with negligible probability); fp32 cannot price such trees."""
+
+
+class ClusterError(DistpriceError, RuntimeError):
+    """A cluster that cannot be started or used (no workers joined, a missing extra, a batch system absent)."""
+
+
+class SchedulerUnreachableError(DistpriceError, ConnectionError):
+    """The scheduler named by a config or address did not answer in time."""
+
+    exit_status = 3
