@@ -18,22 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from report import save
-
-from distprice import datasets
-from distprice.tables import write_tables
-
-PER_FILE = 1_000_000
-
-
-def portfolio(path: Path, name: str, rows: int) -> None:
-    def pieces():
-        for seed, first in enumerate(range(0, rows, PER_FILE)):
-            table = datasets.generate(name, min(PER_FILE, rows - first), seed=seed)
-            yield table.assign(id=np.arange(first, first + len(table)))
-    write_tables(pieces(), path)
+from common import save, write_copies
 
 
 def main(argv=None):
@@ -45,7 +30,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     path, output = args.output_dir / "portfolio.parquet", args.output_dir / "priced.parquet"
-    portfolio(path, args.dataset, args.rows)
+    write_copies(path, args.dataset, args.rows)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -27,25 +27,18 @@ import numpy as np
 import pandas as pd
 
 from distributed import get_task_stream
-from report import save
+from common import save, write_copies
 
-from distprice import datasets
-from distprice.config import ClusterConfig, parse_shifts
-from distprice.engines import gpu_available
-from distprice.engines.gpu import device_name
-from distprice.metrics import PLUGIN_NAME
-from distprice.runtime import Pricer
-from distprice.tables import write_table
+from distprice.cluster.config import ClusterConfig
+from distprice.cluster.metrics import PLUGIN_NAME
+from distprice.cluster.pricer import Pricer
+from distprice.lattice.datasets import DEFAULT_SIZES
+from distprice.lattice.gpu import device_name, gpu_available
+from distprice.scenarios import parse_shifts
 
 
 def _pricing_totals(dask_scheduler=None):
     return dask_scheduler.plugins[PLUGIN_NAME].snapshot()
-
-
-def portfolio(path: Path, name: str, copies: int) -> int:
-    table = pd.concat([datasets.generate(name, seed=seed) for seed in range(copies)], ignore_index=True)
-    write_table(table.assign(id=np.arange(len(table))), path)
-    return len(table)
 
 
 def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat: int, output: Path) -> dict:
@@ -114,12 +107,11 @@ def main(argv=None):
                                    if args.shift_count else None)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     path = args.output_dir / "portfolio.parquet"
-    rows = portfolio(path, args.dataset, args.copies)
+    rows = write_copies(path, args.dataset, args.copies * DEFAULT_SIZES[args.dataset], DEFAULT_SIZES[args.dataset])
     device = "cpu" if args.cpu or not gpu_available() else device_name()
     scenarios = len(shifts_bp) if shifts_bp else 1
     report = {"dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),
               "rows": rows, "scenarios": scenarios, "threads_per_worker": args.threads_per_worker, "device": device,
-              "date": time.strftime("%Y-%m-%d"),
               "results": []}
     first = None
     for workers in (int(w) for w in args.workers.split(",")):
@@ -131,7 +123,7 @@ def main(argv=None):
         report["results"][-1]["max_rel_diff"] = max_rel_diff(prices, first)
     base = report["results"][0]
     lines = [f"{report['dataset']} ({rows} rows, {rows * scenarios} prices), {device}, "
-             f"{args.threads_per_worker} thread(s) per worker, {report['date']}; "
+             f"{args.threads_per_worker} thread(s) per worker, {time.strftime('%Y-%m-%d')}; "
              f"differences against the {base['workers']}-worker prices", "",
              "| workers | job s | speed-up | efficiency | kernel s | outside kernels s | tasks s "
              "| read / price / tail s | NS/s | max rel diff | engines |",

@@ -1,4 +1,4 @@
-"""GPU kernels on the SPEC §7 datasets: NS/s, seconds, memory, preprocessing share, accuracy, per variant.
+"""GPU kernels on the papers' datasets (U1 ... S2): NS/s, seconds, memory, preprocessing share, accuracy, per variant.
 
     python benchmarks/gpu_kernels.py OUTPUT_DIR [--datasets U1,R1,...] [--size N] [--repeat 5] [--variants all]
 
@@ -24,14 +24,13 @@ from pathlib import Path
 
 import numpy as np
 
-from report import save
+from common import instruments, save
 
-from distprice import datasets
-from distprice.api import load_curves
-from distprice.engines.batch import pack
-from distprice.engines.cpu import price_cpu
-from distprice.engines.gpu import device_name, price_gpu, require_gpu
-from distprice.instruments import prepare
+from distprice.curves import builtin_curves
+from distprice.lattice.batch import pack
+from distprice.lattice.cpu import price_cpu
+from distprice.lattice.gpu import device_name, price_gpu, require_gpu
+from distprice.lattice.instruments import prepare
 
 FMA_KERNEL = r"""
 extern "C" __global__ void fma_rate(REAL* out, int iterations, REAL a, REAL b)
@@ -99,11 +98,10 @@ VARIANTS = {
 SHIPPED = ("outer", "flat", "plain-v2")
 
 
-def run_variant(batch, options, precision, repeat, reference):
+def run_variant(batch, options, repeat, reference):
     """Median timings of ``repeat`` runs after a warm-up, and the worst errors against ``reference`` over the
     rows with finite prices (fp32 overflows on some trees: ``non_finite`` counts them)."""
-    runs = [price_gpu(batch, precision=precision, check_finite=precision == "fp64", **options)
-            for _ in range(repeat + 1)][1:]
+    runs = [price_gpu(batch, check_finite=batch.real == np.float64, **options) for _ in range(repeat + 1)][1:]
     kernel = statistics.median(r.seconds["kernel"] for r in runs)
     last = runs[-1]
     finite = np.isfinite(last.bond) & np.isfinite(last.option)
@@ -127,7 +125,7 @@ def wide_trees(repeat: int, copies=(1, 64)) -> list[dict]:
     """
     import pandas as pd
 
-    curves = load_curves(None)
+    curves = builtin_curves()
     rows = []
     for width, a in WIDE_TREES.items():
         for n in copies:
@@ -136,13 +134,13 @@ def wide_trees(repeat: int, copies=(1, 64)) -> list[dict]:
                                        maturity=100.0, coupon=0.05, coupon_frequency=2, face=100.0,
                                        mean_reversion=a, volatility=0.004, steps_per_year=12, curve="hull")
                                   for i in range(n)])
-            batch = pack(prepare(table, curves).table, curves)
+            batch = pack(prepare(table, curves).instruments(), curves)
             assert int(batch.geometry.width[0]) == width
             tick = time.perf_counter()
             reference = price_cpu(batch)
             cpu_s = time.perf_counter() - tick
             for kernel in ("flat", "outer"):
-                measured = run_variant(batch, dict(kernel=kernel), "fp64", repeat, reference)
+                measured = run_variant(batch, dict(kernel=kernel), repeat, reference)
                 rows.append(dict(width=width, copies=n, kernel=kernel, cpu_engine_s=cpu_s, **measured))
                 print(f"wide {width:5} x{n:3} {kernel:5} kernel {measured['kernel_s'] * 1e3:9.2f} ms  "
                       f"cpu engine {cpu_s * 1e3:9.2f} ms  err {max(measured['bond_error'], measured['option_error']):.1e}"
@@ -165,16 +163,14 @@ def main(argv=None):
     cupy = require_gpu()
     names = (list(VARIANTS) if args.variants == "all" else list(SHIPPED) if args.variants == "shipped"
              else args.variants.split(","))
-    report = {"device": device_name(), "date": time.strftime("%Y-%m-%d"), "ceilings": ceilings(cupy), "rows": []}
+    report = {"device": device_name(), "ceilings": ceilings(cupy), "rows": []}
     print(f"device {report['device']}: " + ", ".join(f"{k} {v:.3e}" for k, v in report["ceilings"].items()), flush=True)
-    curves = load_curves(None)
     if args.wide:
         report["wide"] = wide_trees(args.repeat)
     for name in filter(None, args.datasets.split(",")):
-        table = datasets.generate(name, args.size, seed=0)
-        canonical = prepare(table, curves).table
+        rows, curves = instruments(name, args.size)
         tick = time.perf_counter()
-        batch = pack(canonical, curves)
+        batch = pack(rows, curves)
         pack_s = time.perf_counter() - tick
         node_steps = float(batch.geometry.node_steps.sum())
         tick = time.perf_counter()
@@ -182,13 +178,13 @@ def main(argv=None):
         cpu_s = time.perf_counter() - tick
         todo = [(v, "fp64") for v in names] + ([(v, "fp32") for v in ("outer", "flat")] if args.fp32 else [])
         for variant, precision in todo:
-            batch_p = batch if precision == "fp64" else pack(canonical, curves, precision)
+            batch_p = batch if precision == "fp64" else pack(rows, curves, np.float32)
             try:
-                measured = run_variant(batch_p, VARIANTS[variant], precision, args.repeat, reference)
+                measured = run_variant(batch_p, VARIANTS[variant], args.repeat, reference)
             except ValueError as error:  # e.g. a fixed block narrower than the widest tree
                 print(f"{name:3} {variant:16} {precision} skipped: {error}", flush=True)
                 continue
-            row = dict(dataset=name, rows=len(canonical), node_steps=node_steps, variant=variant, precision=precision,
+            row = dict(dataset=name, rows=len(rows), node_steps=node_steps, variant=variant, precision=precision,
                        pack_s=pack_s, cpu_engine_s=cpu_s, **measured)
             row["ns_per_s"] = node_steps / row["kernel_s"]
             host = row["pack_s"] + row["layout_s"] + row["upload_s"] + row["download_s"]
@@ -199,7 +195,7 @@ def main(argv=None):
                   f"layout {row['layout_s'] * 1e3:7.1f} ms  upload {row['upload_s'] * 1e3:6.1f} ms  "
                   f"err bond {row['bond_error']:.1e} option {row['option_error']:.1e} non-finite {row['non_finite']}  "
                   + " ".join(f"{k}={row[k]}" for k in ("nodes", "threads", "bins", "occupancy") if k in row), flush=True)
-    lines = [f"device {report['device']}, {report['date']}", "",
+    lines = [f"device {report['device']}, {time.strftime('%Y-%m-%d')}", "",
              "| dataset | variant | precision | kernel ms | NS/s | device MiB | pack+layout+transfer ms | max rel err |",
              "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:

@@ -2,7 +2,7 @@
 
 One instrument per ``prange`` iteration in input order (no sorting), rows allocated once per instrument,
 full-width loops, a scatter forward step, ``exp(-(alpha + j dr) dt)`` evaluated per node and step as
-SPEC §2 writes it, bond and option rolled back in separate loops. Same inputs (a ``distprice`` batch) and same prices.
+the tree's rule writes it, bond and option rolled back in separate loops. Same inputs (a ``distprice`` batch) and same prices.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import math
 import numba
 import numpy as np
 
-from distprice.engines.batch import Batch
+from distprice.lattice.batch import Batch
 
 
 @numba.njit(parallel=True)

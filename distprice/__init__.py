@@ -1,19 +1,24 @@
 """distprice: Hull-White one-factor trinomial-tree pricing of bond options, callable and puttable bonds.
 
-``distprice.price(portfolio, curves)`` returns the priced table (see ``distprice.api``);
-``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see ``distprice.runtime``).
+``distprice.price(portfolio, curves)`` returns the priced table (see :mod:`distprice.api`);
+``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see :mod:`distprice.cluster`). Every error
+distprice raises on purpose is a :class:`DistpriceError` (see :mod:`distprice.errors`).
 """
 from .api import price
-from .instruments import Limits
-from .errors import InvalidInputError, Problem
+from .errors import (ClusterError, ConfigError, DistpriceError, Fp32OverflowError, GpuUnavailableError,
+                     InvalidInputError, OptionError, Problem, SchedulerUnreachableError)
+from .job import JobOptions
+from .lattice.instruments import Limits
 
-__all__ = ["price", "Pricer", "Limits", "InvalidInputError", "Problem"]
+__all__ = ["price", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
+           "Fp32OverflowError", "GpuUnavailableError", "InvalidInputError", "OptionError", "Problem",
+           "SchedulerUnreachableError"]
 
 
 def __getattr__(name: str):
     # the Dask runtime is imported when first asked for: pricing in this process does not need it
     if name == "Pricer":
-        from .runtime import Pricer
+        from .cluster.pricer import Pricer
 
         return Pricer
     raise AttributeError(f"module 'distprice' has no attribute {name!r}")

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import Problem
+from .errors import InvalidInputError, Problem
+from .tables import read_table
 
 _HULL_DAYS = np.array([3, 31, 62, 94, 185, 367, 731, 1096, 1461, 1826, 2194, 2558, 2922, 3287, 3653])
 _HULL_RATES = np.array([0.0501772, 0.0498284, 0.0497234, 0.0496157, 0.0499058, 0.0509389, 0.0579733,
@@ -80,3 +81,20 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
         if name not in bad_curves:
             curves[name] = ZeroCurve(group["_t"].to_numpy().copy(), group["_z"].to_numpy().copy())
     return curves, problems
+
+
+def load_curves(curves) -> dict[str, ZeroCurve]:
+    """A curve set from None (built-ins only), a path, a ``curve, t, zero_rate`` DataFrame or a dict of
+    :class:`ZeroCurve` (built-ins added).
+
+    Raises :class:`InvalidInputError` when the curves input breaks a rule (every problem, by row).
+    """
+    if curves is None:
+        return builtin_curves()
+    if isinstance(curves, dict):
+        return {**builtin_curves(), **curves}
+    table = curves if isinstance(curves, pd.DataFrame) else read_table(curves)
+    curve_set, problems = curves_from_frame(table)
+    if problems:
+        raise InvalidInputError(problems)
+    return curve_set

@@ -76,3 +76,14 @@ class SchedulerUnreachableError(DistpriceError, ConnectionError):
     """The scheduler named by a config or address did not answer in time."""
 
     exit_status = 3
+
+
+def shown(value) -> str:
+    """A value as a user wrote it in YAML or on a command line, for messages (``null``, ``true``, ``'x'``)."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return repr(value)

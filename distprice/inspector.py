@@ -2,7 +2,7 @@
 
 A plan is a list of parts, each a set of rows, the engine that prices them and a predicted time. The
 predictions come from a :class:`CostModel` whose few parameters are fitted per device by
-``distprice calibrate`` (:mod:`distprice.calibration`); each engine's cost is a throughput term and a tail
+``distprice tune`` (:mod:`distprice.tuning`); each engine's cost is a throughput term and a tail
 (the longest single piece of work, which bounds the time when there is too little work to fill the
 device):
 
@@ -20,11 +20,11 @@ device):
   on a sample plus ``flat_host_row`` per row to pack the bins; ``outer_host_row`` per row: a sort), and a
   plan with any GPU part the copy of the portfolio to the device once (``gpu_upload_row`` per row).
 
-A GPU part may be priced in chunks, pipelined: host threads lay out the next chunks while the GPU prices
-chunk k. With host work H and kernel time K per chunk and k chunks, a part takes about
-H + (k - 1) max(H / s, K) + K, where s is the speedup of laying out chunks on several threads at once
-(``pack_parallel`` with ``PACK_THREADS`` threads, less with fewer chunks), plus the copies to the device,
-which wait for the kernel before them, and ``gpu_chunk`` of fixed host work per chunk (a pack and a launch
+A GPU part may be priced in waves, pipelined: host threads lay out the next waves while the GPU prices
+wave k. With host work H and kernel time K per wave and k waves, a part takes about
+H + (k - 1) max(H / s, K) + K, where s is the speedup of laying out waves on several threads at once
+(``pack_parallel`` with ``PACK_THREADS`` threads, less with fewer waves), plus the copies to the device,
+which wait for the kernel before them, and ``gpu_wave`` of fixed host work per wave (a pack and a launch
 of a small table). The plan picks k from 1 to 8.
 
 Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from .engines.batch import PACK_THREADS
-from .engines.gpu import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
-                          shape_sample)
+from .lattice.batch import PACK_THREADS
+from .lattice.layouts import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
+                              shape_sample)
 
 FLAT_SAMPLE = 2048
 """Rows packed to estimate the flat kernel's share of idle nodes."""
@@ -62,7 +62,7 @@ class CostModel:
     outer_cached_node_step: float = 1.2e-11
     outer_thread_node_step: float = 1.3e-7
     gpu_launch: float = 2e-5
-    gpu_chunk: float = 2e-3
+    gpu_wave: float = 2e-3
     pack_row: float = 4e-6
     pack_step: float = 0.0
     pack_parallel: float = 1.0
@@ -76,7 +76,7 @@ class CostModel:
     multiprocessors: int = 132
     l2_bytes: int = 50 * 2**20
     source: str = "default"
-    """Where the figures come from: 'default' (shipped) or 'calibrated <date>'."""
+    """Where the figures come from: 'default' (shipped) or 'tuned <date>'."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -141,15 +141,15 @@ class Part:
     reason: str
     detail: dict = field(default_factory=dict)
     """Figures behind the prediction (nodes per thread, share of busy nodes, ...)."""
-    chunks: int = 1
-    """GPU parts: how many pipelined chunks (see the module docstring)."""
+    waves: int = 1
+    """GPU parts: how many pipelined waves (see the module docstring)."""
 
 
 @dataclass
 class Plan:
     parts: list[Part]
     seconds: float
-    """Predicted, ``pack`` included: the parts one after the other, GPU parts pipelined in chunks."""
+    """Predicted, ``pack`` included: the parts one after the other, GPU parts pipelined in waves."""
     model: CostModel
     considered: dict[str, float] = field(default_factory=dict)
     """Predicted seconds of every candidate plan, by name."""
@@ -215,15 +215,15 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> 
                 continue
             copies = len(part.rows) * model.gpu_upload_row
             best = None
-            for chunks in (1, 2, 3, 4, 6, 8):
-                h, k = host / chunks, part.seconds / chunks
-                threads = min(chunks, PACK_THREADS)
+            for waves in (1, 2, 3, 4, 6, 8):
+                h, k = host / waves, part.seconds / waves
+                threads = min(waves, PACK_THREADS)
                 speedup = 1.0 + (model.pack_parallel - 1.0) * (threads - 1) / max(PACK_THREADS - 1, 1)
-                pipelined = h + (chunks - 1) * max(h / speedup, k) + k + copies + chunks * model.gpu_chunk
+                pipelined = h + (waves - 1) * max(h / speedup, k) + k + copies + waves * model.gpu_wave
                 if best is None or pipelined < best[0]:
-                    best = (pipelined, chunks)
+                    best = (pipelined, waves)
             seconds += best[0]
-            part.chunks = best[1]
+            part.waves = best[1]
         return seconds
 
     considered = {name: total(parts) for name, parts in candidates.items()}

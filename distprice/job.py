@@ -1,7 +1,10 @@
-"""A pricing job: the validated portfolio, the market it is priced under, and the priced table it gives.
+"""A pricing job: its options, the validated portfolio, the market it is priced under, the priced table it
+gives and the tally of what it did.
 
 The same steps serve every way of running: in this process, on a cluster (the client validates and the
-workers price), and on a worker that read a slice of a big file itself.
+workers price), and on a worker that read a slice of a big file itself. :class:`JobOptions` is the one
+value that says how a job is priced, whatever runs it (the config's ``job`` section, :func:`distprice.price`,
+:class:`distprice.Pricer`, ``distprice run``).
 """
 from __future__ import annotations
 
@@ -12,12 +15,11 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from .curves import ZeroCurve, builtin_curves, curves_from_frame
-from .engines import resolve
-from .engines.batch import real_dtype
-from .errors import Fp32OverflowError
-from .instruments import Limits, Prepared, prepare
-from .errors import InvalidInputError, Problem
+from .errors import Fp32OverflowError, InvalidInputError, OptionError, Problem
+from .lattice.engines import AUTO, resolve
+from .lattice.instruments import Instruments, Limits, Prepared, prepare
+from .precision import precision_name, real_dtype
+from .scenarios import Market, market, parse_shifts
 from .tables import read_table
 
 ON_INVALID = ("strict", "report")
@@ -27,65 +29,72 @@ INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1
 """price = option (sign 0), bond - option (callable), bond + option (puttable)."""
 
 
-def load_curves(curves) -> dict[str, ZeroCurve]:
-    """A curve set from None (built-ins only), a path, a ``curve, t, zero_rate`` DataFrame or a dict.
-
-    Raises :class:`InvalidInputError` when the curves input breaks a rule of SPEC §1.2.
-    """
-    if curves is None:
-        return builtin_curves()
-    if isinstance(curves, dict):
-        return {**builtin_curves(), **curves}
-    table = curves if isinstance(curves, pd.DataFrame) else read_table(curves)
-    curve_set, problems = curves_from_frame(table)
-    if problems:
-        raise InvalidInputError(problems)
-    return curve_set
-
-
 @dataclass(frozen=True)
-class Market:
-    """The curve sets a job prices under: the base set alone (``scenarios`` None), or one set per scenario."""
+class JobOptions:
+    """How a job is priced.
 
-    base: dict[str, ZeroCurve]
-    """The base curves: instruments must name one of them. Every curve set holds them all by name."""
-    curve_sets: list[dict[str, ZeroCurve]]
-    scenarios: list[str] | None = None
+    ``curves``: the base zero curves (a ``curve, t, zero_rate`` table or path, a dict of curves, or None for
+    the built-in ``hull`` curve alone). ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path) or
+    ``shifts_bp`` (parallel shifts of every curve in basis points: a list, or a string such as
+    ``"-100,0,100"``) price every instrument under every scenario. ``engine``: ``auto`` (the inspector's plan
+    for the machine that prices) or a named engine; ``precision``: ``fp64`` or ``fp32``; ``on_invalid``:
+    ``strict`` (any broken rule stops the job before pricing) or ``report`` (invalid rows come back with their
+    ``error``); ``limits``: the widest and tallest tree accepted.
+    """
 
+    curves: object = None
+    scenarios: object = None
+    shifts_bp: object = None
+    engine: str = AUTO
+    precision: str = "fp64"
+    on_invalid: str = "strict"
+    limits: Limits = Limits()
 
-def market(curves=None, scenarios=None, shifts_bp=None) -> Market:
-    """The market of a job: base ``curves`` (see :func:`load_curves`), and either ``scenarios`` (a
-    ``scenario, curve, t, zero_rate`` table or path) or ``shifts_bp`` (parallel shifts of every base curve,
-    basis points: a sequence or a string such as ``"-100,-50,0,50,100"``)."""
-    from .config import parse_shifts
-    from .scenarios import read_scenarios, shifted
+    @classmethod
+    def of(cls, **options) -> "JobOptions":
+        """Options from keywords; :class:`OptionError` names an unknown keyword and lists the known ones."""
+        known = [f.name for f in dataclasses.fields(JobOptions)]
+        unknown = [name for name in options if name not in known]
+        if unknown:
+            raise OptionError(f"unknown job option {unknown[0]!r}; the options are {', '.join(known)}")
+        return cls(**options)
 
-    base = load_curves(curves)
-    if scenarios is not None and shifts_bp is not None:
-        raise ValueError("give scenarios or shifts_bp, not both")
-    if scenarios is not None:
-        sets = read_scenarios(scenarios, base)
-    elif shifts_bp is not None:
-        sets = shifted(base, parse_shifts(shifts_bp))
-    else:
-        return Market(base, [base])
-    return Market(base, list(sets.values()), list(sets))
+    def checked(self) -> "JobOptions":
+        """These options with the shifts parsed, once every option is known usable; raises
+        :class:`OptionError` (or :class:`~distprice.errors.GpuUnavailableError` for a GPU engine without a
+        GPU)."""
+        if self.on_invalid not in ON_INVALID:
+            raise OptionError(f"on_invalid must be one of {', '.join(ON_INVALID)}, not {self.on_invalid!r}")
+        resolve(self.engine, real_dtype(self.precision))
+        if self.scenarios is not None and self.shifts_bp is not None:
+            raise OptionError("give scenarios or shifts_bp, not both")
+        shifts = None if self.shifts_bp is None else parse_shifts(self.shifts_bp)
+        return dataclasses.replace(self, shifts_bp=shifts)
+
+    @property
+    def real(self) -> np.dtype:
+        """The dtype of the precision."""
+        return real_dtype(self.precision)
+
+    def market(self) -> Market:
+        """The market these options name (curves read and checked)."""
+        return market(self.curves, self.scenarios, self.shifts_bp)
 
 
 @dataclass(frozen=True)
 class Job:
-    """A portfolio checked against the rules (SPEC §4) and the market it is priced under."""
+    """A portfolio checked against the rules and the market it is priced under."""
 
     table: pd.DataFrame
     """The portfolio as given (its extra columns are carried through)."""
     prepared: Prepared
     market: Market
-    precision: str = "fp64"
+    real: np.dtype = np.dtype(np.float64)
+    """The precision of the node arithmetic."""
 
-    @property
-    def valid_rows(self) -> pd.DataFrame:
-        """The canonical columns of the valid rows, renumbered from 0: what the engines price."""
-        return self.prepared.table[self.prepared.valid].reset_index(drop=True)
+    def instruments(self) -> Instruments:
+        """The valid rows with their geometry: what the engines price."""
+        return self.prepared.instruments()
 
     def with_problems(self, problems: Sequence[Problem]) -> "Job":
         """The job with more problems (rules of the whole portfolio found elsewhere); their rows become invalid."""
@@ -97,7 +106,7 @@ class Job:
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
     def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray) -> pd.DataFrame:
-        """The priced table (SPEC §3.4) from the prices of the valid rows: ``bond`` and ``option`` are arrays
+        """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row. With scenarios the
         table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
         turn. Raises :class:`Fp32OverflowError` when a priced row is not finite."""
@@ -116,7 +125,7 @@ class Job:
         overflowed = ~(np.isfinite(bond) & np.isfinite(option)).all(axis=0)
         if overflowed.any():
             first = canonical["id"].to_numpy()[np.flatnonzero(valid)[np.flatnonzero(overflowed)[0]]]
-            raise Fp32OverflowError(f"{self.precision} overflowed on {int(overflowed.sum())} rows (first id "
+            raise Fp32OverflowError(f"{precision_name(self.real)} overflowed on {int(overflowed.sum())} rows (first id "
                                     f"{first!r}); price them in fp64")
         n = len(canonical)
         errors = np.full(n, None, dtype=object)
@@ -144,20 +153,57 @@ class Job:
             yield frame
 
 
-def prepare_job(portfolio, curves=None, *, scenarios=None, shifts_bp=None, engine: str = "auto",
-                precision: str = "fp64", on_invalid: str = "strict", limits: Limits = Limits()) -> Job:
-    """Reads and checks every input before anything is priced.
+def prepare_job(portfolio, options: JobOptions) -> Job:
+    """Reads and checks every input before anything is priced: ``portfolio`` (a DataFrame or a CSV/Parquet
+    path) under ``options`` (checked already, :meth:`JobOptions.checked`).
 
-    Raises ValueError for a bad option, and :class:`InvalidInputError` (every problem, naming row, column and
-    rule) for bad input when ``on_invalid`` is ``strict``.
+    Raises :class:`InvalidInputError` (every problem, naming row, column and rule) for bad input when
+    ``options.on_invalid`` is ``strict``.
     """
-    if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid must be one of {', '.join(ON_INVALID)}, not {on_invalid!r}")
-    real_dtype(precision)
-    resolve(engine)
     table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
-    chosen = market(curves, scenarios, shifts_bp)
-    prepared = prepare(table, chosen.base, limits)
-    if prepared.problems and on_invalid == "strict":
+    chosen = options.market()
+    prepared = prepare(table, chosen.base, options.limits)
+    if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
-    return Job(table, prepared, chosen, precision)
+    return Job(table, prepared, chosen, options.real)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a job did: rows of the portfolio, rows priced, node-steps (all scenarios), seconds, workers."""
+
+    rows: int
+    priced: int
+    node_steps: float
+    seconds: float
+    workers: int
+    engines: dict
+
+    def line(self) -> str:
+        rate = self.node_steps / self.seconds if self.seconds > 0 else 0.0
+        engines = ", ".join(f"{k} {v}" for k, v in self.engines.items()) or "none"
+        where = f"on {self.workers} workers" if self.workers else "in this process"
+        return (f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid), "
+                f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}, "
+                f"engines: {engines}")
+
+
+class Tally:
+    """Running totals of the pieces of a job's priced table (``rows`` of the portfolio, each under
+    ``scenarios`` curve sets), for its :class:`Summary`."""
+
+    def __init__(self, rows: int, scenarios: int = 1):
+        self.rows, self.scenarios, self.prices, self.node_steps, self.engines = rows, scenarios, 0, 0.0, {}
+
+    def add(self, priced: pd.DataFrame) -> pd.DataFrame:
+        done = priced["error"].isna()
+        self.prices += int(done.sum())
+        self.node_steps += float((2 * priced["width"][done].astype(float) * priced["height"][done].astype(float)).sum())
+        for name, count in priced["engine"].value_counts().items():
+            self.engines[name] = self.engines.get(name, 0) + int(count)
+        return priced
+
+    def summary(self, seconds: float, workers: int) -> Summary:
+        per_row = max(self.scenarios, 1)
+        return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,
+                       {name: count // per_row for name, count in self.engines.items()})

@@ -1,4 +1,5 @@
-"""Market scenarios for risk jobs: named curve sets, each the base set with some curves replaced.
+"""The market a job is priced under: the base curves, and market scenarios for risk jobs (named curve sets,
+each the base set with some curves replaced or shifted).
 
 Curves follow the conventions of :mod:`distprice.curves`: ``t`` in years, continuously compounded zero
 rates. A scenarios input is a ``scenario, curve, t, zero_rate`` table; shifts are in basis points
@@ -6,11 +7,16 @@ rates. A scenarios input is a ``scenario, curve, t, zero_rate`` table; shifts ar
 """
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from .curves import ZeroCurve, curves_from_frame
-from .errors import InvalidInputError, Problem
+from .curves import ZeroCurve, curves_from_frame, load_curves
+from .errors import InvalidInputError, OptionError, Problem, shown
 from .tables import read_table
 
 SCENARIO_COLUMNS = ("scenario", "curve", "t", "zero_rate")
@@ -50,18 +56,66 @@ def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, Ze
     return sets
 
 
-def shifted(base: dict[str, ZeroCurve], shifts_bp) -> dict[str, dict[str, ZeroCurve]]:
-    """One scenario per parallel shift (basis points), named like ``"-100bp"``, ``"+0bp"``, ``"+12.5bp"``.
+def parse_shifts(text_or_list) -> tuple[float, ...]:
+    """Parallel curve shifts in basis points from ``"-100,-50,0,50,100"`` or a list of numbers.
 
-    Every curve of ``base`` (built-ins included) keeps its knots and has ``shift / 1e4`` added to its zero
-    rates. Raises ValueError for no shifts or for shifts that repeat (that is, give the same name).
+    Raises :class:`OptionError` unless there is at least one shift and every shift is a finite number, given
+    once.
     """
-    shifts = [float(s) + 0.0 for s in shifts_bp]    # + 0.0 turns -0.0 into 0.0, named "+0bp"
-    names = [f"{s:+g}bp" for s in shifts]
-    if not names:
-        raise ValueError("shifts_bp must hold at least one shift")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ValueError(f"shifts_bp must differ, but {', '.join(repeated)} is given more than once")
+    if isinstance(text_or_list, str):
+        items = [item.strip() for item in text_or_list.split(",")] if text_or_list.strip() else []
+    elif isinstance(text_or_list, Iterable) and not isinstance(text_or_list, (bytes, Mapping)):
+        items = list(text_or_list)
+    else:
+        raise OptionError(f"shifts must be a list of numbers or a string such as '-100,0,100', "
+                          f"not {shown(text_or_list)}")
+    if not items:
+        raise OptionError("shifts must hold at least one shift")
+    shifts = []
+    for item in items:
+        try:
+            if isinstance(item, bool) or not isinstance(item, (str, numbers.Real)):
+                raise ValueError
+            shift = float(item)
+        except ValueError:
+            raise OptionError(f"shifts must be numbers of basis points, not {shown(item)}") from None
+        if not math.isfinite(shift):
+            raise OptionError(f"shifts must be finite, not {shown(item)}")
+        if shift in shifts:
+            raise OptionError(f"shifts must differ, but {shift:g} bp is given twice")
+        shifts.append(shift)
+    return tuple(shifts)
+
+
+def shifted(base: dict[str, ZeroCurve], shifts: tuple[float, ...]) -> dict[str, dict[str, ZeroCurve]]:
+    """One scenario per parallel shift (basis points, as :func:`parse_shifts` gives them), named like
+    ``"-100bp"``, ``"+0bp"``, ``"+12.5bp"``: every curve of ``base`` (built-ins included) keeps its knots and
+    has ``shift / 1e4`` added to its zero rates."""
+    names = [f"{s + 0.0:+g}bp" for s in shifts]    # + 0.0 turns -0.0 into 0.0, named "+0bp"
     return {name: {c: ZeroCurve(curve.t, curve.zero_rate + s / 1e4) for c, curve in base.items()}
             for name, s in zip(names, shifts)}
+
+
+@dataclass(frozen=True)
+class Market:
+    """The curve sets a job prices under: the base set alone (``scenarios`` None), or one set per scenario.
+    A plain value, shipped to the workers of a cluster as it is."""
+
+    base: dict[str, ZeroCurve]
+    """The base curves: instruments must name one of them. Every curve set holds them all by name."""
+    curve_sets: list[dict[str, ZeroCurve]]
+    scenarios: list[str] | None = None
+
+
+def market(curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None) -> Market:
+    """The market of a job: base ``curves`` (see :func:`~distprice.curves.load_curves`), and either
+    ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path) or ``shifts_bp`` (parallel shifts of
+    every base curve, basis points, as :func:`parse_shifts` gives them)."""
+    base = load_curves(curves)
+    if scenarios is not None:
+        sets = read_scenarios(scenarios, base)
+    elif shifts_bp is not None:
+        sets = shifted(base, shifts_bp)
+    else:
+        return Market(base, [base])
+    return Market(base, list(sets.values()), list(sets))

@@ -11,25 +11,29 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import OptionError
+
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 ROW_GROUP_ROWS = 65_536
 """Rows per Parquet row group written here: small enough that cluster workers can share a file's reading."""
 
 
 def table_format(path) -> str:
-    """``csv`` or ``parquet`` from the file extension; ValueError for anything else."""
+    """``csv`` or ``parquet`` from the file extension; :class:`OptionError` for anything else."""
     suffix = Path(path).suffix.lower()
     try:
         return FORMATS[suffix]
     except KeyError:
-        raise ValueError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}") from None
+        raise OptionError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}") from None
 
 
 def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame."""
-    if table_format(path) == "csv":
-        return pd.read_csv(path)
-    return pd.read_parquet(path)
+    """Read a CSV or Parquet file into a DataFrame; :class:`OptionError` for a file that cannot be parsed."""
+    fmt = table_format(path)
+    try:
+        return pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    except (ValueError, pa.ArrowException) as error:
+        raise OptionError(f"{path}: cannot be read as {fmt}: {error}") from None
 
 
 def write_table(table: pd.DataFrame, path) -> None:

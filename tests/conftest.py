@@ -1,36 +1,92 @@
-"""Shared test data: random portfolios of every instrument kind, exercise style and coupon shape."""
+"""Fixtures the tests share (helpers are in utils.py)."""
 from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-HULL_PUT = dict(instrument="bond_option", option_type="put", exercise="european", strike=63.0, expiry=3.0,
-                maturity=9.0, coupon=0.0, face=100.0, mean_reversion=0.1, volatility=0.01, curve="hull")
+import distprice
+from distprice.planner import MIN_CHUNK_ROWS
 
-
-def random_portfolio(rng: np.random.Generator, n: int, max_steps_per_year: int = 52) -> pd.DataFrame:
-    """``n`` valid instruments on the ``hull`` curve with small trees (fast under the reference engine)."""
-    rows = []
-    for i in range(n):
-        spy = int(rng.choice([s for s in (1, 2, 4, 12, 24, 52) if s <= max_steps_per_year]))
-        height = int(rng.integers(1, min(30 * spy, 240) + 1))
-        maturity = height / spy
-        expiry = int(rng.integers(1, height + 1)) / spy
-        coupon = float(rng.choice([0.0, 0.03, 0.07]))
-        instrument = str(rng.choice(["bond_option", "callable_bond", "puttable_bond"]))
-        rows.append(dict(
-            id=f"ins-{i}", instrument=instrument,
-            option_type=str(rng.choice(["call", "put"])) if instrument == "bond_option" else None,
-            exercise=str(rng.choice(["european", "bermudan", "american"])),
-            strike=float(rng.uniform(30, 110)), expiry=expiry, first_exercise=float(rng.uniform(0, expiry)),
-            exercise_frequency=int(rng.choice([1, 2, 4, 12])), maturity=maturity, coupon=coupon,
-            coupon_frequency=int(rng.choice([1, 2, 4])) if coupon else 0, face=float(rng.choice([100.0, 1000.0])),
-            mean_reversion=float(rng.uniform(0.02, 1.5)), volatility=float(rng.uniform(0.002, 0.03)),
-            steps_per_year=spy, curve="hull", quantity=float(rng.integers(-5, 6))))
-    return pd.DataFrame(rows)
+from utils import CRD_FILES, DEPLOY, MANIFESTS, documents, free_port, random_portfolio
 
 
 @pytest.fixture(scope="session")
 def mixed_portfolio() -> pd.DataFrame:
+    """150 valid instruments of every kind, exercise style and coupon shape, with small trees."""
     return random_portfolio(np.random.default_rng(20261122), 150)
+
+
+@pytest.fixture(scope="session")
+def small_book() -> pd.DataFrame:
+    """300 random instruments of monthly trees at most."""
+    return random_portfolio(np.random.default_rng(7), 300, max_steps_per_year=12)
+
+
+@pytest.fixture(scope="session")
+def small_priced(small_book) -> pd.DataFrame:
+    """``small_book`` priced in this process by the CPU engine."""
+    return distprice.price(small_book, engine="cpu")
+
+
+@pytest.fixture(scope="module")
+def book() -> pd.DataFrame:
+    """8 000 random instruments (several chunks per worker of a two-worker cluster)."""
+    return random_portfolio(np.random.default_rng(5), 4 * MIN_CHUNK_ROWS, max_steps_per_year=12)
+
+
+@pytest.fixture(scope="module")
+def in_process(book) -> pd.DataFrame:
+    """``book`` priced in this process by the CPU engine."""
+    return distprice.price(book, engine="cpu")
+
+
+@pytest.fixture(scope="module")
+def local():
+    """A client of a LocalCluster of 2 single-threaded worker processes, dashboard on a free loopback port."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
+            Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture
+def processes():
+    """A ``dask scheduler`` and two ``dask worker`` processes (no nanny: a killed worker stays dead); yields
+    the scheduler's address and the workers' processes."""
+    from distributed.utils_test import popen
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    with contextlib.ExitStack() as started:
+        quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.enter_context(popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                     "--port", str(port), "--dashboard-address", ":0"], **quiet))
+        workers = [started.enter_context(popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                                                "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1"], **quiet))
+                   for _ in range(2)]
+        yield address, workers
+
+
+@pytest.fixture(scope="session")
+def compose() -> dict:
+    """deploy/docker/compose.yaml."""
+    (spec,) = documents(DEPLOY / "docker" / "compose.yaml")
+    return spec
+
+
+@pytest.fixture(scope="session")
+def manifests() -> dict[str, dict]:
+    """The Kubernetes manifests of deploy/, by kind."""
+    found = {}
+    for path in MANIFESTS:
+        for document in documents(path):
+            assert document["apiVersion"] == "kubernetes.dask.org/v1" and document["kind"] in CRD_FILES
+            found[document["kind"]] = document
+    assert set(found) == set(CRD_FILES)
+    return found

@@ -6,9 +6,9 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
-from distprice.engines import gpu_available
+from distprice.lattice.gpu import gpu_available
 
-from conftest import HULL_PUT
+from utils import HULL_PUT
 
 
 @pytest.fixture

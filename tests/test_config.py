@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from distprice.errors import ConfigError
-from distprice.config import (CLUSTER_KINDS, ClusterConfig, Config, JobConfig, Security, load_config,
+from distprice.cluster.config import (CLUSTER_KINDS, ClusterConfig, Config, JobConfig, Security, load_config,
                               parse_config, parse_shifts)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from distprice.curves import HULL_CURVE
-from distprice.datasets import (DATASETS, DEFAULT_SIZES, MIXTURES, _clean_forward_hull, generate,
+from distprice.lattice.datasets import (DATASETS, DEFAULT_SIZES, MIXTURES, _clean_forward_hull, generate,
                                 mean_reversion_for_width)
 
 SPEC_COLUMNS = ["id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import distprice
-from distprice.engines.cpu import balance
+from distprice.lattice.cpu import balance
 
-from conftest import HULL_PUT, random_portfolio
+from utils import HULL_PUT, instruments_of, random_portfolio
 
 RTOL = 1e-12
 
@@ -98,18 +98,17 @@ def test_fp32_overflow_is_a_clear_error_not_an_inf():
         distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")
 
 
-def test_chunks_laid_out_on_threads_equal_the_chunks_laid_out_alone(mixed_portfolio):
-    from distprice.engines.batch import pack, pack_chunks
-    from distprice.instruments import prepare
-    from distprice.api import load_curves
+def test_parts_laid_out_on_threads_equal_the_parts_laid_out_alone(mixed_portfolio):
+    from distprice.curves import builtin_curves
+    from distprice.lattice.batch import pack, pack_parts
 
-    curves = load_curves(None)
-    table = prepare(mixed_portfolio, curves).table
-    chunks = [np.arange(j, len(table), 3) for j in range(3)] + [np.arange(len(table))]
-    batches = list(pack_chunks(table, chunks, curves, threads=3))
+    curves = builtin_curves()
+    instruments = instruments_of(mixed_portfolio)
+    parts = [np.arange(j, len(instruments), 3) for j in range(3)] + [np.arange(len(instruments))]
+    batches = list(pack_parts(instruments, parts, curves, threads=3))
     assert len(batches) == 4
-    for rows, batch in zip(chunks, batches):
-        alone = pack(table.iloc[rows].reset_index(drop=True), curves)
+    for rows, batch in zip(parts, batches):
+        alone = pack(instruments.take(rows), curves)
         np.testing.assert_array_equal(batch.face, alone.face)
         np.testing.assert_array_equal(batch.coupons.value, alone.coupons.value)
         np.testing.assert_array_equal(batch.exercises.step, alone.exercises.step)

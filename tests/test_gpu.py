@@ -4,13 +4,15 @@ import pandas as pd
 import pytest
 
 import distprice
-from distprice import datasets
-from distprice.api import load_curves
-from distprice.engines.batch import pack
-from distprice.engines.gpu import FLAT_MAX_WIDTH, gpu_available, price_gpu
-from distprice.instruments import prepare
+from distprice.curves import load_curves
+from distprice.lattice import datasets
+from distprice.lattice.batch import pack
+from distprice.lattice.engines import ENGINES
+from distprice.lattice.gpu import gpu_available, price_gpu
+from distprice.lattice.instruments import prepare
+from distprice.lattice.layouts import FLAT_MAX_WIDTH
 
-from conftest import HULL_PUT, random_portfolio
+from utils import HULL_PUT, random_portfolio
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")]
 
@@ -30,13 +32,13 @@ def batch_of(table, curves=None):
     curves = load_curves(curves)
     prepared = prepare(table, curves)
     assert not prepared.problems
-    return prepared.table, curves
+    return prepared.instruments(), curves
 
 
 def assert_kernel_matches(kernel, table, engine="reference", rtol=RTOL, **options):
-    canonical, curves = batch_of(table)
-    ref = distprice.engines.ENGINES[engine](canonical, curves, "fp64")
-    run = price_gpu(pack(canonical, curves), kernel, "fp64", **options)
+    instruments, curves = batch_of(table)
+    ref = ENGINES[engine](instruments, curves, np.float64)
+    run = price_gpu(pack(instruments, curves), kernel, **options)
     bond, option = relative_errors(run, ref)
     assert bond <= rtol and option <= rtol, (kernel, bond, option)
     return run, ref
@@ -102,16 +104,16 @@ def test_edge_case_widths_are_what_they_say():
 
 def test_wide_trees_take_the_kernel_they_fit():
     rows = [{**HULL_PUT, "steps_per_year": 12, "id": case, **EDGE_CASES[case]} for case in EDGE_CASES]
-    canonical, curves = batch_of(pd.DataFrame(rows))
-    run = price_gpu(pack(canonical, curves), "flat")
+    instruments, curves = batch_of(pd.DataFrame(rows))
+    run = price_gpu(pack(instruments, curves), "flat")
     assert run.detail["wide_rows"] == 2 and run.detail["flat_rows"] == len(rows) - 2
     assert run.detail["nodes"] == 4
 
 
 def test_outer_layouts_give_identical_prices():
     """V1, V2 and V4 only move data: each thread does the same arithmetic, so prices agree bit for bit."""
-    canonical, curves = batch_of(datasets.generate("R1", 700, seed=11))
-    batch = pack(canonical, curves)
+    instruments, curves = batch_of(datasets.generate("R1", 700, seed=11))
+    batch = pack(instruments, curves)
     warp = price_gpu(batch, "outer")
     for options in (dict(lanes=None, sort=False), dict(lanes=1, sort=False), dict(lanes=32, sort=False)):
         other = price_gpu(batch, "outer", **options)
@@ -121,8 +123,8 @@ def test_outer_layouts_give_identical_prices():
 
 def test_flat_block_shapes_agree():
     """Block size and nodes per thread change only the order of the segmented sums: rounding apart, equal."""
-    canonical, curves = batch_of(datasets.generate("S1", 800, seed=2))
-    batch = pack(canonical, curves)
+    instruments, curves = batch_of(datasets.generate("S1", 800, seed=2))
+    batch = pack(instruments, curves)
     shapes = [(1, 512), (1, 1024), (2, 256), (2, 512), (2, 1024), (4, 256)]
     runs = [price_gpu(batch, "flat", nodes=nodes, threads=threads) for nodes, threads in shapes]
     for run, (nodes, threads) in zip(runs, shapes):
@@ -133,9 +135,9 @@ def test_flat_block_shapes_agree():
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_fp32_error_is_reported_and_small(kernel, mixed_portfolio, record_property):
-    canonical, curves = batch_of(mixed_portfolio)
-    ref = distprice.engines.ENGINES["reference"](canonical, curves, "fp64")
-    run = price_gpu(pack(canonical, curves, "fp32"), kernel, "fp32")
+    instruments, curves = batch_of(mixed_portfolio)
+    ref = ENGINES["reference"](instruments, curves, np.float64)
+    run = price_gpu(pack(instruments, curves, np.float32), kernel)
     bond, option = relative_errors(run, ref)
     record_property("fp32_bond_error", bond)
     record_property("fp32_option_error", option)
@@ -171,11 +173,11 @@ def test_fp32_overflow_is_a_clear_error(engine):
 @pytest.mark.parametrize("name,size", [("U1", None), ("S1", 20_000), ("R1", 20_000)])
 def test_auto_puts_the_bulk_on_the_faster_kernel(name, size):
     """The measured gap between the kernels on these shapes is 5x or more, far above timing noise."""
-    from distprice.calibration import current_model
     from distprice.inspector import plan
+    from distprice.tuning import current_model
 
-    canonical, curves = batch_of(datasets.generate(name, size, seed=1))
-    batch = pack(canonical, curves)
+    instruments, curves = batch_of(datasets.generate(name, size, seed=1))
+    batch = pack(instruments, curves)
     kernel = {k: min(price_gpu(batch, k).seconds["kernel"] for _ in range(3)) for k in KERNELS}
     chosen = plan(batch.geometry.width, batch.geometry.height, current_model("fp64", True), gpu=True)
     bulk = max(chosen.parts, key=lambda p: len(p.rows))
@@ -183,21 +185,21 @@ def test_auto_puts_the_bulk_on_the_faster_kernel(name, size):
 
 
 @pytest.mark.parametrize("engine", ["gpu-flat", "gpu-outer"])
-def test_scenarios_in_pipelined_chunks_match_the_cpu_engine(engine):
-    """One upload and layout per chunk, each scenario's curve knots swapped in: every (scenario, row) equals
+def test_scenarios_in_pipelined_waves_match_the_cpu_engine(engine):
+    """One upload and layout per wave, each scenario's curve knots swapped in: every (scenario, row) equals
     the CPU engine's price under that scenario, with more launches than are ever in flight at once."""
-    from distprice.engines import GPU_IN_FLIGHT, price_parts
-    from distprice.engines.cpu import price_cpu
+    from distprice.execute import GPU_IN_FLIGHT, price_parts
     from distprice.inspector import Part
+    from distprice.lattice.cpu import price_cpu
     from distprice.scenarios import shifted
 
-    canonical, curves = batch_of(datasets.generate("R1+S2", 3000, seed=3))
-    curve_sets = list(shifted(curves, [-50.0, 0.0, 35.0, 100.0]).values())
-    part = Part(engine, np.arange(len(canonical)), float("nan"), "test", chunks=3)
-    assert part.chunks * len(curve_sets) > GPU_IN_FLIGHT
-    bond, option, kernel_seconds = price_parts(canonical, curve_sets, [part], "fp64")
+    instruments, curves = batch_of(datasets.generate("R1+S2", 3000, seed=3))
+    curve_sets = list(shifted(curves, (-50.0, 0.0, 35.0, 100.0)).values())
+    part = Part(engine, np.arange(len(instruments)), float("nan"), "test", waves=3)
+    assert part.waves * len(curve_sets) > GPU_IN_FLIGHT
+    bond, option, kernel_seconds = price_parts(instruments, curve_sets, [part], np.float64)
     assert kernel_seconds > 0
-    batch = pack(canonical, curves)
+    batch = pack(instruments, curves)
     for s, scenario in enumerate(curve_sets):
         ref_bond, ref_option = price_cpu(batch.with_curves(scenario))
         np.testing.assert_allclose(bond[s], ref_bond, rtol=RTOL, atol=0)

@@ -1,13 +1,15 @@
 """Host side of the GPU engines (runs without a GPU): layouts, bin packing, packaging, engine resolution."""
 import importlib.resources
+import re
 
 import numpy as np
 import pytest
 
-from distprice.engines import ENGINES, resolve
 from distprice.errors import GpuUnavailableError
-from distprice.engines.gpu import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
-                                   flat_thread_steps, gpu_available, kernel_dir, outer_layout, shape_sample)
+from distprice.lattice.engines import ENGINES, resolve
+from distprice.lattice.gpu import C_TYPES, KERNEL_ARGS, gpu_available, kernel_dir
+from distprice.lattice.layouts import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
+                                       flat_thread_steps, outer_layout, shape_sample)
 
 
 def shapes(seed=0, n=5000):
@@ -87,8 +89,8 @@ def test_flat_shape_fits_the_widest_and_packs_uniform_widths():
 def test_flat_shared_memory_fits_a_multiprocessor():
     width, height = shapes()
     layout = flat_layout(width, height, 1024, 4)
-    assert flat_shared_bytes(layout, "fp64") <= 227 * 1024
-    assert flat_shared_bytes(layout, "fp32") < flat_shared_bytes(layout, "fp64")
+    assert flat_shared_bytes(layout, np.float64) <= 227 * 1024
+    assert flat_shared_bytes(layout, np.float32) < flat_shared_bytes(layout, np.float64)
 
 
 @pytest.mark.parametrize("lanes,sort", [(WARP, True), (WARP, False), (1, False), (None, False)])
@@ -130,3 +132,16 @@ def test_gpu_engines_are_listed_and_fail_clearly_without_a_gpu():
     assert resolve("auto") == "auto"
     with pytest.raises(GpuUnavailableError, match="engine gpu-flat cannot run here"):
         resolve("gpu-flat")
+
+
+def test_kernel_arguments_are_declared_once_for_the_launcher_and_the_kernels():
+    """The launcher passes KERNEL_ARGS in order; the kernels' PORTFOLIO_PARAMS must list the same names and
+    element types (``in_<name>``), and the Portfolio struct the same names in the same order."""
+    source = (kernel_dir() / "common.cuh").read_text()
+    macro = source[source.index("#define PORTFOLIO_PARAMS"):source.index("#define PORTFOLIO_ARGS")]
+    declared = [(name, " ".join(ctype.split())) for ctype, name in
+                re.findall(r"const\s+([a-z ]+?)\s*\*\s*in_(\w+)", macro)]
+    assert declared == list(KERNEL_ARGS)
+    struct = source[source.index("struct Portfolio {"):source.index("};", source.index("struct Portfolio {"))]
+    assert re.findall(r"\*\s*(\w+);", struct) == [name for name, _ in KERNEL_ARGS]
+    assert all(ctype in C_TYPES for _, ctype in KERNEL_ARGS)

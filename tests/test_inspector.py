@@ -1,7 +1,6 @@
-"""The inspector's statistics and plans, and the calibration files (no GPU needed)."""
+"""The inspector's statistics and plans (no GPU needed)."""
 import dataclasses
 import json
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -9,13 +8,13 @@ import pytest
 from click.testing import CliRunner
 
 import distprice
-from distprice import calibration, datasets
-from distprice.api import load_curves
-from distprice.calibration import CPU_DEVICE, load_model, model_path, save_model, shipped_default
 from distprice.cli import main
-from distprice.engines import gpu_available
-from distprice.inspector import CostModel, describe, plan
-from distprice.instruments import prepare
+from distprice.curves import load_curves
+from distprice.inspector import describe, plan
+from distprice.lattice import datasets
+from distprice.lattice.gpu import gpu_available
+from distprice.lattice.instruments import prepare
+from distprice.tuning import CPU_DEVICE, shipped_default
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -61,7 +60,7 @@ def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
     width, height = shape("B1", 20_000)
     cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10, pack_row=1e-9, pack_step=0.0, gpu_chunk=1e-6,
+                                      outer_thread_node_step=1e-10, pack_row=1e-9, pack_step=0.0, gpu_wave=1e-6,
                                       flat_host=0.0)
     chosen = plan(width, height, cheap_outer, gpu=True)
     engines = {p.engine: p for p in chosen.parts}
@@ -88,52 +87,6 @@ def test_engine_of_rows_labels_every_row():
                                       outer_thread_node_step=1e-10)
     labels = plan(width, height, cheap_outer, gpu=True).engine_of_rows(3000)
     assert set(labels) <= {"gpu-outer", "gpu-flat", "cpu"} and all(label is not None for label in labels)
-
-
-# ---- calibration files ----
-
-@pytest.fixture
-def config(tmp_path, monkeypatch):
-    monkeypatch.setenv("DISTPRICE_CONFIG_DIR", str(tmp_path))
-    monkeypatch.setattr(calibration, "_warned", set())
-    return tmp_path
-
-
-def test_shipped_defaults_by_device_name():
-    assert shipped_default(H100, "fp64").source == "default (H100)"
-    assert shipped_default("NVIDIA H200", "fp32").source == "default (H200)"
-    assert shipped_default("Some Other GPU", "fp64").source == "default (cpu)"
-    assert shipped_default(H100, "fp32").flat_node_step < shipped_default(H100, "fp64").flat_node_step
-
-
-def test_calibration_file_round_trip(config):
-    model = dataclasses.replace(shipped_default(H100, "fp64"), flat_node_step=1.5e-12, source="calibrated today")
-    path = save_model(model)
-    assert path == model_path(H100, "fp64") and path.parent == config / "calibration"
-    assert path.name == "nvidia-h100-80gb-hbm3-fp64.json"
-    assert load_model(H100, "fp64") == model
-    assert CostModel.from_json(path.read_text()) == model
-    assert json.loads(path.read_text())["flat_node_step"] == 1.5e-12
-
-
-def test_uncalibrated_device_uses_the_default_and_says_so_once(config):
-    with pytest.warns(UserWarning, match="no calibration for NVIDIA H100.*distprice calibrate"):
-        assert load_model(H100, "fp64").source == "default (H100)"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        load_model(H100, "fp64")
-
-
-def test_calibrate_on_the_cpu_fits_and_stores(config):
-    result = CliRunner().invoke(main, ["calibrate", "--repeat", "1"])
-    assert result.exit_code == 0, result.output
-    if gpu_available():
-        pytest.skip("a GPU is visible: the CPU-only path is not taken")
-    model = load_model(CPU_DEVICE, "fp64")
-    assert model.source.startswith("calibrated")
-    assert 1e-13 < model.cpu_node_step < 1e-8 and model.cpu_row >= 0
-    # the layout of a row's coupon and exercise tables grows with its maturity
-    assert model.pack_step > 0 and model.pack(np.array([1200])) > model.pack(np.array([12]))
 
 
 # ---- the command and the priced table ----
@@ -164,24 +117,24 @@ def test_auto_records_the_engine_of_each_row(mixed_portfolio):
     assert reported["engine"].isna().tolist() == [False, False, False, True]
 
 
-def test_gpu_parts_are_pipelined_in_chunks_when_the_host_work_is_large():
+def test_gpu_parts_are_pipelined_in_waves_when_the_host_work_is_large():
     width, height = shape("R1", 100_000)
     model = dataclasses.replace(shipped_default(H100, "fp64"), pack_row=4e-6)  # a host slower than the kernel
     chosen = plan(width, height, model, gpu=True)
     (part,) = chosen.parts
-    assert part.engine == "gpu-flat" and part.chunks > 1
-    # pipelining hides the kernel behind the host's layout of the next chunk
+    assert part.engine == "gpu-flat" and part.waves > 1
+    # pipelining hides the kernel behind the host's layout of the next wave
     assert chosen.seconds < model.pack(height) + len(width) * model.gpu_upload_row + part.seconds
     tiny = plan(width[:50], height[:50], model, gpu=True)
-    assert tiny.parts[0].chunks == 1
-    # host threads that lay out chunks at once shorten the pipeline and never favour fewer chunks
+    assert tiny.parts[0].waves == 1
+    # host threads that lay out waves at once shorten the pipeline and never favour fewer waves
     threaded = plan(width, height, dataclasses.replace(model, pack_parallel=3.0), gpu=True)
-    assert threaded.seconds < 0.8 * chosen.seconds and threaded.parts[0].chunks >= part.chunks
+    assert threaded.seconds < 0.8 * chosen.seconds and threaded.parts[0].waves >= part.waves
 
 
 def test_the_planned_flat_shape_fits_a_rare_wide_tree():
     """The shape is judged on a sample; the widest tree must be in it, or the bins could not hold it."""
-    from distprice.engines.gpu import flat_layout
+    from distprice.lattice.layouts import flat_layout
 
     width = np.full(20_001, 33)
     width[12_345] = 2057  # needs 4 nodes per thread

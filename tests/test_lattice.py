@@ -1,13 +1,14 @@
-"""Vectorised geometry and event tables against SPEC §2–§3 read row by row (the reference engine)."""
+"""Vectorised geometry and event tables against the rules read row by row (the reference engine)."""
 import numpy as np
 import pytest
 
-from distprice.engines.reference import _events
-from distprice.instruments import prepare
+from distprice.lattice.reference import _events
+from distprice.lattice.instruments import prepare
 from distprice.curves import builtin_curves
-from distprice.lattice import EXERCISE_CODES, accrued, coupon_events, exercise_events, to_step, tree_geometry
+from distprice.lattice.events import EXERCISE_CODES, accrued, coupon_events, exercise_events
+from distprice.lattice.geometry import to_step, tree_geometry
 
-from conftest import random_portfolio
+from utils import random_portfolio
 
 
 def test_geometry_of_hull_example():

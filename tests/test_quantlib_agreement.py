@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 
 import distprice
-from distprice.api import load_curves
-from distprice.instruments import prepare
+from distprice.curves import load_curves
+from distprice.lattice.instruments import prepare
 
 pytest.importorskip("QuantLib")
-from distprice.quantlib_peer import price_quantlib  # noqa: E402
+from distprice.lattice.quantlib import price_quantlib  # noqa: E402
 
 # every knot on a whole day of a 360-day year
 CURVES = pd.DataFrame(dict(curve=["usd"] * 6 + ["eur"] * 4,

@@ -1,4 +1,4 @@
-"""Validation of the QuantLib peer (distprice.quantlib_peer), the oracle the engines are checked against.
+"""Validation of the QuantLib peer (distprice.lattice.quantlib), the oracle the engines are checked against.
 
 The curves here have knots on whole days of a 360-day year, so QuantLib (Actual360) sees exactly the
 SPEC times. Each check is against something independent of QuantLib's tree: the closed-form Hull-White
@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("QuantLib")
 
-from distprice.quantlib_peer import price_quantlib  # noqa: E402
+from distprice.lattice.quantlib import price_quantlib  # noqa: E402
 
 HULL_DAYS = np.array([3, 31, 62, 94, 185, 367, 731, 1096, 1461, 1826, 2194, 2558, 2922, 3287, 3653])
 HULL_RATES = np.array([

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -17,45 +14,14 @@ from click.testing import CliRunner
 from distributed import get_task_stream
 
 import distprice
-from distprice import datasets
+from distprice.lattice import datasets
 from distprice.cli import main
-from distprice.planner import MIN_CHUNK_ROWS
 from distprice.errors import SchedulerUnreachableError
-from distprice.runtime import Pricer
+from distprice.cluster.pricer import Pricer
 
-from conftest import random_portfolio
-
-PRICES = ["price", "bond_price", "option_price"]
+from utils import assert_same_prices, free_port
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-def assert_same_prices(got: pd.DataFrame, expected: pd.DataFrame):
-    assert list(got["id"]) == list(expected["id"])  # every row once, in input order
-    for column in PRICES:
-        np.testing.assert_allclose(got[column], expected[column], rtol=1e-13, atol=0, err_msg=column)
-    assert got["error"].isna().tolist() == expected["error"].isna().tolist()
-
-
-@pytest.fixture(scope="module")
-def local():
-    """A LocalCluster of 2 single-threaded worker processes, dashboard on a free loopback port."""
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
-            Client(cluster) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def book():
-    """8 000 random instruments (several chunks per worker)."""
-    return random_portfolio(np.random.default_rng(5), 4 * MIN_CHUNK_ROWS, max_steps_per_year=12)
-
-
-@pytest.fixture(scope="module")
-def in_process(book):
-    return distprice.price(book, engine="cpu")
 
 
 def test_local_cluster_prices_like_this_process(local, book, in_process):
@@ -199,32 +165,6 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
 
 # ---- a scheduler and workers started as processes, as on a real cluster ----
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def processes(tmp_path):
-    """A ``dask scheduler`` and two ``dask worker`` processes (no nanny: a killed worker stays dead)."""
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
-    started = [subprocess.Popen([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    for _ in range(2):
-        started.append(subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
-             "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    try:
-        yield address, started[1:]
-    finally:
-        for process in started:
-            process.kill()
-            process.wait()
-
-
 def test_scheduler_and_worker_processes_price_like_this_process(processes, book, in_process):
     address, _ = processes
     with Pricer(address) as pricer:
@@ -255,7 +195,7 @@ def test_a_worker_killed_mid_job_loses_no_row(processes):
 
 def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
     config = tmp_path / "cluster.yaml"
-    config.write_text(f"cluster:\n  kind: address\n  address: tcp://127.0.0.1:{_free_port()}\n  timeout: 2\n")
+    config.write_text(f"cluster:\n  kind: address\n  address: tcp://127.0.0.1:{free_port()}\n  timeout: 2\n")
     book.head(10).to_csv(tmp_path / "b.csv", index=False)
     tick = time.perf_counter()
     result = CliRunner().invoke(main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"),
@@ -264,7 +204,7 @@ def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
     assert "cannot reach the scheduler" in result.output and time.perf_counter() - tick < 20
     assert not (tmp_path / "o.csv").exists()
     with pytest.raises(SchedulerUnreachableError):
-        Pricer(f"tcp://127.0.0.1:{_free_port()}").close()
+        Pricer(f"tcp://127.0.0.1:{free_port()}").close()
 
 
 def test_cli_run_on_a_local_cluster_config(tmp_path, book, in_process):

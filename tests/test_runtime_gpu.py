@@ -6,10 +6,11 @@ import pytest
 from distributed import get_task_stream
 
 import distprice
-from distprice import datasets
-from distprice.config import ClusterConfig
-from distprice.engines.gpu import gpu_available
-from distprice.runtime import Pricer, default_cluster
+from distprice.lattice import datasets
+from distprice.cluster.config import ClusterConfig
+from distprice.lattice.gpu import gpu_available
+from distprice.cluster.pricer import Pricer
+from distprice.cluster.start import default_cluster
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not gpu_available() or importlib.util.find_spec("dask_cuda") is None, reason="needs a CUDA GPU and dask-cuda")]

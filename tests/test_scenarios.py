@@ -7,7 +7,7 @@ import pytest
 
 from distprice.curves import builtin_curves, curves_from_frame
 from distprice.errors import InvalidInputError
-from distprice.scenarios import read_scenarios, shifted
+from distprice.scenarios import parse_shifts, read_scenarios, shifted
 
 
 @pytest.fixture
@@ -149,6 +149,6 @@ def test_parallel_shift_scales_discount_factors(base):
 
 
 @pytest.mark.parametrize("shifts", [[], [50, -10, 50], [0, -0.0]])
-def test_shifted_rejects_empty_and_repeated_shifts(base, shifts):
+def test_parse_shifts_rejects_empty_and_repeated_shifts(shifts):
     with pytest.raises(ValueError):
-        shifted(base, shifts)
+        parse_shifts(shifts)

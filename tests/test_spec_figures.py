@@ -8,7 +8,7 @@ import pytest
 import distprice
 from distprice.curves import builtin_curves
 
-from conftest import HULL_PUT
+from utils import HULL_PUT
 
 HULL_STEPS = (1, 5, 10, 25, 100, 365)
 HULL_TREE = (1.8799573, 1.8382686, 1.8185118, 1.8112069, 1.8105391, 1.8096889)

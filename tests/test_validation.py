@@ -6,7 +6,7 @@ import pytest
 import distprice
 from distprice import InvalidInputError, Limits
 
-from conftest import HULL_PUT
+from utils import HULL_PUT
 
 GOOD = dict(HULL_PUT, id="good")
 

@@ -13,20 +13,20 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import yaml
 from dask.utils import parse_bytes
 
-from .engines import AUTO, ENGINES
-from .engines.batch import PRECISIONS
-from .errors import ConfigError
+from ..errors import ConfigError, shown
+from ..job import ON_INVALID, JobOptions
+from ..lattice.engines import ENGINE_NAMES
+from ..precision import PRECISIONS
+from ..scenarios import parse_shifts
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
 _SECTIONS = ("cluster", "job")
-_ON_INVALID = ("strict", "report")
 _SECURITY_FILES = ("ca_file", "cert_file", "key_file")
 _JOB_PATHS = ("portfolio", "curves", "scenarios", "output")
 _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
@@ -128,21 +128,15 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
-class JobConfig:
-    """What to price and how; ``distprice run`` takes these as the defaults of its options of the same names.
-    ``shifts_bp``: parallel shifts of every curve in basis points (a YAML list, or a string such as
-    ``"-100,-50,0,50,100"``), an alternative to ``scenarios``. ``chunks_per_worker``: the chunks a job is cut
-    into per worker.
+class JobConfig(JobOptions):
+    """What to price (``portfolio``, ``output``) and how: the job's :class:`~distprice.job.JobOptions` (the
+    ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
+    ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``) and ``chunks_per_worker``, the chunks a
+    job is cut into per worker. ``distprice run`` takes these as the defaults of its options of the same names.
     """
 
     portfolio: str | None = None
-    curves: str | None = None
-    scenarios: str | None = None
-    shifts_bp: tuple[float, ...] | None = None
     output: str | None = None
-    engine: str = AUTO
-    precision: str = "fp64"
-    on_invalid: str = "strict"
     chunks_per_worker: int = 4
 
 
@@ -153,36 +147,6 @@ class Config:
     cluster: ClusterConfig = ClusterConfig()
     job: JobConfig = JobConfig()
     source: str = "<dict>"
-
-
-def parse_shifts(text_or_list) -> tuple[float, ...]:
-    """Parallel curve shifts in basis points from ``"-100,-50,0,50,100"`` or a list of numbers.
-
-    Raises ValueError unless there is at least one shift and every shift is a finite number, given once.
-    """
-    if isinstance(text_or_list, str):
-        items = [item.strip() for item in text_or_list.split(",")] if text_or_list.strip() else []
-    elif isinstance(text_or_list, Iterable) and not isinstance(text_or_list, (bytes, Mapping)):
-        items = list(text_or_list)
-    else:
-        raise ValueError(f"shifts must be a list of numbers or a string such as '-100,0,100', "
-                         f"not {_shown(text_or_list)}")
-    if not items:
-        raise ValueError("shifts must hold at least one shift")
-    shifts = []
-    for item in items:
-        try:
-            if isinstance(item, bool) or not isinstance(item, (str, numbers.Real)):
-                raise ValueError
-            shift = float(item)
-        except ValueError:
-            raise ValueError(f"shifts must be numbers of basis points, not {_shown(item)}") from None
-        if not math.isfinite(shift):
-            raise ValueError(f"shifts must be finite, not {_shown(item)}")
-        if shift in shifts:
-            raise ValueError(f"shifts must differ, but {shift:g} bp is given twice")
-        shifts.append(shift)
-    return tuple(shifts)
 
 
 def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
@@ -198,7 +162,7 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
 
     if not isinstance(mapping, dict):
         raise ConfigError(f"{source}: must be a mapping with the sections {', '.join(_SECTIONS)}; "
-                          f"not {_shown(mapping)}")
+                          f"not {shown(mapping)}")
     for key in mapping:
         if key not in _SECTIONS:
             report(str(key), _unknown(key, _SECTIONS))
@@ -267,17 +231,6 @@ def _check_jobqueue(cluster: ClusterConfig, failed: bool, report) -> None:
 
 # ---- checks: each returns the value to keep or raises ValueError stating the rule ----
 
-def _shown(value) -> str:
-    """A value as written in YAML, for messages."""
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return repr(value)
-
-
 def _unknown(key, allowed) -> str:
     close = difflib.get_close_matches(str(key), allowed, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
@@ -291,26 +244,26 @@ def _optional(check):
 def _choice(*choices: str):
     def check(value):
         if not isinstance(value, str) or value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}, not {_shown(value)}")
+            raise ValueError(f"must be one of {', '.join(choices)}, not {shown(value)}")
         return value
     return check
 
 
 def _integer(value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"must be an integer >= 1, not {_shown(value)}")
+        raise ValueError(f"must be an integer >= 1, not {shown(value)}")
     return value
 
 
 def _boolean(value):
     if not isinstance(value, bool):
-        raise ValueError(f"must be true or false, not {_shown(value)}")
+        raise ValueError(f"must be true or false, not {shown(value)}")
     return value
 
 
 def _seconds(value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
-        raise ValueError(f"must be a number of seconds > 0, not {_shown(value)}")
+        raise ValueError(f"must be a number of seconds > 0, not {shown(value)}")
     return float(value)
 
 
@@ -327,25 +280,25 @@ def _is_size(value) -> bool:
 def _memory(value):
     if value == "auto" or _is_size(value):
         return value
-    raise ValueError(f"must be auto, a number of bytes >= 1 or a size such as '4GiB', not {_shown(value)}")
+    raise ValueError(f"must be auto, a number of bytes >= 1 or a size such as '4GiB', not {shown(value)}")
 
 
 def _size(value):
     if _is_size(value):
         return value
-    raise ValueError(f"must be a number of bytes >= 1 or a size such as '64GiB', not {_shown(value)}")
+    raise ValueError(f"must be a number of bytes >= 1 or a size such as '64GiB', not {shown(value)}")
 
 
 def _dashboard(value):
     if value is not None and not (isinstance(value, str) and _port(_HOST_PORT, value)):
         raise ValueError(f"must be 'host:port' (port 0: any free port) or null for no dashboard, "
-                         f"not {_shown(value)}")
+                         f"not {shown(value)}")
     return value
 
 
 def _address(value):
     if not (isinstance(value, str) and _port(_ADDRESS, value)):
-        raise ValueError(f"must be tcp://host:port or tls://host:port, not {_shown(value)}")
+        raise ValueError(f"must be tcp://host:port or tls://host:port, not {shown(value)}")
     return value
 
 
@@ -355,20 +308,20 @@ def _port(pattern: re.Pattern, text: str) -> bool:
 
 def _path(value):
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a path, not {_shown(value)}")
+        raise ValueError(f"must be a path, not {shown(value)}")
     return value
 
 
 def _word(value):
     """A name that goes into a batch directive or a command line: no spaces, no line breaks."""
     if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-        raise ValueError(f"must be a name without spaces, not {_shown(value)}")
+        raise ValueError(f"must be a name without spaces, not {shown(value)}")
     return value
 
 
 def _walltime(value):
     if not (isinstance(value, str) and _WALLTIME.fullmatch(value)):
-        raise ValueError(f"must be hours:minutes:seconds such as '02:00:00' (quoted in YAML), not {_shown(value)}")
+        raise ValueError(f"must be hours:minutes:seconds such as '02:00:00' (quoted in YAML), not {shown(value)}")
     return value
 
 
@@ -376,7 +329,7 @@ def _lines(value):
     """Lines of a job script: a list of one-line strings, as a tuple."""
     if not isinstance(value, list) or not all(isinstance(line, str) and line.strip() and "\n" not in line
                                               for line in value):
-        raise ValueError(f"must be a list of one-line strings, not {_shown(value)}")
+        raise ValueError(f"must be a list of one-line strings, not {shown(value)}")
     return tuple(value)
 
 
@@ -400,8 +353,8 @@ _CHECKS = {
                     "dashboard_address": _dashboard, "address": _optional(_address),
                     "security": None, "timeout": _seconds, "jobqueue": None},  # sections of their own
     JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
-                "engine": _choice(AUTO, *ENGINES), "precision": _choice(*PRECISIONS),
-                "on_invalid": _choice(*_ON_INVALID), "chunks_per_worker": _integer},
+                "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
+                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer},
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}
@@ -417,7 +370,7 @@ def _section(cls, mapping, where: str, report, base_dir):
     if mapping is None:
         mapping = {}
     if not isinstance(mapping, dict):
-        report(where, f"must be a mapping of settings, not {_shown(mapping)}")
+        report(where, f"must be a mapping of settings, not {shown(mapping)}")
         return (None if subsection else cls()), set(checks)
     values, failed = {}, set()
     for key, value in mapping.items():

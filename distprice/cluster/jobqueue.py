@@ -11,6 +11,7 @@ import shutil
 
 from dask.utils import parse_bytes
 
+from ..errors import ClusterError, OptionError
 from .config import ClusterConfig
 
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
@@ -22,13 +23,13 @@ JOB_NAME = "distprice"
 def build_cluster(config: ClusterConfig):
     """A SLURMCluster or PBSCluster for ``config``, with no job submitted yet (``cluster.scale(jobs=n)``).
 
-    Raises RuntimeError when dask-jobqueue is not installed or the batch system's submit command (``sbatch``,
-    ``qsub``) is not on PATH; both are checked before the scheduler starts.
+    Raises :class:`~distprice.errors.ClusterError` when dask-jobqueue is not installed or the batch system's
+    submit command (``sbatch``, ``qsub``) is not on PATH; both are checked before the scheduler starts.
     """
     cls = _cluster_class(config.kind)
     submit = SUBMIT_COMMANDS[config.kind]
     if shutil.which(submit) is None:
-        raise RuntimeError(f"cluster kind {config.kind} submits its jobs with {submit}, which is not on PATH: run "
+        raise ClusterError(f"cluster kind {config.kind} submits its jobs with {submit}, which is not on PATH: run "
                            f"this on a login node of the {config.kind} cluster (distprice cluster-script CONFIG "
                            f"prints the job script anywhere)")
     return cls(**_options(config))
@@ -43,12 +44,12 @@ def job_script(config: ClusterConfig) -> str:
 
 def _cluster_class(kind: str):
     if kind not in SUBMIT_COMMANDS:
-        raise ValueError(f"cluster kind {kind} runs no batch jobs; job scripts are for kinds "
+        raise OptionError(f"cluster kind {kind} runs no batch jobs; job scripts are for kinds "
                          f"{', '.join(SUBMIT_COMMANDS)}")
     try:
         from dask_jobqueue import PBSCluster, SLURMCluster
     except ImportError:
-        raise RuntimeError(f"cluster kind {kind} needs dask-jobqueue: pip install 'distprice[jobqueue]'") from None
+        raise ClusterError(f"cluster kind {kind} needs dask-jobqueue: pip install 'distprice[jobqueue]'") from None
     return {"slurm": SLURMCluster, "pbs": PBSCluster}[kind]
 
 

@@ -1,4 +1,4 @@
-"""QuantLib peer: the independent oracle and speed baseline for distprice (SPEC.md §5).
+"""QuantLib peer: the independent oracle and speed baseline for distprice (every time-form engine agrees with it to ~1e-13 where the two trees coincide).
 
 Every row of a portfolio is priced with QuantLib's own Hull-White trinomial tree::
 
@@ -9,23 +9,23 @@ on a ``ql.CallableFixedRateBond`` (callability ``Call`` for calls, ``Put`` for p
 = strike), and the straight bond with ``ql.DiscountingBondEngine``. The option value of a ``bond_option``
 is ``|callable-or-puttable - straight|``.
 
-Conventions (chosen so that every SPEC event lands on a whole day and QuantLib's year fractions are the
-SPEC times exactly):
+Conventions (chosen so that every event lands on a whole day and QuantLib's year fractions are the
+portfolio's times exactly):
 
 - day count ``Actual360`` everywhere, no calendar (``NullCalendar``, ``Unadjusted``), settlement days 0;
 - today is the fixed date :data:`TODAY_ISO` (2026-01-02); a time ``t`` in years maps to the date
-  ``today + round(t * 360)`` days, so SPEC times that are whole numbers of days on a 360-day year are
+  ``today + round(t * 360)`` days, so times that are whole numbers of days on a 360-day year are
   reproduced exactly, others are rounded to the nearest day (curve knots included);
 - the curve is a ``ZeroCurve`` (``Linear`` in time, ``Continuous``) on the same knots, plus a knot at
   ``t = 0`` (the first rate) when the first knot is later, plus a flat knot at :data:`FAR_YEARS`
   (QuantLib dates end in 2199, so no date may lie more than ~170 years after today);
-- coupon dates are ``maturity - k / coupon_frequency`` (SPEC §3.2) and the schedule runs back to the
+- coupon dates are ``maturity - k / coupon_frequency`` (the time form's coupon schedule) and the schedule runs back to the
   coupon date on or before today, so the first period accrues from the right date; a zero-coupon bond
   (``coupon == 0``) is one period from today to maturity at rate 0;
 - QuantLib prices per 100 of face: ``faceAmount = face``, redemption 100 (percent), and a clean strike
   in face units is passed as ``100 * strike / face``. All outputs are in face units (currency).
 
-Caveats of the QuantLib side (SPEC §5 lists when it agrees with distprice to ~1e-13):
+Caveats of the QuantLib side (when it agrees with distprice to ~1e-13):
 
 - QuantLib adds every coupon and exercise date to its time grid; off-grid dates (``t * steps_per_year``
   not whole, or ``t * 360`` not whole) make its grid non-uniform, so it then disagrees with distprice at
@@ -33,10 +33,10 @@ Caveats of the QuantLib side (SPEC §5 lists when it agrees with distprice to ~1
 - an exercise date at most 1/52 year (6.92 days on Act360) *before* a coupon date is moved onto that
   coupon date by QuantLib (with the exercise price scaled by the ratio of discount factors);
 - QuantLib's tree does not truncate at ``jmax``: the trees agree while the probability beyond ``jmax`` is
-  negligible (SPEC §5 asks ``a * dt <= 0.004``; seen: 3e-13 at a*dt = 0.008, 8e-4 at a*dt = 0.1, jmax = 2);
+  negligible (agreement needs ``a * dt <= 0.004``; seen: 3e-13 at a*dt = 0.008, 8e-4 at a*dt = 0.1, jmax = 2);
 - on a date that is both an exercise and a coupon date, QuantLib decides exercise first and adds the
-  coupon after (as SPEC §3.2), and the clean strike gets the accrued interest of the period that starts
-  on that date (zero), as SPEC §3.3;
+  coupon after (as distprice does), and the clean strike gets the accrued interest of the period that starts
+  on that date (zero), as distprice does;
 - cost: QuantLib rebuilds and refits its tree for every instrument, and its fitting grows about as
   steps**2 (measured: ~0.1 s at 600 steps, ~0.4 s at 1200, ~14 s at 3285 steps, one CPU core).
 """
@@ -52,10 +52,10 @@ TODAY_ISO = (2026, 1, 2)
 """The fixed valuation date (year, month, day) used for every QuantLib object."""
 
 DAYS_PER_YEAR = 360
-"""Act360: one year of SPEC time is 360 calendar days."""
+"""Act360: one year of portfolio time is 360 calendar days."""
 
 FAR_YEARS = 150
-"""A flat knot this far out keeps QuantLib's curve flat beyond the last knot (SPEC §1.2)."""
+"""A flat knot this far out keeps QuantLib's curve flat beyond the last knot, as distprice's curves are."""
 
 
 def _import_quantlib():
@@ -90,7 +90,7 @@ def _coupon_days(maturity: float, coupon: float, frequency: int) -> list[int]:
 
 
 def _exercise_times(row) -> list[float]:
-    """Exercise times in years (SPEC §3.3), steps <= 0 dropped."""
+    """Exercise times in years of the time form, steps <= 0 dropped."""
     spy = int(row.steps_per_year)
     expiry = float(row.expiry)
     if row.exercise == "european":
@@ -124,12 +124,12 @@ def _option_type(row) -> str:
 def price_quantlib(
     portfolio: pd.DataFrame, curves: dict[str, tuple[np.ndarray, np.ndarray]]
 ) -> pd.DataFrame:
-    """Price every row of ``portfolio`` with QuantLib's Hull-White tree (SPEC §5).
+    """Price every row of ``portfolio`` with QuantLib's Hull-White tree.
 
     Parameters
     ----------
     portfolio:
-        One row per instrument with every SPEC §1.1 column present and defaults filled
+        One row per instrument with every portfolio column present and defaults filled
         (times in years, ``strike`` clean in face units, ``coupon`` annual rate, ``face`` redemption amount).
     curves:
         Curve id -> ``(t, zero_rate)``: knot times in years (increasing, >= 0) and continuously
@@ -139,7 +139,7 @@ def price_quantlib(
     -------
     pandas.DataFrame
         Same index as ``portfolio``, columns ``bond_price`` (straight bond, dirty, face units),
-        ``option_price`` and ``price`` (SPEC §3.4: the option for ``bond_option``, bond - option for
+        ``option_price`` and ``price`` (the option for ``bond_option``, bond - option for
         ``callable_bond``, bond + option for ``puttable_bond``). ``quantity`` is not applied.
     """
     ql = _import_quantlib()

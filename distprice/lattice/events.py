@@ -1,10 +1,9 @@
-"""Hull-White trinomial-tree geometry and event schedules of a whole portfolio at once (SPEC §2–§3): the
-geometry in numpy, the schedules in numba loops over rows (two passes: count the events, then fill them).
+"""Coupon and exercise events of a whole portfolio at once, mapped to tree steps (numba loops over rows, two
+passes: count the events, then fill them).
 
-Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
-halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height ``n`` steps.
-Event schedules come as CSR tables (``offsets`` of length rows + 1), events of a row in decreasing step
-order, which is the order the backward pass meets them.
+Times are in years; a time t maps to step ``round(t * spy)``, halves up (:func:`~.geometry.to_step`).
+Event tables are CSR (``offsets`` of length rows + 1), a row's events in decreasing step order, which is the
+order the backward pass meets them.
 """
 from __future__ import annotations
 
@@ -14,65 +13,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-JMAX_FACTOR = 0.184
-"""Hull and White's choice: ``jmax`` is the smallest integer above ``0.184 / |M|``."""
-
 _SCHEDULE_EPS = 1e-9
 """Tolerance, in periods of a schedule, when deciding whether a time falls on the schedule."""
-
-
-def to_step(t, steps_per_year):
-    """The tree step of time ``t`` (years): ``round(t * spy)``, halves up, as int64."""
-    return np.floor(np.asarray(t, dtype=np.float64) * steps_per_year + 0.5).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class TreeGeometry:
-    """Per-instrument tree shape: ``dt`` (years), ``dr`` (rate step), ``M``, ``jmax``, ``width``, ``height``."""
-
-    dt: np.ndarray
-    dr: np.ndarray
-    M: np.ndarray
-    jmax: np.ndarray
-    width: np.ndarray
-    height: np.ndarray
-
-    @property
-    def node_steps(self) -> np.ndarray:
-        """Node-steps of each tree: forward plus backward over the full rectangle, ``2 * width * height``."""
-        return 2 * self.width * self.height
-
-
-def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeGeometry:
-    """Geometry of the Hull-White tree of each instrument (SPEC §2); arguments are arrays or scalars."""
-    a = np.asarray(mean_reversion, dtype=np.float64)
-    sigma = np.asarray(volatility, dtype=np.float64)
-    spy = np.asarray(steps_per_year, dtype=np.float64)
-    dt = 1.0 / spy
-    variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
-    dr = np.sqrt(3.0 * variance)
-    M = np.exp(-a * dt) - 1.0
-    jmax = np.ceil(-JMAX_FACTOR / M).astype(np.int64)
-    height = to_step(maturity, spy)
-    return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
-
-
-def branching(jmax: int, M: float):
-    """Branching probabilities ``pu, pm, pd`` of nodes ``j = -jmax..jmax`` (index ``j + jmax``).
-
-    Interior nodes branch to ``j+1, j, j-1``; the top node ``jmax`` to ``j, j-1, j-2``; the bottom node
-    ``-jmax`` to ``j+2, j+1, j`` (the first probability always goes to the highest target).
-    """
-    x = np.arange(-jmax, jmax + 1, dtype=np.float64) * M
-    pu = 1.0 / 6.0 + (x * x + x) / 2.0
-    pm = 2.0 / 3.0 - x * x
-    pd = 1.0 / 6.0 + (x * x - x) / 2.0
-    top, bottom = x[-1], x[0]
-    pu[-1], pm[-1], pd[-1] = (7.0 / 6.0 + (top * top + 3.0 * top) / 2.0, -1.0 / 3.0 - top * top - 2.0 * top,
-                              1.0 / 6.0 + (top * top + top) / 2.0)
-    pu[0], pm[0], pd[0] = (1.0 / 6.0 + (bottom * bottom - bottom) / 2.0, -1.0 / 3.0 - bottom * bottom + 2.0 * bottom,
-                           7.0 / 6.0 + (bottom * bottom - 3.0 * bottom) / 2.0)
-    return pu, pm, pd
 
 
 @dataclass(frozen=True)
@@ -91,7 +33,7 @@ class EventTable:
 
 @numba.vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
 def accrued(t, maturity, coupon, coupon_frequency, face):
-    """Accrued interest at time ``t``: ``face * coupon * (t - t_prev)`` (SPEC §3.3); a ufunc.
+    """Accrued interest at time ``t``: ``face * coupon * (t - t_prev)``; a ufunc.
 
     ``t_prev`` is the latest time ``<= t`` of the regular schedule ``maturity - k / coupon_frequency``
     (which runs back before today); zero on a coupon date and for zero-coupon bonds.
@@ -199,7 +141,7 @@ def _exercise_table(code, expiry, first, ex_frequency, strike, maturity, coupon,
 
 def exercise_events(exercise_code, expiry, first_exercise, exercise_frequency, strike,
                     maturity, coupon, coupon_frequency, face, steps_per_year) -> EventTable:
-    """Exercise steps per row (steps ≥ 1) with the exercise amount ``K = strike + accrued(t)`` (SPEC §3.3).
+    """Exercise steps per row (steps ≥ 1) with the exercise amount ``K = strike + accrued(t)``.
 
     european: ``expiry``; bermudan: ``expiry - k / exercise_frequency`` while ``>= first_exercise`` and
     ``> 0``; american: every step from ``max(1, round(first_exercise * spy))`` to ``round(expiry * spy)``.

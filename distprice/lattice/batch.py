@@ -1,8 +1,8 @@
 """Flat arrays that the fast engines (CPU and GPU) read: per-instrument tree parameters, event tables, curves.
 
-One row per instrument of a canonical, valid table (see ``distprice.instruments``). Floating arrays that
-enter node arithmetic are in the requested precision; tree parameters stay float64 until an engine has
-derived its coefficients from them.
+One row per instrument of :class:`~.instruments.Instruments` (canonical, valid rows with their geometry).
+Floating arrays that enter node arithmetic are in the batch's precision (``real``); tree parameters stay
+float64 until an engine has derived its coefficients from them.
 """
 from __future__ import annotations
 
@@ -16,26 +16,20 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
-from ..lattice import EXERCISE_CODES, EventTable, TreeGeometry, coupon_events, exercise_events, tree_geometry
+from .events import EXERCISE_CODES, EventTable, coupon_events, exercise_events
+from .geometry import TreeGeometry
+from .instruments import Instruments
 
-PRECISIONS = {"fp64": np.float64, "fp32": np.float32}
 PACK_THREADS = min(4, os.cpu_count() or 1)
-"""Host threads that lay out chunks at once (:func:`pack_chunks`; numpy releases the GIL)."""
-
-
-
-def real_dtype(precision: str):
-    """The numpy dtype of a precision name (``fp64`` or ``fp32``)."""
-    try:
-        return PRECISIONS[precision]
-    except KeyError:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}") from None
+"""Host threads that lay out parts of a portfolio at once (:func:`pack_parts`; numpy releases the GIL)."""
 
 
 @dataclass(frozen=True)
 class Batch:
     """A portfolio laid out for an engine; see the module docstring."""
 
+    real: np.dtype
+    """The precision of the node arithmetic (float64 or float32)."""
     geometry: TreeGeometry
     face: np.ndarray
     is_call: np.ndarray
@@ -77,11 +71,10 @@ def _codes(column: pd.Series, mapping: dict | None = None):
     return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
 
 
-def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
-    """Lay out a canonical, valid table for the fast engines (no Python loop per row)."""
-    real = real_dtype(precision)
-    geometry = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"],
-                             table["steps_per_year"])
+def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Batch:
+    """Lay out ``instruments`` for the fast engines in precision ``real`` (no Python loop per row)."""
+    real = np.dtype(real)
+    table = instruments.table
     number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
                                                "expiry", "first_exercise", "exercise_frequency", "strike")}
     coupons = coupon_events(number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
@@ -95,7 +88,8 @@ def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp
     option_from[has_exercise] = exercises.step[exercises.offsets[:-1][has_exercise]]
     curve_index, names = _codes(table["curve"])
     return Batch(
-        geometry=geometry,
+        real=real,
+        geometry=instruments.geometry,
         face=number["face"].astype(real),
         is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
         curve_index=curve_index,
@@ -107,20 +101,12 @@ def pack(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp
     )
 
 
-def pack_rows(table: pd.DataFrame, rows: np.ndarray, curves: dict[str, ZeroCurve], precision: str = "fp64") -> Batch:
-    """:func:`pack` of some rows of ``table`` (positions); all rows in order take the table as it is, no copy."""
-    n = len(table)
-    whole = len(rows) == n and (n == 0 or (rows[0] == 0 and rows[-1] == n - 1))
-    return pack(table if whole else table.iloc[rows].reset_index(drop=True), curves, precision)
-
-
-def pack_chunks(table: pd.DataFrame, chunks: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
-                precision: str = "fp64", threads: int = PACK_THREADS) -> Iterator[Batch]:
-    """Lays out chunks of rows (positions in ``table``) on up to ``threads`` host threads at once and yields
-    their batches in chunk order, each as soon as it and those before it are ready (one chunk: in this
-    thread)."""
-    if len(chunks) == 1:
-        yield pack_rows(table, chunks[0], curves, precision)
+def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
+               real=np.float64, threads: int = PACK_THREADS) -> Iterator[Batch]:
+    """Lays out parts of ``instruments`` (positions) on up to ``threads`` host threads at once and yields their
+    batches in order, each as soon as it and those before it are ready (one part: in this thread)."""
+    if len(parts) == 1:
+        yield pack(instruments.take(parts[0]), curves, real)
         return
-    with ThreadPoolExecutor(max(1, min(threads, len(chunks)))) as host:
-        yield from host.map(lambda rows: pack_rows(table, rows, curves, precision), chunks)
+    with ThreadPoolExecutor(max(1, min(threads, len(parts)))) as host:
+        yield from host.map(lambda rows: pack(instruments.take(rows), curves, real), parts)

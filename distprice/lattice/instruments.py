@@ -1,8 +1,9 @@
-"""The portfolio schema (SPEC §1.1), its defaults and every validation rule of SPEC §1–§4.
+"""The portfolio schema, its defaults and every validation rule of a portfolio row.
 
 A portfolio is a table with one row per instrument. :func:`prepare` turns any such table into the
-canonical, typed columns the engines read, and lists every rule each row breaks. Times are in years,
-rates are decimals (0.05 = 5 %), prices are in the units of ``face``.
+canonical, typed columns the engines read, lists every rule each row breaks and computes each row's tree
+geometry once; :meth:`Prepared.instruments` hands the valid rows, with their geometry, to the engines.
+Times are in years, rates are decimals (0.05 = 5 %), prices are in the units of ``face``.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .curves import ZeroCurve
-from .lattice import EXERCISE_CODES, TreeGeometry, tree_geometry, to_step
-from .errors import Problem
+from ..curves import ZeroCurve
+from ..errors import Problem
+from .events import EXERCISE_CODES
+from .geometry import TreeGeometry, to_step, tree_geometry
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond")
 OPTION_TYPES = ("call", "put")
@@ -23,7 +25,7 @@ IMPLIED_OPTION_TYPE = {"callable_bond": "call", "puttable_bond": "put"}
 
 @dataclass(frozen=True)
 class Limits:
-    """Guards against trees too large to price (SPEC §4): widest and tallest tree accepted."""
+    """Guards against trees too large to price: widest and tallest tree accepted."""
 
     max_width: int = 32769
     max_height: int = 200_000
@@ -88,6 +90,35 @@ class Prepared:
     problems: list[Problem]
     geometry: TreeGeometry
 
+    def instruments(self) -> "Instruments":
+        """The valid rows, renumbered from 0, with their geometry: what the engines price."""
+        valid = self.valid
+        return Instruments(self.table[valid].reset_index(drop=True), self.geometry.take(valid))
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """Canonical, valid rows (the columns of :data:`PORTFOLIO_COLUMNS`, positions 0 .. n-1) and their tree
+    geometry, computed once at validation and carried to the engines and the workers."""
+
+    table: pd.DataFrame
+    geometry: TreeGeometry
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    @property
+    def node_steps(self) -> float:
+        """Node-steps of pricing every row once (forward and backward passes, full rectangles)."""
+        return float(self.geometry.node_steps.sum())
+
+    def take(self, positions) -> "Instruments":
+        """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
+            return self
+        return Instruments(self.table.iloc[positions].reset_index(drop=True), self.geometry.take(positions))
+
 
 def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
     if raw is None:
@@ -119,7 +150,7 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
             first_row: int = 0, unique_ids: bool = True) -> Prepared:
-    """Canonical columns of ``portfolio`` and every rule of SPEC §1–§4 it breaks, row by row.
+    """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
     For a slice of a larger portfolio, ``first_row`` is the position of its first row there (problems name
     rows by their number in the whole portfolio), and ``unique_ids=False`` leaves the uniqueness of ids, a

@@ -1,9 +1,9 @@
-"""Calibration of the inspector's cost model: micro-benchmarks on this machine, fitted parameters, storage.
+"""Tuning of the inspector's cost model: micro-benchmarks on this machine, fitted parameters, storage.
 
-Fitted models live in the user's configuration directory (``$DISTPRICE_CONFIG_DIR``, else
-``$XDG_CONFIG_HOME/distprice``, else ``~/.config/distprice``), one small JSON file per device name and
-precision. Without one, the shipped defaults (``calibration_defaults.json``: NVIDIA H100, NVIDIA H200, CPU)
-are used, and a warning says so once per process.
+Tuned models live in the user's configuration directory (``$DISTPRICE_CONFIG_DIR``, else
+``$XDG_CONFIG_HOME/distprice``, else ``~/.config/distprice``), under ``tuning/``, one small JSON file per
+device name and precision. Without one, the shipped defaults (``tuning_defaults.json``: NVIDIA H100,
+NVIDIA H200, CPU) are used, and a warning says so once per process.
 """
 from __future__ import annotations
 
@@ -19,11 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .api import load_curves
-from .datasets import with_shapes
-from .engines.batch import PACK_THREADS, pack, pack_chunks
+from .curves import builtin_curves
 from .inspector import CostModel
-from .instruments import prepare
+from .lattice.batch import PACK_THREADS, pack, pack_parts
+from .lattice.cpu import price_cpu
+from .lattice.datasets import with_shapes
+from .lattice.gpu import device_name
+from .lattice.instruments import prepare
+from .precision import real_dtype
 
 CPU_DEVICE = "cpu"
 _warned: set[str] = set()
@@ -38,7 +41,7 @@ def config_dir() -> Path:
 
 def model_path(device: str, precision: str) -> Path:
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-    return config_dir() / "calibration" / f"{slug}-{precision}.json"
+    return config_dir() / "tuning" / f"{slug}-{precision}.json"
 
 
 def save_model(model: CostModel) -> Path:
@@ -53,7 +56,7 @@ def save_model(model: CostModel) -> Path:
 
 def shipped_default(device: str, precision: str) -> CostModel:
     """The shipped model whose device name is contained in ``device`` (H100, H200), else the CPU one."""
-    table = json.loads((importlib.resources.files("distprice") / "calibration_defaults.json").read_text())
+    table = json.loads((importlib.resources.files("distprice") / "tuning_defaults.json").read_text())
     entry = next((e for e in table if e["match"] != CPU_DEVICE and e["match"] in device), None)
     entry = entry or next(e for e in table if e["match"] == CPU_DEVICE)
     values = {**entry["common"], **entry[precision]}
@@ -61,25 +64,23 @@ def shipped_default(device: str, precision: str) -> CostModel:
 
 
 def load_model(device: str, precision: str = "fp64") -> CostModel:
-    """The calibrated model of ``device``, or the shipped default (with a warning, once per device)."""
+    """The tuned model of ``device``, or the shipped default (with a warning, once per device)."""
     path = model_path(device, precision)
     if path.exists():
         return CostModel.from_json(path.read_text())
     model = shipped_default(device, precision)
     if (device, precision) not in _warned:
         _warned.add((device, precision))
-        warnings.warn(f"no calibration for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
-                      f"{model.source} figures. Run `distprice calibrate` to measure this machine.", stacklevel=2)
+        warnings.warn(f"no tuning for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
+                      f"{model.source} figures. Run `distprice tune` to measure this machine.", stacklevel=2)
     return model
 
 
 def current_model(precision: str, gpu: bool) -> CostModel:
-    """The model for this machine: its GPU's (calibrated or shipped); without a GPU only the CPU engine is a
+    """The model for this machine: its GPU's (tuned or shipped); without a GPU only the CPU engine is a
     candidate, so the shipped CPU figures serve without a warning."""
     if not gpu:
         return shipped_default(CPU_DEVICE, precision)
-    from .engines.gpu import device_name
-
     return load_model(device_name(), precision)
 
 
@@ -90,14 +91,13 @@ def _median_seconds(run, repeat: int) -> float:
     return statistics.median(run() for _ in range(repeat))
 
 
-def _table(width, height, seed: int = 0):
-    """A validated portfolio on trees of these shapes (on the built-in curve), and its curves."""
-    curves = load_curves(None)
-    return prepare(with_shapes(width, height, seed), curves).table, curves
+def _instruments(width, height, seed: int = 0):
+    """Valid instruments on trees of these shapes (on the built-in ``hull`` curve)."""
+    return prepare(with_shapes(width, height, seed), builtin_curves()).instruments()
 
 
-def _batch(width, height):
-    return pack(*_table(width, height))
+def _batch(width, height, real):
+    return pack(_instruments(width, height), builtin_curves(), real)
 
 
 def _r1_like(rows: int, seed: int = 0):
@@ -105,119 +105,119 @@ def _r1_like(rows: int, seed: int = 0):
     return 2 * rng.integers(3, 256, rows) + 1, rng.integers(13, 1201, rows)
 
 
-def calibrate_cpu(model: CostModel, repeat: int = 3) -> CostModel:
+def tune_cpu(model: CostModel, repeat: int = 3) -> CostModel:
     """Fits ``cpu_node_step``, ``cpu_step`` and ``cpu_row`` from three portfolios where each dominates in
     turn (R1-like trees, narrow short trees, trees of one step), the host layout's ``pack_row`` and
     ``pack_step`` from R1-like and short trees, and its ``pack_parallel`` on R1-like rows."""
-    from .engines.cpu import price_cpu
-
+    real = real_dtype(model.precision)
+    curves = builtin_curves()
     shapes = [_r1_like(400), (np.full(5_000, 7), np.full(5_000, 60)), (np.full(20_000, 3), np.ones(20_000, np.int64))]
     work, seconds = [], []
     for width, height in shapes:
-        batch = _batch(width, height)
+        batch = _batch(width, height, real)
 
         def run():
             tick = time.perf_counter()
-            price_cpu(batch, model.precision)
+            price_cpu(batch)
             return time.perf_counter() - tick
 
         seconds.append(_median_seconds(run, repeat))
         work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
     node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
+
     # the host layout every plan starts with (event tables), per row and per tree step: from short trees
     # and from R1-like ones
-    def pack_seconds(table, curves):
+    def pack_seconds(instruments):
         def run():
             tick = time.perf_counter()
-            pack(table, curves, model.precision)
+            pack(instruments, curves, real)
             return time.perf_counter() - tick
         return _median_seconds(run, repeat)
 
     rng = np.random.default_rng(4)
     shapes = [(2 * rng.integers(3, 29, 20_000) + 1, rng.integers(12, 132, 20_000)), _r1_like(20_000, seed=2)]
-    portfolios = [_table(width, height, seed=4) for width, height in shapes]
+    portfolios = [_instruments(width, height, seed=4) for width, height in shapes]
     pack_row, pack_step = np.maximum(np.linalg.solve(
         np.array([[len(height), height.sum()] for _, height in shapes], dtype=np.float64),
-        np.array([pack_seconds(*portfolio) for portfolio in portfolios])), 0.0)
-    table, curves = portfolios[1]
-    # the same rows in PACK_THREADS chunks, laid out one by one and then on as many threads at once
-    chunks = [np.arange(j, len(table), PACK_THREADS) for j in range(PACK_THREADS)]
+        np.array([pack_seconds(instruments) for instruments in portfolios])), 0.0)
+    instruments = portfolios[1]
+    # the same rows in PACK_THREADS parts, laid out one by one and then on as many threads at once
+    parts = [np.arange(j, len(instruments), PACK_THREADS) for j in range(PACK_THREADS)]
 
-    def run_chunks(threads):
+    def run_parts(threads):
         def run():
             tick = time.perf_counter()
-            for _ in pack_chunks(table, chunks, curves, model.precision, threads):
+            for _ in pack_parts(instruments, parts, curves, real, threads):
                 pass
             return time.perf_counter() - tick
         return _median_seconds(run, repeat)
 
-    pack_parallel = max(run_chunks(1) / run_chunks(PACK_THREADS), 1.0)
+    pack_parallel = max(run_parts(1) / run_parts(PACK_THREADS), 1.0)
     return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row),
                                pack_row=float(pack_row), pack_step=float(pack_step), pack_parallel=pack_parallel)
 
 
-def calibrate_gpu(model: CostModel, repeat: int = 3) -> CostModel:
+def tune_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     """Fits the GPU parameters, each from a run where it dominates (see the inspector's module docstring)."""
-    from .engines.gpu import block_cost_factor, choose_flat_shape, flat_thread_steps, price_gpu, require_gpu
+    from .lattice.gpu import price_gpu, require_gpu
+    from .lattice.layouts import block_cost_factor, choose_flat_shape, flat_thread_steps
 
     cupy = require_gpu()
     attributes = cupy.cuda.Device().attributes
-    precision = model.precision
+    real = real_dtype(model.precision)
 
     def kernel_seconds(batch, kernel):
-        return _median_seconds(lambda: price_gpu(batch, kernel, precision, check_finite=False).seconds["kernel"], repeat)
+        return _median_seconds(lambda: price_gpu(batch, kernel, check_finite=False).seconds["kernel"], repeat)
 
     one = np.ones(1, dtype=np.int64)
-    launch = kernel_seconds(_batch(3 * one, one), "flat")
+    launch = kernel_seconds(_batch(3 * one, one, real), "flat")
     # flat: many alike trees (throughput), one tall tree (a lone block's step)
     width, height = np.full(20_000, 259), np.full(20_000, 606)
     nodes, threads = choose_flat_shape(width, height)
     run = flat_thread_steps(width, height, threads, nodes) * block_cost_factor(threads)
-    uniform = _batch(width, height)
+    uniform = _batch(width, height, real)
     flat_node_step = (kernel_seconds(uniform, "flat") - launch) / run
-    flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one), "flat") - launch) / 2400
-    wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one), "flat") - launch) / (2 * 4419 * 600)
+    flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one, real), "flat") - launch) / 2400
+    wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one, real), "flat") - launch) / (2 * 4419 * 600)
     # outer: rows beyond the L2 cache, rows inside it, one lone thread
     outer_node_step = (kernel_seconds(uniform, "outer") - launch) / float((2 * width * height).sum())
     narrow = np.full(100_000, 7)
-    outer_cached = (kernel_seconds(_batch(narrow, np.full(100_000, 600)), "outer") - launch) / (2 * 7 * 600 * 100_000)
-    outer_thread = (kernel_seconds(_batch(259 * one, 600 * one), "outer") - launch) / (2 * 259 * 600)
+    outer_cached = ((kernel_seconds(_batch(narrow, np.full(100_000, 600), real), "outer") - launch)
+                    / (2 * 7 * 600 * 100_000))
+    outer_thread = (kernel_seconds(_batch(259 * one, 600 * one, real), "outer") - launch) / (2 * 259 * 600)
     # host work, on R1-like trees of two sizes: the copy to the device and each kernel's layout, per row
     # (and for flat a fixed part: the block shape is chosen on a sample)
     sizes = (5_000, 40_000)
     host = {}
     for rows in sizes:
-        mixed = _batch(*_r1_like(rows, seed=1))
+        mixed = _batch(*_r1_like(rows, seed=1), real)
         for kernel in ("flat", "outer"):
-            runs = [price_gpu(mixed, kernel, precision, check_finite=False).seconds for _ in range(repeat + 1)][1:]
+            runs = [price_gpu(mixed, kernel, check_finite=False).seconds for _ in range(repeat + 1)][1:]
             host[kernel, rows] = {part: statistics.median(r[part] for r in runs) for part in ("layout", "upload")}
 
     def per_row(kernel, part):
         return (host[kernel, sizes[1]][part] - host[kernel, sizes[0]][part]) / (sizes[1] - sizes[0])
 
     flat_host = max(host["flat", sizes[0]]["layout"] - sizes[0] * per_row("flat", "layout"), 0.0)
-    # fixed host work of one more chunk: pack and price a table of 16 rows
-    small, curves = _table(*_r1_like(16, seed=3))
+    # fixed host work of one more wave: pack and price 16 rows
+    small = _instruments(*_r1_like(16, seed=3))
 
-    def chunk():
+    def wave():
         tick = time.perf_counter()
-        price_gpu(pack(small, curves, precision), "flat", precision, check_finite=False)
+        price_gpu(pack(small, builtin_curves(), real), "flat", check_finite=False)
         return time.perf_counter() - tick
-
-    gpu_chunk = _median_seconds(chunk, repeat)
 
     return dataclasses.replace(
         model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
         wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
         outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
         l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"), flat_host=flat_host,
-        gpu_chunk=gpu_chunk,
+        gpu_wave=_median_seconds(wave, repeat),
         flat_host_row=per_row("flat", "layout"), outer_host_row=per_row("outer", "layout"))
 
 
-def calibrate(device: str, precision: str = "fp64", gpu: bool = True, repeat: int = 3) -> CostModel:
+def tune(device: str, precision: str = "fp64", gpu: bool = True, repeat: int = 3) -> CostModel:
     """Measures this machine (its GPU too, with ``gpu``) and returns the fitted model (not yet saved)."""
-    model = dataclasses.replace(shipped_default(device, precision),
-                                source=f"calibrated {time.strftime('%Y-%m-%d')}")
-    model = calibrate_cpu(model, repeat)
-    return calibrate_gpu(model, repeat) if gpu else model
+    model = dataclasses.replace(shipped_default(device, precision), source=f"tuned {time.strftime('%Y-%m-%d')}")
+    model = tune_cpu(model, repeat)
+    return tune_gpu(model, repeat) if gpu else model

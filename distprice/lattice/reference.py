@@ -1,8 +1,8 @@
-"""Reference engine: one instrument at a time, following SPEC §2–§3 literally, written to be read.
+"""Reference engine: one instrument at a time, following the tree and event rules literally, written to be read.
 
 It builds its own event schedule from the instrument's times (not the vectorised tables of
-``distprice.lattice``) so that the fast engines, which use those tables, are checked against an
-independent reading of the contract. Slow: numpy over the nodes of one time step at a time.
+:mod:`~.events`) so that the fast engines, which use those tables, are checked against an independent
+reading of the rules. Slow: numpy over the nodes of one time step at a time; float64 only.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import math
 from collections import defaultdict
 
 import numpy as np
-import pandas as pd
 
 from ..curves import ZeroCurve
-from ..lattice import branching, tree_geometry
+from .geometry import branching, tree_geometry
+from .instruments import Instruments
 
 
 def _step(t: float, steps_per_year: int) -> int:
@@ -31,7 +31,7 @@ def _accrued(t: float, ins) -> float:
 
 
 def _events(ins):
-    """Coupon amount per step and the exercise amounts K per step, steps >= 1 (SPEC §3)."""
+    """Coupon amount per step and the exercise amounts K per step, steps >= 1."""
     spy = ins.steps_per_year
     coupons: dict[int, float] = defaultdict(float)
     if ins.coupon > 0:
@@ -104,10 +104,8 @@ def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
     return float(bond[jmax]), float(option[jmax])
 
 
-def price_reference(table: pd.DataFrame, curves: dict[str, ZeroCurve], precision: str = "fp64"):
-    """Bond and option prices of every row of a canonical, valid ``table`` (float64 only)."""
-    if precision != "fp64":
-        raise ValueError("the reference engine computes in fp64 only")
-    results = [price_instrument(ins, curves[ins.curve]) for ins in table.itertuples(index=False)]
+def price_reference(instruments: Instruments, curves: dict[str, ZeroCurve]):
+    """Bond and option prices (float64) of every instrument."""
+    results = [price_instrument(ins, curves[ins.curve]) for ins in instruments.table.itertuples(index=False)]
     prices = np.array(results, dtype=np.float64).reshape(-1, 2)
     return prices[:, 0], prices[:, 1]

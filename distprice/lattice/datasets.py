@@ -1,11 +1,11 @@
-"""The papers' synthetic portfolios (Pawlak et al., SPEC §7), Hull's book example (SPEC §5) and mixtures.
+"""The papers' synthetic portfolios (Pawlak et al.: U1, U2, R1, R2, R3, S1, S2), Hull's book example and mixtures.
 
 distprice's own additions, for the inspector's benchmarks: ``B1`` (bimodal: half narrow and tall trees,
 widths 7-15 and heights 900-1200; half wide and short, widths 401-511 and heights 13-131) and the
 concatenations ``U1+S1`` and ``R1+S2`` (each part at its own default size unless ``size`` says otherwise:
 then the parts share it in proportion).
 
-Every dataset is a portfolio table with all the columns of SPEC §1.1, deterministic for
+Every dataset is a portfolio table with all the portfolio columns, deterministic for
 ``(name, size, seed)`` and built with vectorised numpy (no per-row Python work).
 
 Conventions and units:
@@ -14,11 +14,11 @@ Conventions and units:
   is a whole number of months, ``steps_per_year`` is 12 and the tree height is the maturity in months, so
   every coupon, exercise and maturity date falls exactly on a tree step.
 - The target tree width ``w = 2 jmax + 1`` is reached through the mean reversion:
-  ``M = -0.184 / (jmax - 0.5)`` and ``a = -ln(1 + M) * 12``; SPEC §2's ``jmax = ceil(-0.184 / M)`` then
+  ``M = -0.184 / (jmax - 0.5)`` and ``a = -ln(1 + M) * 12``; the tree's ``jmax = ceil(-0.184 / M)`` then
   gives back exactly ``jmax`` (``-0.184 / M`` sits half a step below it, far from any rounding edge).
 - Rates are annual decimals (``coupon`` 0.05 = 5%); prices are in the units of ``face`` (100).
 - Strikes are clean: the clean forward price at ``expiry`` of the bond on the ``hull`` curve (cash flows
-  strictly after expiry, accrued interest per SPEC §3.3 subtracted), times a uniform factor in
+  strictly after expiry, accrued interest subtracted), times a uniform factor in
   [0.95, 1.05], rounded to 0.01.
 - Instruments: 80% ``bond_option`` (calls and puts 50/50), 10% ``callable_bond``, 10% ``puttable_bond``;
   all bermudan, with 1, 2, 4 or 12 exercise dates a year, ``expiry`` uniform in whole months over
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .curves import builtin_curves
+from ..curves import builtin_curves
 
 MIXTURES: dict[str, tuple[str, ...]] = {"U1+S1": ("U1", "S1"), "R1+S2": ("R1", "S2")}
 """Concatenations of other datasets."""
@@ -46,7 +46,7 @@ DEFAULT_SIZES |= {name: sum(DEFAULT_SIZES[part] for part in parts) for name, par
 
 MONTHS_PER_YEAR = 12
 BOOK_STEPS_PER_YEAR = (1, 5, 10, 25, 100, 365)
-"""Tree resolutions of Hull's example in SPEC §5, cycled through by the ``book`` dataset."""
+"""Tree resolutions of Hull's published tree values, cycled through by the ``book`` dataset."""
 
 _JMAX_RANGE = (3, 255)         # widths 7 .. 511
 _JMAX_NARROW = (3, 28)         # widths 7 .. 57
@@ -236,7 +236,7 @@ def _running_sums(values, stride):
 
 
 def _book(size):
-    """Hull's example (SPEC §5): a 3-year European put, strike 63, on a 9-year zero-coupon bond."""
+    """Hull's example: a 3-year European put, strike 63, on a 9-year zero-coupon bond (a = 0.1, sigma = 0.01)."""
     steps_per_year = np.resize(np.array(BOOK_STEPS_PER_YEAR, dtype=np.int64), size)
     zeros = np.zeros(size, dtype=np.int64)
     return pd.DataFrame({

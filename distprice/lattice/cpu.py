@@ -18,7 +18,7 @@ import math
 import numba
 import numpy as np
 
-from .batch import Batch, real_dtype
+from .batch import Batch
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
@@ -254,22 +254,20 @@ def balance(cost: np.ndarray, n_threads: int):
     return order.astype(np.int64), thread_offsets
 
 
-def price_cpu(batch: Batch, precision: str = "fp64", rows: np.ndarray | None = None):
-    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``, or of its
-    ``rows`` only (NaN elsewhere)."""
-    real = real_dtype(precision)
+def price_cpu(batch: Batch):
+    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``, computed in the
+    batch's precision."""
+    real = batch.real
     g = batch.geometry
     n = len(batch)
     bond = np.full(n, np.nan, dtype=real)
     option = np.full(n, np.nan, dtype=real)
-    rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
-    if len(rows) == 0:
+    if n == 0:
         return bond.astype(np.float64), option.astype(np.float64)
-    order, thread_offsets = balance((g.width[rows] * g.height[rows]).astype(np.float64), numba.get_num_threads())
-    order = rows[order]
+    order, thread_offsets = balance((g.width * g.height).astype(np.float64), numba.get_num_threads())
     _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.face.astype(real), batch.is_call,
                batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
                batch.coupons.offsets, batch.coupons.step, batch.coupons.value.astype(real),
                batch.exercises.offsets, batch.exercises.step, batch.exercises.value.astype(real),
-               batch.option_from, int(g.width[rows].max()), int(g.height[rows].max()), bond, option)
+               batch.option_from, int(g.width.max()), int(g.height.max()), bond, option)
     return bond.astype(np.float64), option.astype(np.float64)

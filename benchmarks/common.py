@@ -1,0 +1,71 @@
+"""What the benchmarks share: timing, the portfolios they price, the machine they ran on, and writing
+``<stem>.json`` (every figure) and ``<stem>.md`` (the table), the table printed last where a terminal shows it."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+from distprice.curves import builtin_curves
+from distprice.lattice import datasets
+from distprice.lattice.instruments import prepare
+from distprice.tables import write_tables
+
+LIBRARIES = ("numpy", "pandas", "pyarrow", "numba", "dask", "distributed", "cupy-cuda12x", "cupy-cuda13x")
+
+
+
+def median_seconds(run, repeat: int):
+    """Median wall seconds of ``repeat`` calls of ``run`` after one warm-up call, and the last call's result."""
+    result = run()
+    times = []
+    for _ in range(repeat):
+        tick = time.perf_counter()
+        result = run()
+        times.append(time.perf_counter() - tick)
+    return statistics.median(times), result
+
+
+def instruments(name: str, size: int | None = None, seed: int = 0):
+    """The valid instruments of a synthetic dataset on the built-in ``hull`` curve, and that curve set."""
+    curves = builtin_curves()
+    prepared = prepare(datasets.generate(name, size, seed), curves)
+    assert not prepared.problems, prepared.problems[:3]
+    return prepared.instruments(), curves
+
+
+def write_copies(path: Path, name: str, rows: int, copy_rows: int = 1_000_000) -> int:
+    """Writes ``rows`` rows of dataset ``name`` to ``path``: copies of ``copy_rows`` rows at seeds 0, 1, ...,
+    ids renumbered; returns the rows written."""
+    def pieces():
+        for seed, first in enumerate(range(0, rows, copy_rows)):
+            table = datasets.generate(name, min(copy_rows, rows - first), seed=seed)
+            yield table.assign(id=np.arange(first, first + len(table)))
+    return write_tables(pieces(), path)
+
+
+def environment() -> dict:
+    """The date, the machine and the library versions a benchmark ran with."""
+    libraries = {}
+    for name in LIBRARIES:
+        try:
+            libraries[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
+            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "libraries": libraries}
+
+
+def save(output_dir: Path, stem: str, report: dict, lines: list[str]) -> None:
+    """Writes ``report`` (with :func:`environment` added) and the table ``lines``; prints the table."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / f"{stem}.json").write_text(json.dumps({"environment": environment(), **report}, indent=1,
+                                                        default=str))
+    (output_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))

@@ -1,0 +1,252 @@
+"""Pricing on a Dask cluster: :class:`Pricer` sends a job's tasks (:mod:`~.tasks`) and gathers its priced table.
+
+A job runs in stages, each a kind of task named for the dashboard's task stream and progress page:
+
+- a portfolio the client holds (a DataFrame, a CSV file, a Parquet file under ``read_on_workers_rows``) is
+  validated on the client before any task is sent, sorted and cut into chunks of equal cost
+  (:mod:`distprice.planner`); each chunk goes out as one ``price_<engine>_<precision>`` task (e.g.
+  ``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device;
+  a ``gather`` task puts the prices back in portfolio order;
+- a bigger Parquet file is read by the workers: ``read-chunk`` tasks each read and check a slice of its row
+  groups, ``inspect-chunk`` tasks send the client only what it needs (problems, id hashes, the plan's
+  engines), and once every slice is known valid the ``price_*`` tasks price the slices where they lie. The
+  client holds the plan and one priced slice at a time, not the portfolio.
+
+Every row is priced exactly once, whichever workers come and go.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidInputError, Problem
+from ..execute import choose_plan
+from ..inspector import CostModel
+from ..job import Job, JobOptions, Summary, Tally, prepare_job
+from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
+from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
+from ..tables import table_format, write_tables
+from .metrics import PricingMetrics
+from .start import cluster_config, start
+from .tasks import describe_worker, gather, inspect_chunk, price_chunk, price_read_chunk, read_chunk, task_name
+
+READ_ON_WORKERS_ROWS = 1_000_000
+"""Parquet portfolios of at least this many rows are read by the workers, not the client."""
+
+
+class Pricer:
+    """A cluster kept across pricing jobs (scheduled risk runs price many portfolios on one cluster).
+
+    ``cluster``: None (a local cluster sized to this machine), a config file, a scheduler address, a
+    :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
+    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker. Use as a context manager::
+
+        with distprice.Pricer("configs/local-cuda.yaml") as pricer:
+            for book in books:
+                priced = pricer.price(book, curves, shifts_bp=[-100, 0, 100])
+    """
+
+    def __init__(self, cluster=None, *, chunks_per_worker: int = 4,
+                 read_on_workers_rows: int = READ_ON_WORKERS_ROWS, progress: bool = False):
+        from distributed import Client
+
+        if isinstance(cluster, Client):
+            self.client, self._cluster, self._owns_client = cluster, None, False
+        else:
+            self.client, self._cluster = start(cluster_config(cluster))
+            self._owns_client = True
+        self.client.register_plugin(PricingMetrics())
+        self.chunks_per_worker = chunks_per_worker
+        self.read_on_workers_rows = read_on_workers_rows
+        self.progress = progress
+        self._workers: dict[str, dict] = {}
+        self._submitted = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="distprice-job")
+
+    def __enter__(self) -> "Pricer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Waits for submitted jobs, then closes the client and the cluster this pricer started."""
+        self._submitted.shutdown(wait=True)
+        if self._owns_client:
+            self.client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return self.client.dashboard_link if self.client.scheduler_info().get("services", {}).get("dashboard") \
+            else None
+
+    @property
+    def workers(self) -> int:
+        return len(self.client.scheduler_info()["workers"])
+
+    # -- jobs --
+
+    def price(self, portfolio, curves=None, **options) -> pd.DataFrame:
+        """Prices a portfolio on the cluster: the arguments and the table of :func:`distprice.price`."""
+        frames = list(self._run(portfolio, JobOptions.of(curves=curves, **options).checked())[1])
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    def submit(self, portfolio, curves=None, **options) -> concurrent.futures.Future:
+        """Starts :meth:`price` and returns at once: a future of the priced table (``.result()`` waits;
+        invalid input raises there)."""
+        return self._submitted.submit(self.price, portfolio, curves, **options)
+
+    def run(self, portfolio, curves=None, *, output, **options) -> Summary:
+        """Prices a portfolio and writes the priced table to ``output`` (CSV or Parquet) atomically: nothing
+        is written when a row is invalid in strict mode or the job fails. Returns what the job did."""
+        table_format(output)
+        checked = JobOptions.of(curves=curves, **options).checked()
+        tick = time.perf_counter()
+        tally, frames = self._run(portfolio, checked)
+        write_tables(frames, output)
+        return tally.summary(time.perf_counter() - tick, self.workers)
+
+    def _run(self, portfolio, options: JobOptions):
+        """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced
+        table in order (the tally is complete once the generator is exhausted)."""
+        worker = self._worker(options.precision)
+        if self._read_on_workers(portfolio):
+            return self._price_file(str(portfolio), options, worker)
+        return self._price_job(prepare_job(portfolio, options), options.engine, worker)
+
+    def _worker(self, precision: str) -> dict:
+        """The device and model of the cluster's workers (the first to answer speaks for all)."""
+        if precision not in self._workers:
+            self.client.wait_for_workers(1, timeout=60)
+            self._workers[precision] = next(iter(self.client.run(describe_worker, precision).values()))
+        return self._workers[precision]
+
+    def _read_on_workers(self, portfolio) -> bool:
+        if isinstance(portfolio, pd.DataFrame) or table_format(portfolio) != "parquet":
+            return False
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(portfolio).metadata.num_rows >= self.read_on_workers_rows
+
+    def _show_progress(self, futures) -> None:
+        """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""
+        if self.progress:
+            from distributed import progress
+
+            threading.Thread(target=progress, args=(futures,), daemon=True, name="distprice-progress").start()
+
+    def _price_job(self, job: Job, engine: str, worker: dict):
+        """Prices a validated job's valid rows in cost-balanced chunks, scenario block by scenario block; its
+        tally and a generator of the priced table's pieces, in order."""
+        instruments = job.instruments()
+        geometry = instruments.geometry
+        sets = job.market.curve_sets
+        row_chunks, blocks = work_grid(len(instruments), len(sets), self.workers, self.chunks_per_worker)
+        chunks = partition(geometry.width, geometry.height, row_chunks)
+        tally = Tally(len(job.table), len(sets))
+        if not chunks:
+            empty = np.zeros((len(sets), 0))
+            return tally, self._frames(job, [(empty, empty, np.empty(0, dtype=object))], [range(len(sets))], tally)
+        model, token = CostModel.from_json(worker["model"]), uuid.uuid4().hex
+        pieces = [instruments.take(p) for p in chunks]
+        plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"]) for piece in pieces]
+        gathered = []
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*large graph.*")
+            for b, block in enumerate(blocks):
+                futures = [self.client.submit(
+                    price_chunk, piece, sets[block.start:block.stop], plan.parts, job.real,
+                    key=f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}-{token}",
+                    priority=-b) for i, (piece, plan) in enumerate(zip(pieces, plans))]
+                gathered.append(self.client.submit(gather, chunks, *futures, key=f"gather-{b}-{token}",
+                                                   priority=-b))
+        self._show_progress(gathered)
+        return tally, self._frames(job, self._ordered(gathered), blocks, tally)
+
+    @staticmethod
+    def _frames(job: Job, prices, blocks: list[range], tally: Tally):
+        """The priced table's pieces from the (bond, option, engines) of each scenario block, in order."""
+        for (bond, option, engines), block in zip(prices, blocks):
+            for frame in job.priced_frames(bond, option, engines, first_set=block.start):
+                if job.market.scenarios is None:
+                    frame.index = job.table.index
+                yield tally.add(frame)
+
+    def _price_file(self, path: str, options: JobOptions, worker: dict):
+        """Prices a big Parquet file that the workers read: its tally and a generator of the priced slices in
+        file order (the tally is complete once the generator is exhausted)."""
+        import pyarrow.parquet as pq
+
+        metadata = pq.ParquetFile(path).metadata
+        groups = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        market = options.market()  # read and checked here, before any task, and shipped to the workers
+        slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))
+        token = uuid.uuid4().hex
+        read = [self.client.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
+                                   key=f"read-chunk-{i}-{token}", priority=-i)
+                for i, piece in enumerate(slices)]
+        inspected = [self.client.submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
+                     for i, f in enumerate(read)]
+        self._show_progress(inspected)
+        summaries = self.client.gather(inspected)
+        problems = [p for s in summaries for p in s["problems"]]
+        duplicates = _duplicate_problems(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
+        if (problems or duplicates) and options.on_invalid == "strict":
+            self.client.cancel(read + inspected)
+            raise InvalidInputError(problems + duplicates)
+        del inspected
+        # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
+        # client writes each one as it comes instead of waiting for the first
+        priced = [self.client.submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
+                                     key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}",
+                                     priority=-i)
+                  for i, (f, s) in enumerate(zip(read, summaries))]
+        del read
+        self._show_progress(priced)
+        tally = Tally(sum(groups), len(market.curve_sets))
+        return tally, (tally.add(frame) for frame in self._ordered(priced))
+
+    @staticmethod
+    def _ordered(futures):
+        """The results of ``futures`` in their order, each released once handed on; the next result is
+        fetched from its worker while the caller uses this one (writes it, say)."""
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
+            ahead = fetch.submit(futures[0].result) if futures else None
+            for i in range(len(futures)):
+                frame = ahead.result()
+                futures[i] = None
+                ahead = fetch.submit(futures[i + 1].result) if i + 1 < len(futures) else None
+                yield frame
+
+
+@dataclass(frozen=True)
+class _DuplicateId(Problem):
+    piece: int = -1
+    """The slice of the file the row is in (``position`` counts from the slice's first row)."""
+
+
+def _duplicate_problems(path: str, hashes: np.ndarray, slices: list[FileSlice]) -> list[_DuplicateId]:
+    """Problems for rows of a big file whose id another row also holds (the client reads only those ids)."""
+    import pyarrow.parquet as pq
+
+    def ids_at(positions):
+        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()
+
+    duplicated = duplicated_ids(hashes, ids_at)
+    if not len(duplicated):
+        return []
+    starts = np.array([s.first_row for s in slices])
+    problems = []
+    for position, label in zip(duplicated, ids_at(duplicated)):
+        piece = int(np.searchsorted(starts, position, side="right") - 1)
+        problems.append(_DuplicateId(int(position - starts[piece]), f"row {position + 1} (id {label!r})",
+                                     "id", DUPLICATE_ID, piece))
+    return problems

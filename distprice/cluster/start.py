@@ -1,0 +1,81 @@
+"""Starting the cluster a config names: a local cluster (CPU workers, or one worker per GPU), a scheduler
+already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueue`)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from ..errors import ClusterError, OptionError, SchedulerUnreachableError
+from ..lattice.gpu import gpu_available
+from .config import JOBQUEUE_KINDS, ClusterConfig, Config, load_config
+
+
+def default_cluster() -> ClusterConfig:
+    """The embedded default: a local cluster sized to this machine, one worker per GPU when GPUs are visible
+    (and dask-cuda is installed), else one single-threaded worker per core."""
+    cuda = gpu_available() and importlib.util.find_spec("dask_cuda") is not None
+    return ClusterConfig(kind="local-cuda" if cuda else "local")
+
+
+def start(config: ClusterConfig):
+    """A client on the cluster ``config`` describes, and what to close after it (a cluster it started or None).
+
+    Raises :class:`SchedulerUnreachableError` when a scheduler address does not answer within
+    ``config.timeout`` seconds. Batch kinds (``slurm``, ``pbs``) submit ``jobqueue.jobs`` jobs and wait for the
+    first one's workers; :class:`~distprice.errors.ClusterError` when none joins within ``jobqueue.start_timeout`` seconds (the jobs are
+    cancelled then).
+    """
+    from distributed import Client, LocalCluster
+
+    security = config.dask_security()
+    if config.kind == "address":
+        try:
+            return Client(config.address, security=security, timeout=config.timeout), None
+        except (OSError, TimeoutError) as error:
+            raise SchedulerUnreachableError(
+                f"cannot reach the scheduler at {config.address} within {config.timeout:g} s: {error}") from None
+    if config.kind in JOBQUEUE_KINDS:
+        from .jobqueue import build_cluster
+
+        cluster = build_cluster(config)
+        client = Client(cluster, security=security)
+        cluster.scale(jobs=config.jobqueue.jobs)
+        try:
+            client.wait_for_workers(1, timeout=config.jobqueue.start_timeout)
+        except TimeoutError:
+            client.close()
+            cluster.close()
+            raise ClusterError(
+                f"no {config.kind} job started its workers within {config.jobqueue.start_timeout:g} s; the jobs "
+                f"were cancelled. They may have waited in the queue (raise cluster.jobqueue.start_timeout) or "
+                f"failed (see their output files)") from None
+        return client, cluster
+    options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
+                   dashboard_address=config.dashboard_address, security=security)
+    if config.kind == "local-cuda":
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            raise ClusterError("cluster kind local-cuda needs dask-cuda: pip install 'distprice[gpu]'") from None
+        cluster = LocalCUDACluster(n_workers=config.n_workers, **options)
+    else:
+        cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
+                               **options)
+    return Client(cluster, security=security), cluster
+
+
+def cluster_config(cluster) -> ClusterConfig:
+    """The cluster config a ``cluster`` argument names: None (:func:`default_cluster`), a config file, a
+    scheduler address (``tcp://host:8786``, ``tls://...``), a :class:`Config` or a :class:`ClusterConfig`."""
+    if cluster is None:
+        return default_cluster()
+    if isinstance(cluster, Config):
+        return cluster.cluster
+    if isinstance(cluster, ClusterConfig):
+        return cluster
+    if isinstance(cluster, (str, os.PathLike)) and "://" in str(cluster):
+        return ClusterConfig(kind="address", address=str(cluster))
+    if isinstance(cluster, (str, os.PathLike)):
+        return load_config(cluster).cluster
+    raise OptionError(f"cluster must be None, a config file, an address, a Config or a distributed.Client, "
+                    f"not {type(cluster).__name__}")

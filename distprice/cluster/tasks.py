@@ -1,0 +1,111 @@
+"""What runs on the workers: each function is one kind of task, named for the dashboard (see
+:mod:`~.pricer`). Tasks carry their inputs as plain values (instruments with their geometry, the market, the
+plan), so the scheduler can run a lost worker's tasks elsewhere."""
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import Problem
+from ..execute import choose_plan, fixed_plan, price_parts
+from ..inspector import CostModel
+from ..job import Job, JobOptions
+from ..lattice.gpu import device_name, gpu_available
+from ..lattice.instruments import Instruments, id_hashes, prepare
+from ..planner import FileSlice
+from ..precision import precision_name
+from ..scenarios import Market
+from ..tuning import current_model
+from .metrics import log_pricing
+
+
+def describe_worker(precision: str) -> dict:
+    """The device of the worker this runs on and the inspector's model for it."""
+    gpu = gpu_available()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = current_model(precision, gpu)
+    return {"gpu": gpu, "device": device_name() if gpu else "cpu", "model": model.to_json()}
+
+
+def _use_worker_threads() -> None:
+    """The CPU engine uses as many threads as its Dask worker has, not every core of the machine."""
+    import numba
+    from distributed import get_worker
+
+    with contextlib.suppress(ValueError):
+        numba.set_num_threads(max(1, min(get_worker().state.nthreads, numba.config.NUMBA_NUM_THREADS)))
+
+
+def price_chunk(instruments: Instruments, curve_sets, parts, real):
+    """Prices the ``instruments`` of a chunk as ``parts`` say; bond, option (curve sets x rows), engines."""
+    _use_worker_threads()
+    tick = time.perf_counter()
+    bond, option, kernel_seconds = price_parts(instruments, curve_sets, parts, real)
+    engines = np.empty(len(instruments), dtype=object)
+    for part in parts:
+        engines[part.rows] = part.engine
+    log_pricing(len(instruments) * len(curve_sets), instruments.node_steps * len(curve_sets),
+                time.perf_counter() - tick, kernel_seconds, "+".join(dict.fromkeys(p.engine for p in parts)))
+    return bond, option, engines
+
+
+def gather(positions, *chunks):
+    """The prices of every chunk, put back in the order of the valid rows (``positions`` of each chunk)."""
+    scenarios = chunks[0][0].shape[0]
+    n = sum(len(p) for p in positions)
+    bond, option = np.full((scenarios, n), np.nan), np.full((scenarios, n), np.nan)
+    engines = np.empty(n, dtype=object)
+    for rows, (b, o, e) in zip(positions, chunks):
+        bond[:, rows], option[:, rows], engines[rows] = b, o, e
+    return bond, option, engines
+
+
+@dataclass
+class ReadChunk:
+    """A slice of a big file as a worker read and checked it, and the plan to price it."""
+
+    job: Job
+    parts: list
+
+
+def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool) -> ReadChunk:
+    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(piece.path).read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
+    table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
+    prepared = prepare(table, market.base, options.limits, first_row=piece.first_row, unique_ids=False)
+    job = Job(table, prepared, market, options.real)
+    plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
+                       gpu=gpu)
+    return ReadChunk(job, plan.parts)
+
+
+def inspect_chunk(chunk: ReadChunk) -> dict:
+    """What the client needs of a slice read by a worker: its problems, id hashes and the plan's engines."""
+    ids = chunk.job.prepared.table["id"]
+    return {"problems": chunk.job.prepared.problems, "id_hashes": id_hashes(ids),
+            "engines": [p.engine for p in chunk.parts]}
+
+
+def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
+    """The priced rows of a slice read by a worker, with the problems found across slices (duplicate ids)."""
+    job = chunk.job.with_problems(problems)
+    instruments = job.instruments()
+    parts = chunk.parts
+    if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
+        parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
+    bond, option, engines = price_chunk(instruments, job.market.curve_sets, parts, job.real)
+    return job.priced(bond, option, engines)
+
+
+def task_name(engines, real) -> str:
+    """``price_<engine>[_<engine>]_<precision>``: Dask's task names keep no word holding a digit, hence the
+    underscores."""
+    return "price_" + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"

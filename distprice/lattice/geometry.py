@@ -1,0 +1,74 @@
+"""Hull-White trinomial-tree geometry of a whole portfolio at once (numpy).
+
+Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
+halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height ``n`` steps.
+The geometry is computed once, when a portfolio is validated, and travels with its rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+JMAX_FACTOR = 0.184
+"""Hull and White's choice: ``jmax`` is the smallest integer above ``0.184 / |M|``."""
+
+
+def to_step(t, steps_per_year):
+    """The tree step of time ``t`` (years): ``round(t * spy)``, halves up, as int64."""
+    return np.floor(np.asarray(t, dtype=np.float64) * steps_per_year + 0.5).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class TreeGeometry:
+    """Per-instrument tree shape: ``dt`` (years), ``dr`` (rate step), ``M``, ``jmax``, ``width``, ``height``."""
+
+    dt: np.ndarray
+    dr: np.ndarray
+    M: np.ndarray
+    jmax: np.ndarray
+    width: np.ndarray
+    height: np.ndarray
+
+    @property
+    def node_steps(self) -> np.ndarray:
+        """Node-steps of each tree: forward plus backward over the full rectangle, ``2 * width * height``."""
+        return 2 * self.width * self.height
+
+    def take(self, positions) -> "TreeGeometry":
+        """The geometry of the trees at ``positions`` (an index array or a boolean mask)."""
+        return TreeGeometry(**{f.name: np.asarray(getattr(self, f.name))[positions]
+                               for f in dataclasses.fields(self)})
+
+
+def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeGeometry:
+    """Geometry of the Hull-White tree of each instrument (Hull and White 1994); arguments are arrays or scalars."""
+    a = np.asarray(mean_reversion, dtype=np.float64)
+    sigma = np.asarray(volatility, dtype=np.float64)
+    spy = np.asarray(steps_per_year, dtype=np.float64)
+    dt = 1.0 / spy
+    variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
+    dr = np.sqrt(3.0 * variance)
+    M = np.exp(-a * dt) - 1.0
+    jmax = np.ceil(-JMAX_FACTOR / M).astype(np.int64)
+    height = to_step(maturity, spy)
+    return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
+
+
+def branching(jmax: int, M: float):
+    """Branching probabilities ``pu, pm, pd`` of nodes ``j = -jmax..jmax`` (index ``j + jmax``).
+
+    Interior nodes branch to ``j+1, j, j-1``; the top node ``jmax`` to ``j, j-1, j-2``; the bottom node
+    ``-jmax`` to ``j+2, j+1, j`` (the first probability always goes to the highest target).
+    """
+    x = np.arange(-jmax, jmax + 1, dtype=np.float64) * M
+    pu = 1.0 / 6.0 + (x * x + x) / 2.0
+    pm = 2.0 / 3.0 - x * x
+    pd = 1.0 / 6.0 + (x * x - x) / 2.0
+    top, bottom = x[-1], x[0]
+    pu[-1], pm[-1], pd[-1] = (7.0 / 6.0 + (top * top + 3.0 * top) / 2.0, -1.0 / 3.0 - top * top - 2.0 * top,
+                              1.0 / 6.0 + (top * top + top) / 2.0)
+    pu[0], pm[0], pd[0] = (1.0 / 6.0 + (bottom * bottom - bottom) / 2.0, -1.0 / 3.0 - bottom * bottom + 2.0 * bottom,
+                           7.0 / 6.0 + (bottom * bottom - 3.0 * bottom) / 2.0)
+    return pu, pm, pd

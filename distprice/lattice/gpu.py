@@ -1,0 +1,328 @@
+"""GPU engines: CuPy launchers for ``kernels/outer.cu`` (``gpu-outer``), ``kernels/flat.cu`` (``gpu-flat``) and
+``kernels/wide.cu`` (trees too wide for a flat block).
+
+The CUDA sources are compiled once per process, precision and build option (NVRTC, through
+``cupy.RawModule``). The host layouts (sorting, padding, bin packing: :mod:`~.layouts`) are timed apart from
+the kernels. Results come back as float64 arrays in the batch's row order. The arrays every kernel reads are
+declared once, in :data:`KERNEL_ARGS`, in the order of the kernels' ``PORTFOLIO_PARAMS`` (a test holds the
+two together).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.resources
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import Fp32OverflowError, GpuUnavailableError
+from .batch import Batch
+from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, FlatLayout, OuterLayout, choose_flat_shape,
+                      exclusive_cumsum, flat_layout, flat_shared_bytes, outer_layout)
+
+WIDE_THREADS = 1024
+FLAT_REGISTERS = 64
+"""Register cap per flat thread (through __launch_bounds__), so that 2048 threads fit a multiprocessor."""
+OUTER_THREADS = 128
+_MAX_EVENTS = 2**31 - 1
+
+C_TYPES = {"int": np.int32, "long long": np.int64, "double": np.float64, "unsigned char": np.uint8, "real": None}
+"""numpy dtype of each C type of the kernels' arguments; ``real`` is the batch's precision."""
+
+KERNEL_ARGS = (
+    ("jmax", "int"), ("height", "int"), ("dt", "double"), ("dr", "double"), ("M", "double"), ("face", "real"),
+    ("is_call", "unsigned char"), ("curve", "int"), ("curve_offsets", "long long"), ("curve_t", "double"),
+    ("curve_z", "double"), ("coupon_offsets", "long long"), ("coupon_step", "int"), ("coupon_amount", "real"),
+    ("exercise_offsets", "long long"), ("exercise_step", "int"), ("exercise_strike", "real"), ("option_from", "int"),
+)
+"""The arrays every kernel reads (``PORTFOLIO_PARAMS`` of ``kernels/common.cuh``): name and C element type."""
+CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
+"""The arguments a market scenario replaces."""
+
+
+def require_gpu():
+    """CuPy, once a CUDA device is known to be usable; raises :class:`GpuUnavailableError` otherwise."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise GpuUnavailableError(f"the GPU engines need CuPy (pip install 'distprice[gpu]'): {error}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as error:
+        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
+    if count == 0:
+        raise GpuUnavailableError("no CUDA device is visible")
+    return cupy
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """Whether a CUDA GPU and CuPy are usable in this process."""
+    try:
+        require_gpu()
+    except GpuUnavailableError:
+        return False
+    return True
+
+
+def device_name() -> str:
+    """The name of the current CUDA device (e.g. ``NVIDIA H100 80GB HBM3``)."""
+    return _device_name(require_gpu().cuda.Device().id)
+
+
+@functools.cache
+def _device_name(device_id: int) -> str:
+    # cudaGetDeviceProperties reads every property, some slowly (milliseconds): once per device
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+
+
+def kernel_dir() -> Path:
+    """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
+    try:
+        return Path(str(importlib.resources.files("distprice.kernels")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[2] / "kernels"
+
+
+@functools.cache
+def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
+    """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
+    cupy = require_gpu()
+    kernels = kernel_dir()
+    c_real = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(real)]
+    options = ("-std=c++17", f"-DREAL={c_real}", f"-I{kernels}", *(f"-D{k}={v}" for k, v in defines))
+    return cupy.RawModule(code=(kernels / source).read_text(), options=options)
+
+
+@dataclass
+class GpuRun:
+    """Prices of one engine call with its timings (seconds) and device memory (bytes)."""
+
+    bond: np.ndarray
+    option: np.ndarray
+    seconds: dict[str, float] = field(default_factory=dict)
+    device_bytes: int = 0
+    detail: dict = field(default_factory=dict)
+
+
+class _Device:
+    """Device arrays of one call; counts the bytes it allocates (the engine's footprint)."""
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+        self.bytes = 0
+
+    def put(self, array):
+        array = np.ascontiguousarray(array)
+        self.bytes += array.nbytes
+        return self.cupy.asarray(array)
+
+    def empty(self, shape, dtype):
+        out = self.cupy.empty(shape, dtype=dtype)
+        self.bytes += out.nbytes
+        return out
+
+    def poisoned(self, n):
+        """float64 outputs filled with NaN, so that a row the kernel never wrote cannot pass."""
+        out = self.cupy.full(n, np.nan)
+        self.bytes += out.nbytes
+        return out
+
+
+def kernel_arrays(batch: Batch, names=None) -> dict[str, np.ndarray]:
+    """The host arrays of :data:`KERNEL_ARGS` (or of ``names`` of them), in their C types."""
+    g, coupons, exercises = batch.geometry, batch.coupons, batch.exercises
+    source = {
+        "jmax": g.jmax, "height": g.height, "dt": g.dt, "dr": g.dr, "M": g.M, "face": batch.face,
+        "is_call": batch.is_call, "curve": batch.curve_index, "curve_offsets": batch.curve_offsets,
+        "curve_t": batch.curve_t, "curve_z": batch.curve_z, "coupon_offsets": coupons.offsets,
+        "coupon_step": coupons.step, "coupon_amount": coupons.value, "exercise_offsets": exercises.offsets,
+        "exercise_step": exercises.step, "exercise_strike": exercises.value, "option_from": batch.option_from,
+    }
+    return {name: np.asarray(source[name]).astype(C_TYPES[ctype] or batch.real, copy=False)
+            for name, ctype in KERNEL_ARGS if names is None or name in names}
+
+
+@dataclass(frozen=True)
+class DeviceBatch:
+    """A batch's :data:`KERNEL_ARGS` on the device, in batch order."""
+
+    args: dict
+    real: np.dtype
+    bytes: int
+    rows: int
+
+    def with_curves(self, batch: Batch) -> "DeviceBatch":
+        """This device batch under the curves of ``batch`` (the same batch under another curve set, a market
+        scenario: :meth:`Batch.with_curves`): only the curve knots are copied."""
+        device = _Device(require_gpu())
+        curves = {name: device.put(array) for name, array in kernel_arrays(batch, CURVE_ARGS).items()}
+        return dataclasses.replace(self, args={**self.args, **curves})
+
+
+def upload(batch: Batch) -> DeviceBatch:
+    """Copies what every kernel reads of ``batch`` to the device (once per batch; parts of it share it)."""
+    device = _Device(require_gpu())
+    if max(len(batch.coupons.step), len(batch.exercises.step)) > _MAX_EVENTS:
+        raise ValueError("a GPU batch holds at most 2^31 - 1 coupon or exercise events; price it in smaller parts")
+    args = {name: device.put(array) for name, array in kernel_arrays(batch).items()}
+    return DeviceBatch(args, batch.real, device.bytes, len(batch))
+
+
+# ---- launches ----
+
+def _launch_outer(device, leading, rows_idx, layout: OuterLayout, real, bond, option, defines=()):
+    kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
+    order = device.put(rows_idx[layout.order])
+    rows = device.empty(max(layout.row_elements, 1), real)
+    alphas = device.empty(max(layout.alpha_elements, 1), real)
+    n = len(layout.order)
+    args = (*leading, np.int32(n), order, np.int32(layout.lanes), device.put(layout.row_base),
+            device.put(layout.pitch), device.put(layout.alpha_base), rows, alphas, bond, option)
+    return lambda: kernel((-(-n // OUTER_THREADS),), (OUTER_THREADS,), args)
+
+
+def _launch_flat(device, leading, rows_idx, layout: FlatLayout, real, bond, option, defines=()):
+    build = {"FLAT_NODES": layout.nodes, "FLAT_MAX_THREADS": layout.threads,
+             "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)), **dict(defines)}
+    kernel = _module("flat.cu", real, tuple(sorted(build.items()))).get_function("flat_price")
+    shared = flat_shared_bytes(layout, real)
+    kernel.max_dynamic_shared_size_bytes = shared
+    args = (*leading, device.put(rows_idx[layout.order]), device.put(layout.bin_first), device.put(layout.node_offset),
+            device.put(layout.bin_height), device.put(layout.alpha_base),
+            device.empty(max(layout.alpha_elements, 1), real), bond, option)
+    return lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)
+
+
+def _launch_wide(device, leading, rows_idx, width, height, real, bond, option):
+    kernel = _module("wide.cu", real, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
+    row_base, row_elements = exclusive_cumsum(5 * (width.astype(np.int64) + 4))
+    alpha_base, alpha_elements = exclusive_cumsum(height.astype(np.int64))
+    args = (*leading, device.put(rows_idx), device.put(row_base), device.put(alpha_base),
+            device.empty(row_elements, real), device.empty(alpha_elements, real), bond, option)
+    return lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)
+
+
+@dataclass
+class PendingRun:
+    """Kernels launched and not waited for; :meth:`finish` waits, downloads and checks."""
+
+    cupy: object
+    kernel: str
+    real: np.dtype
+    bond: object
+    option: object
+    started: object
+    stopped: object
+    seconds: dict
+    device_bytes: int
+    detail: dict
+    check_finite: bool
+    layouts: dict
+    """The layouts launched, for another run of the same batch (:func:`start_gpu`'s ``layouts``)."""
+
+    def finish(self) -> GpuRun:
+        self.stopped.synchronize()
+        seconds = dict(self.seconds, kernel=self.cupy.cuda.get_elapsed_time(self.started, self.stopped) / 1e3)
+        tick = time.perf_counter()
+        bond, option = self.cupy.asnumpy(self.bond), self.cupy.asnumpy(self.option)
+        seconds["download"] = time.perf_counter() - tick
+        bad = np.flatnonzero(~np.isfinite(bond) | ~np.isfinite(option))
+        if self.check_finite and len(bad):
+            if self.real == np.float32:
+                raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "
+                                        "price them in fp64")
+            raise RuntimeError(f"the {self.kernel} kernel left {len(bad)} rows unpriced (first: batch row {bad[0]})")
+        return GpuRun(bond, option, seconds, self.device_bytes, self.detail)
+
+
+def start_gpu(batch: Batch, kernel: str, *, lanes: int | None = WARP, sort: bool = True,
+              threads: int | None = None, nodes: int | None = None, defines: tuple = (),
+              check_finite: bool = True, device_batch: DeviceBatch | None = None,
+              layouts: dict | None = None, time_upload: bool = False) -> PendingRun:
+    """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
+    the host can prepare the next batch meanwhile. ``layouts`` (a :class:`PendingRun`'s, for the same batch
+    and kernel) skips the layout; ``time_upload`` waits for the copies to time them."""
+    cupy = require_gpu()
+    n = len(batch)
+    real = batch.real
+    seconds = {}
+    tick = time.perf_counter()
+    width, height = batch.geometry.width, batch.geometry.height
+    rows_idx = np.arange(n, dtype=np.int64)
+    outer_rows, flat_rows, wide_rows = rows_idx, rows_idx[:0], rows_idx[:0]
+    if kernel == "flat":
+        wide = width > FLAT_MAX_WIDTH
+        outer_rows, flat_rows, wide_rows = rows_idx[:0], rows_idx[~wide], rows_idx[wide]
+    elif kernel != "outer":
+        raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
+    if layouts is None:
+        layouts = {}
+        if len(outer_rows):
+            layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
+                                            lanes=lanes or len(outer_rows), sort=sort)
+        if len(flat_rows):
+            shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
+                nodes or FLAT_NODES, threads)
+            layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
+    seconds["layout"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    device = _Device(cupy)
+    if device_batch is None:
+        device_batch = upload(batch)
+        device.bytes += device_batch.bytes
+    elif device_batch.real != real or device_batch.rows != n:
+        raise ValueError("the device batch is of another batch or precision")
+    leading = tuple(device_batch.args[name] for name, _ in KERNEL_ARGS)
+    bond, option = device.poisoned(n), device.poisoned(n)
+    launches = []
+    if "outer" in layouts:
+        launches.append(_launch_outer(device, leading, outer_rows, layouts["outer"], real, bond, option, defines))
+    if "flat" in layouts:
+        launches.append(_launch_flat(device, leading, flat_rows, layouts["flat"], real, bond, option, defines))
+    if len(wide_rows):
+        launches.append(_launch_wide(device, leading, wide_rows, width[wide_rows], height[wide_rows], real,
+                                     bond, option))
+    if time_upload:
+        cupy.cuda.Device().synchronize()
+    seconds["upload"] = time.perf_counter() - tick
+
+    started, stopped = cupy.cuda.Event(), cupy.cuda.Event()
+    started.record()
+    for launch in launches:
+        launch()
+    stopped.record()
+    detail = {}
+    if "flat" in layouts:
+        flat = layouts["flat"]
+        detail.update(nodes=flat.nodes, threads=flat.threads, bins=flat.bins, flat_rows=len(flat_rows),
+                      occupancy=float((2 * width[flat_rows] * height[flat_rows]).sum() / max(flat.thread_steps(), 1)))
+    if "outer" in layouts:
+        detail.update(outer_rows=len(outer_rows))
+    if len(wide_rows):
+        detail.update(wide_rows=len(wide_rows))
+    return PendingRun(cupy, kernel, real, bond, option, started, stopped, seconds, device.bytes, detail,
+                      check_finite, layouts)
+
+
+def price_gpu(batch: Batch, kernel: str, **options) -> GpuRun:
+    """Price ``batch`` with the ``outer`` or ``flat`` kernel in the batch's precision; see :mod:`~.layouts`
+    for the layouts.
+
+    Options (keywords of :func:`start_gpu`): ``lanes`` (outer: 32 warp padding, None global padding, 1
+    none) and ``sort`` select the outer layout; ``threads`` and ``nodes`` fix the flat block's shape
+    (default: :func:`~.layouts.choose_flat_shape`); ``defines`` adds ``-D`` build options (register caps and
+    the like, for the benchmarks); ``device_batch``: the batch already on the device (see :func:`upload`),
+    whose bytes then do not count in this call's footprint or upload time; ``check_finite``.
+
+    Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
+    price raises (in fp32 it is an overflow: see :class:`~distprice.errors.Fp32OverflowError`). Layout,
+    upload, kernel (CUDA events) and download are timed apart.
+    """
+    return start_gpu(batch, kernel, time_upload=True, **options).finish()
