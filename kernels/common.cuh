@@ -1,18 +1,21 @@
-// Shared pieces of the GPU kernels: the precision, the Hull-White tree's branching weights, the zero
-// curve and the event cursors. Compiled with -DREAL=double (fp64) or -DREAL=float (fp32); tree
-// parameters (dt, dr, M) and the curve stay double, node arithmetic is in `real`.
+// Shared pieces of the GPU kernels: the precision, the Hull-White tree's branching weights, the arrays every
+// kernel reads and the event cursor (the zero curve is in curve.cuh, the events' arithmetic in events.cuh).
+// Compiled with -DREAL=double (fp64) or -DREAL=float (fp32); tree parameters (dt, dr, M) and the curve stay
+// double, node arithmetic is in `real`.
 //
 // Node indices: an instrument of half-width jmax has w = 2 jmax + 1 nodes p = 0 .. w-1, j = p - jmax.
-// Every kernel covers the full rectangle of w nodes on every step (SPEC §6); nodes not yet reachable
-// hold exact zeros in the forward pass and never feed reachable nodes in the backward pass.
+// Every kernel covers the full rectangle of w nodes on every step (node-steps counted as 2 w h); nodes not
+// yet reachable hold exact zeros in the forward pass and never feed reachable nodes in the backward pass.
 #pragma once
+
+#include "events.cuh"
 
 #ifndef REAL
 #define REAL double
 #endif
 typedef REAL real;
 
-// Branching probabilities (SPEC §2) of node j: `up`, `mid`, `down` go to j+1, j, j-1 for an interior
+// Branching probabilities (Hull and White) of node j: `up`, `mid`, `down` go to j+1, j, j-1 for an interior
 // node, to j, j-1, j-2 at the top edge (j = jmax) and to j+2, j+1, j at the bottom edge (j = -jmax).
 struct Branching {
     double up, mid, down;
@@ -33,68 +36,37 @@ __device__ __forceinline__ Branching bottom_branching(double x)
     return {1.0 / 6.0 + (x * x - x) / 2.0, -1.0 / 3.0 - x * x + 2.0 * x, 7.0 / 6.0 + (x * x - 3.0 * x) / 2.0};
 }
 
-// z(t) on a zero curve linear in t with flat ends, given k = the first knot with knot_t[k] >= t.
-__device__ __forceinline__ double zero_rate_below_knot(double t, const double* knot_t, const double* knot_z,
-                                                       int knots, int k)
-{
-    if (k == 0) return knot_z[0];
-    if (k == knots) return knot_z[knots - 1];
-    const double t0 = knot_t[k - 1], z0 = knot_z[k - 1];
-    return z0 + (knot_z[k] - z0) * (t - t0) / (knot_t[k] - t0);
-}
-
-// P(0, t); `hint` is a knot index that only moves forward, so a caller walking t upwards pays O(1) per call.
-__device__ __forceinline__ double discount_bond(double t, const double* knot_t, const double* knot_z,
-                                                int knots, int& hint)
-{
-    while (hint < knots && knot_t[hint] < t) ++hint;
-    return exp(-zero_rate_below_knot(t, knot_t, knot_z, knots, hint) * t);
-}
-
-// P(0, t) for any t (binary search for the knot).
-__device__ __forceinline__ double discount_bond(double t, const double* knot_t, const double* knot_z, int knots)
-{
-    int lo = 0, hi = knots;
-    while (lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (knot_t[mid] < t) lo = mid + 1; else hi = mid;
-    }
-    return exp(-zero_rate_below_knot(t, knot_t, knot_z, knots, lo) * t);
-}
-
-// The arrays every kernel reads, in the caller's (unsorted) row order. Events are CSR tables with steps
-// in decreasing order; `option_from` is the last exercise step (the option is zero above it).
+// The arrays every kernel reads, in the caller's (unsorted) row order (the launcher's KERNEL_ARGS). Events
+// are one CSR table per batch, in the order they are applied (events.cuh), their amounts forward-adjusted by
+// adjust.cu; `option_from` is the last exercise step (the option is zero above it).
 struct Portfolio {
     const int* jmax;
     const int* height;
     const double* dt;
     const double* dr;
     const double* M;
-    const real* face;
     const unsigned char* is_call;
     const int* curve;
     const long long* curve_offsets;
     const double* curve_t;
     const double* curve_z;
-    const long long* coupon_offsets;
-    const int* coupon_step;
-    const real* coupon_amount;
-    const long long* exercise_offsets;
-    const int* exercise_step;
-    const real* exercise_strike;
+    const long long* event_offsets;
+    const int* event_step;
+    const unsigned char* event_kind;
+    const real* event_amount;
     const int* option_from;
 };
 
 // Kernel parameters that make up a Portfolio, and the braced list that builds it from them.
-#define PORTFOLIO_PARAMS                                                                                   \
-    const int *in_jmax, const int *in_height, const double *in_dt, const double *in_dr, const double *in_M,              \
-        const real *in_face, const unsigned char *in_is_call, const int *in_curve, const long long *in_curve_offsets, \
-        const double *in_curve_t, const double *in_curve_z, const long long *in_coupon_offsets,                    \
-        const int *in_coupon_step, const real *in_coupon_amount, const long long *in_exercise_offsets,             \
-        const int *in_exercise_step, const real *in_exercise_strike, const int *in_option_from
-#define PORTFOLIO_ARGS                                                                                    \
-    {in_jmax, in_height, in_dt, in_dr, in_M, in_face, in_is_call, in_curve, in_curve_offsets, in_curve_t, in_curve_z, in_coupon_offsets,      \
-     in_coupon_step, in_coupon_amount, in_exercise_offsets, in_exercise_step, in_exercise_strike, in_option_from}
+#define PORTFOLIO_PARAMS                                                                                          \
+    const int *in_jmax, const int *in_height, const double *in_dt, const double *in_dr, const double *in_M,     \
+        const unsigned char *in_is_call, const int *in_curve, const long long *in_curve_offsets,                 \
+        const double *in_curve_t, const double *in_curve_z, const long long *in_event_offsets,                   \
+        const int *in_event_step, const unsigned char *in_event_kind, const real *in_event_amount,               \
+        const int *in_option_from
+#define PORTFOLIO_ARGS                                                                                           \
+    {in_jmax, in_height, in_dt, in_dr, in_M, in_is_call, in_curve, in_curve_offsets, in_curve_t, in_curve_z,   \
+     in_event_offsets, in_event_step, in_event_kind, in_event_amount, in_option_from}
 
 // One instrument's tree: its shape, its zero curve and the weights of its two edge nodes, which are the
 // edge branching probabilities times the edge node's own discount exp(-j dr dt).
@@ -140,35 +112,38 @@ struct Tree {
     }
 };
 
-// Walks one instrument's coupon and exercise events from maturity down to the root. The events of one
-// step collapse to one strike (the lowest for a call, the highest for a put: max over strikes of the
-// payoff is the payoff of that strike) and one coupon sum.
+// The events of one step: indices [first, last) of the event table, and whether one of them is an exercise.
+struct StepEvents {
+    int first, last;
+    bool exercise;
+};
+
+// Walks one instrument's events from its last step down to the root.
 struct EventCursor {
-    int coupon, coupon_end, exercise, exercise_end;  // chunks hold fewer than 2^31 events (the launcher checks)
+    int next, end;  // batches hold fewer than 2^31 events (the launcher checks)
 
     __device__ void start(const Portfolio& book, long long row)
     {
-        coupon = int(book.coupon_offsets[row]);
-        coupon_end = int(book.coupon_offsets[row + 1]);
-        exercise = int(book.exercise_offsets[row]);
-        exercise_end = int(book.exercise_offsets[row + 1]);
+        next = int(book.event_offsets[row]);
+        end = int(book.event_offsets[row + 1]);
     }
 
-    // Events of step i: returns whether the option may be exercised there (and its strike in `strike`);
-    // `coupon_sum` receives the coupons paid at step i (0 if none).
-    __device__ __forceinline__ bool at(const Portfolio& book, int i, bool call, real& strike, real& coupon_sum)
+    __device__ __forceinline__ StepEvents at(const Portfolio& book, int i)
     {
-        bool exercised = false;
-        while (exercise < exercise_end && book.exercise_step[exercise] == i) {
-            const real k = book.exercise_strike[exercise++];
-            strike = !exercised ? k : (call ? fmin(strike, k) : fmax(strike, k));
-            exercised = true;
-        }
-        coupon_sum = real(0);
-        while (coupon < coupon_end && book.coupon_step[coupon] == i) coupon_sum += book.coupon_amount[coupon++];
-        return exercised;
+        StepEvents events{next, next, false};
+        while (next < end && book.event_step[next] == i) events.exercise |= book.event_kind[next++] == EVENT_EXERCISE;
+        events.last = next;
+        return events;
     }
 };
+
+// The events of a step, in order, at one node.
+__device__ __forceinline__ void apply_events(const Portfolio& book, const StepEvents& events, bool call, real& bond,
+                                             real& option)
+{
+    for (int e = events.first; e < events.last; ++e)
+        apply_event(book.event_kind[e], book.event_amount[e], call, bond, option);
+}
 
 // Exchanges two row pointers: double-buffered rows swap roles after each step.
 __device__ __forceinline__ void swap_rows(real*& a, real*& b)
@@ -176,19 +151,6 @@ __device__ __forceinline__ void swap_rows(real*& a, real*& b)
     real* t = a;
     a = b;
     b = t;
-}
-
-__device__ __forceinline__ real payoff(real bond, real strike, bool call)
-{
-    return call ? fmax(bond - strike, real(0)) : fmax(strike - bond, real(0));
-}
-
-// Exercise then coupon at one node (SPEC §2: exercise sees the ex-coupon bond value).
-__device__ __forceinline__ void apply_events(real& bond, real& option, bool exercised, real strike, real coupon_sum,
-                                             bool call)
-{
-    if (exercised) option = fmax(option, payoff(bond, strike, call));
-    bond += coupon_sum;
 }
 
 // Turns the sums S~_m = sum_j Q~(m, j) exp(-j dr dt) of state prices iterated without the alphas into

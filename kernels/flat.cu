@@ -203,7 +203,6 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
     }
     const bool call = k >= 0 && book.is_call[id];
     const int last_exercise = k >= 0 ? book.option_from[id] : 0;
-    const real face = k >= 0 ? book.face[id] : real(0);
     EventCursor cursor;
     if (k >= 0) cursor.start(book, id);
     real* B = rows + 2;
@@ -219,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
             if (i == height) {
 #pragma unroll
                 for (int u = 0; u < NODES; ++u) {
-                    b[u] = face;
+                    b[u] = real(0);
                     o[u] = real(0);
                 }
             } else {
@@ -240,11 +239,10 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
                     for (int u = 0; u < NODES; ++u) o[u] = real(0);
                 }
             }
-            real strike = real(0), coupons;
-            const bool exercised = cursor.at(book, i, call, strike, coupons);
+            const StepEvents events = cursor.at(book, i);
 #pragma unroll
             for (int u = 0; u < NODES; ++u) {
-                apply_events(b[u], o[u], exercised, strike, coupons, call);
+                apply_events(book, events, call, b[u], o[u]);
                 if (p0 + u >= w) b[u] = o[u] = real(0);  // padding
             }
             store_nodes(B_next, node, b);

@@ -95,11 +95,11 @@ __device__ void forward(const Tree& tree, real* Q, real* ea, long long stride)
 }
 
 // One backward step, in place on the bond row B and (when `with_option`) the option row O: each node is
-// rolled back, then the step's events are applied to it in registers (exercise, then coupon). Above the
-// last exercise step the option is zero and its row is left alone.
+// rolled back, then the step's events are applied to it in registers, in order. Above the last exercise
+// step the option is zero and its row is left alone.
 template <bool with_option>
-__device__ __forceinline__ void roll_back(const Tree& tree, real e, real* B, real* O, long long stride,
-                                          bool exercised, real strike, real coupons, bool call)
+__device__ __forceinline__ void roll_back(const Portfolio& book, const Tree& tree, real e, real* B, real* O,
+                                          long long stride, const StepEvents& events, bool call)
 {
     const int w = tree.width;
     // The edge nodes read three nodes each; take them before the interior overwrites them.
@@ -140,16 +140,16 @@ __device__ __forceinline__ void roll_back(const Tree& tree, real e, real* B, rea
                 o_before = o_here;
                 o_here = o_ahead[u];
             }
-            apply_events(b, o, exercised, strike, coupons, call);
+            apply_events(book, events, call, b, o);
             B[p * stride] = b;
-            if (with_option || exercised) O[p * stride] = o;
+            if (with_option || events.exercise) O[p * stride] = o;
         }
     }
-    apply_events(b_bottom, o_bottom, exercised, strike, coupons, call);
-    apply_events(b_top, o_top, exercised, strike, coupons, call);
+    apply_events(book, events, call, b_bottom, o_bottom);
+    apply_events(book, events, call, b_top, o_top);
     B[0] = b_bottom;
     B[top] = b_top;
-    if (with_option || exercised) {
+    if (with_option || events.exercise) {
         O[0] = o_bottom;
         O[top] = o_top;
     }
@@ -175,21 +175,20 @@ extern "C" __global__ void __launch_bounds__(OUTER_THREADS, OUTER_MIN_BLOCKS) ou
     const int last_exercise = book.option_from[row];
     EventCursor cursor;
     cursor.start(book, row);
-    real strike = real(0), coupons;
-    bool exercised = cursor.at(book, tree.height, call, strike, coupons);
+    const StepEvents last = cursor.at(book, tree.height);
     for (int p = 0; p < tree.width; ++p) {
-        real b = book.face[row], o = real(0);
-        apply_events(b, o, exercised, strike, coupons, call);
+        real b = real(0), o = real(0);
+        apply_events(book, last, call, b, o);
         bond[p * stride] = b;
         option[p * stride] = o;
     }
     for (int i = tree.height - 1; i >= 0; --i) {
         const real e = ea[i * stride];
-        exercised = cursor.at(book, i, call, strike, coupons);
+        const StepEvents events = cursor.at(book, i);
         if (i < last_exercise)
-            roll_back<true>(tree, e, bond, option, stride, exercised, strike, coupons, call);
+            roll_back<true>(book, tree, e, bond, option, stride, events, call);
         else
-            roll_back<false>(tree, e, bond, option, stride, exercised, strike, coupons, call);
+            roll_back<false>(book, tree, e, bond, option, stride, events, call);
     }
     bond_out[row] = double(bond[tree.jmax * stride]);
     option_out[row] = double(option[tree.jmax * stride]);

@@ -95,12 +95,11 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
     real* O_next = O + pitch;
     for (int i = height; i >= 0; --i) {
         const real e = i < height ? ea[i] : real(0);
-        real strike = real(0), coupons;
-        const bool exercised = cursor.at(book, i, call, strike, coupons);
+        const StepEvents events = cursor.at(book, i);
         for (int p = t; p < w; p += threads) {
             real b, o = real(0);
             if (i == height) {
-                b = book.face[id];
+                b = real(0);
             } else {
                 // sources p-1 .. p+1 inside, p-2 .. p at the top, p .. p+2 at the bottom
                 real c0, c1, c2;
@@ -116,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
                 b = e * (c0 * B[from] + c1 * B[from + 1] + c2 * B[from + 2]);
                 if (i < last_exercise) o = e * (c0 * O[from] + c1 * O[from + 1] + c2 * O[from + 2]);
             }
-            apply_events(b, o, exercised, strike, coupons, call);
+            apply_events(book, events, call, b, o);
             B_next[p] = b;
             O_next[p] = o;
             if (i == 0 && p == tree.jmax) {

@@ -1,5 +1,7 @@
 """Host side of the GPU engines (runs without a GPU): layouts, bin packing, packaging, engine resolution."""
 import importlib.resources
+import shutil
+import subprocess
 import re
 
 import numpy as np
@@ -116,7 +118,7 @@ def test_outer_layout_pads_per_group(lanes, sort):
 
 
 def test_kernel_sources_are_found_and_ship_with_the_package():
-    sources = {"outer.cu", "flat.cu", "wide.cu", "common.cuh"}
+    sources = {"outer.cu", "flat.cu", "wide.cu", "adjust.cu", "common.cuh", "curve.cuh", "events.cuh"}
     assert sources <= {p.name for p in kernel_dir().iterdir()}
     try:
         installed = importlib.resources.files("distprice.kernels")
@@ -145,3 +147,15 @@ def test_kernel_arguments_are_declared_once_for_the_launcher_and_the_kernels():
     struct = source[source.index("struct Portfolio {"):source.index("};", source.index("struct Portfolio {"))]
     assert re.findall(r"\*\s*(\w+);", struct) == [name for name, _ in KERNEL_ARGS]
     assert all(ctype in C_TYPES for _, ctype in KERNEL_ARGS)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
+@pytest.mark.parametrize("source", ["outer.cu", "flat.cu", "wide.cu", "adjust.cu"])
+def test_kernels_compile_in_both_precisions(tmp_path, source):
+    """Without a GPU, nvcc still compiles the kernels to PTX: a syntax or type error is caught here, not on a
+    GPU machine."""
+    for real in ("double", "float"):
+        result = subprocess.run(["nvcc", "-std=c++17", "-arch=compute_90", "--ptx", f"-DREAL={real}", "-DFLAT_NODES=2",
+                                 f"-I{kernel_dir()}", str(kernel_dir() / source), "-o", str(tmp_path / "k.ptx")],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr

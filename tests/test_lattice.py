@@ -2,13 +2,16 @@
 import numpy as np
 import pytest
 
-from distprice.lattice.reference import _events
+from distprice.lattice.reference import COUPON, EXERCISE, REDEMPTION, _events_by_step
 from distprice.lattice.instruments import prepare
 from distprice.curves import builtin_curves
-from distprice.lattice.events import EXERCISE_CODES, accrued, coupon_events, exercise_events
+from distprice.lattice import events as codes
+from distprice.lattice.events import EXERCISE_CODES, accrued, time_form_events
 from distprice.lattice.geometry import to_step, tree_geometry
 
 from utils import random_portfolio
+
+KINDS = {REDEMPTION: codes.REDEMPTION, EXERCISE: codes.EXERCISE, COUPON: codes.COUPON}
 
 
 def test_geometry_of_hull_example():
@@ -31,28 +34,45 @@ def test_accrued():
 
 
 def test_event_tables_match_row_by_row_reading():
+    """Every row's events, step by step in the order they are applied, with their forward-adjusted amounts,
+    equal the reference engine's literal reading (off-grid rows included)."""
     curves = builtin_curves()
-    table = prepare(random_portfolio(np.random.default_rng(7), 300), curves).table
+    portfolio = random_portfolio(np.random.default_rng(7), 300)
+    off_grid = portfolio.index % 3 == 0  # times that fall between the tree's steps
+    portfolio.loc[off_grid, "maturity"] += 0.013
+    portfolio.loc[off_grid, "expiry"] += 0.007
+    table = prepare(portfolio, curves).table
     cols = {c: table[c].to_numpy() for c in table.columns}
-    coupons = coupon_events(cols["maturity"], cols["coupon"], cols["coupon_frequency"], cols["face"],
-                            cols["steps_per_year"])
-    exercises = exercise_events(table["exercise"].map(EXERCISE_CODES).to_numpy(), cols["expiry"],
-                                cols["first_exercise"], cols["exercise_frequency"], cols["strike"], cols["maturity"],
-                                cols["coupon"], cols["coupon_frequency"], cols["face"], cols["steps_per_year"])
+    events = time_form_events(table["exercise"].map(EXERCISE_CODES).to_numpy(), cols["expiry"],
+                              cols["first_exercise"], cols["exercise_frequency"], cols["strike"], cols["maturity"],
+                              cols["coupon"], cols["coupon_frequency"], cols["face"], cols["steps_per_year"],
+                              (table["instrument"] != "bond").to_numpy())
+    curve = curves["hull"]
     for r, ins in enumerate(table.itertuples(index=False)):
-        expected_coupons, expected_exercises = _events(ins)
-        steps, amounts = coupons.row(r)
-        assert (np.diff(steps) <= 0).all()
-        got = {}
-        for s, a in zip(steps, amounts):
-            got[int(s)] = got.get(int(s), 0.0) + a
-        assert got.keys() == expected_coupons.keys()
-        np.testing.assert_allclose([got[s] for s in got], [expected_coupons[s] for s in got], rtol=1e-14)
-        steps, amounts = exercises.row(r)
+        steps, times, kinds, amounts = events.row(r)
         assert (np.diff(steps) <= 0).all() and (steps >= 1).all()
+        assert steps[0] == tree_geometry(ins.mean_reversion, ins.volatility, ins.maturity, ins.steps_per_year).height
+        dt = 1.0 / ins.steps_per_year
+        adjusted = amounts * curve.discount(times) / curve.discount(steps * dt)
         got = {}
-        for s, a in zip(steps, amounts):
-            got.setdefault(int(s), []).append(a)
-        assert got.keys() == expected_exercises.keys()
+        for s, k, a in zip(steps, kinds, adjusted):
+            got.setdefault(int(s), []).append((int(k), a))
+        expected = _events_by_step(ins, curve)
+        assert got.keys() == expected.keys()
         for s in got:
-            np.testing.assert_allclose(sorted(got[s]), sorted(expected_exercises[s]), rtol=1e-12, atol=1e-12)
+            assert [k for k, _ in got[s]] == [KINDS[k] for k, _ in expected[s]], (r, s)
+            np.testing.assert_allclose([a for _, a in got[s]], [a for _, a in expected[s]], rtol=1e-14, atol=1e-12)
+
+
+def test_events_on_the_grid_are_at_the_steps_own_time():
+    """An on-grid event's time is ``s * dt`` itself, so its forward adjustment is exactly 1."""
+    table = prepare(random_portfolio(np.random.default_rng(3), 50), builtin_curves()).table
+    cols = {c: table[c].to_numpy() for c in table.columns}
+    events = time_form_events(table["exercise"].map(EXERCISE_CODES).to_numpy(), cols["expiry"],
+                              cols["first_exercise"], cols["exercise_frequency"], cols["strike"], cols["maturity"],
+                              cols["coupon"], cols["coupon_frequency"], cols["face"], cols["steps_per_year"],
+                              np.ones(len(table), dtype=bool))
+    spy = np.repeat(cols["steps_per_year"], np.diff(events.offsets))
+    on_grid = np.abs(events.time * spy - events.step) <= 1e-9
+    assert on_grid.sum() > 1000 and (~on_grid).sum() > 100
+    np.testing.assert_array_equal(events.time[on_grid], events.step[on_grid] * (1.0 / spy[on_grid]))

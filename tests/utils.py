@@ -75,3 +75,20 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def host_library(code: str, tmp_dir: Path, include: Path):
+    """``code`` (C++ over the kernels' host-compilable headers in ``include``) built into a shared library with
+    the machine's C++ compiler and loaded with ctypes; None when no compiler is installed."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        return None
+    source, library = tmp_dir / "shim.cpp", tmp_dir / "shim.so"
+    source.write_text(code)
+    subprocess.run([compiler, "-std=c++17", "-O2", "-ffp-contract=off", "-shared", "-fPIC", f"-I{include}",
+                    str(source), "-o", str(library)], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
-from .events import EXERCISE_CODES, EventTable, coupon_events, exercise_events
+from .events import EXERCISE_CODES, EventTable, time_form_events
 from .geometry import TreeGeometry
 from .instruments import Instruments
 
@@ -31,11 +31,10 @@ class Batch:
     real: np.dtype
     """The precision of the node arithmetic (float64 or float32)."""
     geometry: TreeGeometry
-    face: np.ndarray
     is_call: np.ndarray
     curve_index: np.ndarray
-    coupons: EventTable
-    exercises: EventTable
+    events: EventTable
+    """Redemption, coupons and exercises, raw amounts in float64 (engines apply the forward adjustment)."""
     option_from: np.ndarray
     """Last exercise step of each row: above it the option is worth nothing and is not rolled back."""
     curve_names: tuple[str, ...]
@@ -45,7 +44,7 @@ class Batch:
     curve_z: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.face)
+        return len(self.is_call)
 
     def with_curves(self, curves: dict[str, ZeroCurve]) -> "Batch":
         """The same instruments on another curve set (a market scenario): only the knots change."""
@@ -77,25 +76,18 @@ def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64
     table = instruments.table
     number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
                                                "expiry", "first_exercise", "exercise_frequency", "strike")}
-    coupons = coupon_events(number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
-                            number["steps_per_year"])
-    exercises = exercise_events(_codes(table["exercise"], EXERCISE_CODES)[0], number["expiry"],
-                                number["first_exercise"], number["exercise_frequency"], number["strike"],
-                                number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
-                                number["steps_per_year"])
-    option_from = np.zeros(len(table), dtype=np.int64)
-    has_exercise = np.diff(exercises.offsets) > 0
-    option_from[has_exercise] = exercises.step[exercises.offsets[:-1][has_exercise]]
+    events = time_form_events(_codes(table["exercise"], EXERCISE_CODES)[0], number["expiry"],
+                              number["first_exercise"], number["exercise_frequency"], number["strike"],
+                              number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
+                              number["steps_per_year"], (table["instrument"] != "bond").to_numpy())
     curve_index, names = _codes(table["curve"])
     return Batch(
         real=real,
         geometry=instruments.geometry,
-        face=number["face"].astype(real),
         is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
         curve_index=curve_index,
-        coupons=EventTable(coupons.offsets, coupons.step, coupons.value.astype(real, copy=False)),
-        exercises=EventTable(exercises.offsets, exercises.step, exercises.value.astype(real, copy=False)),
-        option_from=option_from,
+        events=events,
+        option_from=events.last_exercise_step(),
         curve_names=names,
         **_curve_knots(names, curves),
     )

@@ -6,7 +6,8 @@ factor ``exp(-(alpha + j dr) dt)`` is strength-reduced to ``exp(-alpha dt) * exp
 second factor folded into per-node branching coefficients computed once per instrument; interior nodes
 are a gather with no branches, the two edge rows of the tree are handled apart. Only reachable nodes
 ``|j| <= min(i, jmax)`` are visited. Bond and option roll back in the same loop; above the last exercise
-step the option is zero and only the bond rolls back.
+step the option is zero and only the bond rolls back. Each event's amount gets its forward adjustment
+``P(0, t) / P(0, s dt)`` on the row's curve as it is applied (one for events on the tree's grid).
 
 Work is balanced over threads with the longest-processing-time rule on ``width * height``. Scratch rows
 are allocated once per thread, never per node or step.
@@ -19,6 +20,7 @@ import numba
 import numpy as np
 
 from .batch import Batch
+from .events import EXERCISE
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
@@ -163,17 +165,28 @@ def _edge_values(jmax, e, coef, top, bottom, V, Vn):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _backward(jmax, n, face, is_call, ea, coef, top, bottom, B, Bn, O, On,
-              c_step, c_amount, x_step, x_amount, option_from):
-    """Roll bond ``B`` and option ``O`` back from maturity; returns their values at the root.
+def _event_amount(amount, t, s, dt, curve_t, curve_z):
+    """An amount due at ``t`` applied at step ``s``: ``A * P(0, t) / P(0, s dt)`` (exactly A on the grid)."""
+    tau = s * dt
+    if t == tau:
+        return amount
+    return amount * (_discount_bond(t, curve_t, curve_z, 0)[0] / _discount_bond(tau, curve_t, curve_z, 0)[0])
 
-    Step i covers nodes ``|j| <= min(i, jmax)``; exercise is decided before the step's coupon is added.
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t, curve_z,
+              e_step, e_time, e_kind, e_amount, option_from):
+    """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step; returns their values at
+    the root.
+
+    Step i covers nodes ``|j| <= min(i, jmax)``; after the roll-back to step i its events are applied in
+    their table order: the redemption and coupons add to the bond, an exercise takes the larger of the option
+    and its payoff.
     """
     w = 2 * jmax + 1
     bu, bm, bd = coef[0], coef[1], coef[2]
-    lo, hi = _span(jmax, min(n, jmax))
-    B[lo:hi] = face
-    ci, xi = 0, 0
+    real = B.dtype.type
+    ei = 0
     for i in range(n, -1, -1):
         r = min(i, jmax)
         if i < n:
@@ -190,21 +203,22 @@ def _backward(jmax, n, face, is_call, ea, coef, top, bottom, B, Bn, O, On,
                 _edge_values(jmax, e, coef, top, bottom, B, Bn)
             B, Bn = Bn, B
         lo, hi = _span(jmax, r)
-        while xi < len(x_step) and x_step[xi] == i:
-            _exercise(is_call, x_amount[xi], B, O, lo, hi)
-            xi += 1
-        while ci < len(c_step) and c_step[ci] == i:
-            _add(B, c_amount[ci], lo, hi)
-            ci += 1
+        while ei < len(e_step) and e_step[ei] == i:
+            amount = real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z))
+            if e_kind[ei] == EXERCISE:
+                _exercise(is_call, amount, B, O, lo, hi)
+            else:
+                _add(B, amount, lo, hi)
+            ei += 1
     return B[jmax + 1], O[jmax + 1]
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _price_all(order, thread_offsets, jmax, height, dt, dr, M, face, is_call, curve_index,
-               curve_offsets, curve_t, curve_z, c_off, c_step, c_amount, x_off, x_step, x_amount,
-               option_from, max_width, max_height, bond_out, option_out):
+def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t,
+               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, max_width, max_height, real_zero,
+               bond_out, option_out):
     n_threads = len(thread_offsets) - 1
-    real = face.dtype
+    real = real_zero.dtype
     for t in numba.prange(n_threads):
         size = max_width + 2
         coef = np.zeros((4, size), dtype=real)
@@ -222,9 +236,9 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, face, is_call, cu
             ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
             _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], ea)
-            b, o = _backward(jm, n, face[r], is_call[r], ea, coef, top, bottom, rows[2], rows[3], rows[4], rows[5],
-                             c_step[c_off[r]:c_off[r + 1]], c_amount[c_off[r]:c_off[r + 1]],
-                             x_step[x_off[r]:x_off[r + 1]], x_amount[x_off[r]:x_off[r + 1]], option_from[r])
+            lo, hi = e_off[r], e_off[r + 1]
+            b, o = _backward(jm, n, dt[r], is_call[r], ea, coef, top, bottom, rows[2], rows[3], rows[4], rows[5],
+                             ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi], option_from[r])
             bond_out[r] = b
             option_out[r] = o
 
@@ -265,9 +279,9 @@ def price_cpu(batch: Batch):
     if n == 0:
         return bond.astype(np.float64), option.astype(np.float64)
     order, thread_offsets = balance((g.width * g.height).astype(np.float64), numba.get_num_threads())
-    _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.face.astype(real), batch.is_call,
-               batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
-               batch.coupons.offsets, batch.coupons.step, batch.coupons.value.astype(real),
-               batch.exercises.offsets, batch.exercises.step, batch.exercises.value.astype(real),
-               batch.option_from, int(g.width.max()), int(g.height.max()), bond, option)
+    events = batch.events
+    _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.is_call, batch.curve_index,
+               batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
+               events.kind, events.amount, batch.option_from, int(g.width.max()), int(g.height.max()),
+               np.zeros(1, dtype=real), bond, option)
     return bond.astype(np.float64), option.astype(np.float64)

@@ -1,9 +1,14 @@
-"""Coupon and exercise events of a whole portfolio at once, mapped to tree steps (numba loops over rows, two
-passes: count the events, then fill them).
+"""The events of a whole portfolio at once, mapped to tree steps: each row's redemption, coupons and exercises,
+as one table in the order the backward pass applies them (numba loops over rows, two passes: count the
+events, then fill them).
 
-Times are in years; a time t maps to step ``round(t * spy)``, halves up (:func:`~.geometry.to_step`).
-Event tables are CSR (``offsets`` of length rows + 1), a row's events in decreasing step order, which is the
-order the backward pass meets them.
+An event has a time t (years of the row's tree, t > 0), a kind and an amount: the redemption and each coupon
+pay their cash flow, an exercise is worth ``payoff(bond, amount)`` (its amount includes the accrued interest
+at its own time). It is applied at step ``s = max(1, round(t * spy))`` (halves up); the tree's height is
+``n = max(1, round(T * spy))``, T the time of the redemption. Within a step, events come in decreasing time;
+at equal times the redemption first, then the exercises, then the coupons. An engine applies an amount A due
+at t at step s as ``A * P(0, t) / P(0, s * dt)`` (the forward adjustment): exactly A when the event lies on
+the tree's grid, where its time is stored as ``s * dt`` itself.
 """
 from __future__ import annotations
 
@@ -15,20 +20,48 @@ import numpy as np
 
 _SCHEDULE_EPS = 1e-9
 """Tolerance, in periods of a schedule, when deciding whether a time falls on the schedule."""
+GRID_EPS = 1e-9
+"""Tolerance, in tree steps, within which a time-form event is taken to lie on the tree's grid."""
+SAME_TIME = 1e-9
+"""Time-form event times closer than this (years) are the same time (their schedules' arithmetic differs)."""
+
+REDEMPTION, EXERCISE, COUPON = 0, 1, 2
+"""Kinds of events, in the order they are applied at equal times."""
+EUROPEAN, BERMUDAN, AMERICAN = 0, 1, 2
+EXERCISE_CODES = {"european": EUROPEAN, "bermudan": BERMUDAN, "american": AMERICAN}
 
 
 @dataclass(frozen=True)
 class EventTable:
-    """Events of every row in CSR form: row r owns ``step[offsets[r]:offsets[r+1]]`` and the same ``value``."""
+    """Every row's events in CSR form, in the order the backward pass applies them: row r owns
+    ``step[offsets[r]:offsets[r+1]]`` and the same slices of ``time``, ``kind`` and ``amount``."""
 
     offsets: np.ndarray
     step: np.ndarray
-    value: np.ndarray
+    time: np.ndarray
+    kind: np.ndarray
+    amount: np.ndarray
 
     def row(self, r: int):
-        """The (step, value) arrays of row ``r``."""
+        """The (step, time, kind, amount) arrays of row ``r``."""
         lo, hi = self.offsets[r], self.offsets[r + 1]
-        return self.step[lo:hi], self.value[lo:hi]
+        return self.step[lo:hi], self.time[lo:hi], self.kind[lo:hi], self.amount[lo:hi]
+
+    def last_exercise_step(self) -> np.ndarray:
+        """The step of each row's last exercise (0 for a row without one): above it an option is worth
+        nothing."""
+        return _last_exercise_step(self.offsets, self.step, self.kind)
+
+
+@numba.njit(cache=True)
+def _last_exercise_step(offsets, step, kind):
+    out = np.zeros(len(offsets) - 1, dtype=np.int64)
+    for r in range(len(out)):
+        for e in range(offsets[r], offsets[r + 1]):
+            if kind[e] == EXERCISE:
+                out[r] = step[e]
+                break
+    return out
 
 
 @numba.vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
@@ -46,9 +79,21 @@ def accrued(t, maturity, coupon, coupon_frequency, face):
 
 
 @numba.njit(cache=True)
-def _step_of(t, spy):
-    """``round(t * spy)``, halves up (as :func:`to_step`, for one time)."""
-    return np.int64(math.floor(t * spy + 0.5))
+def time_step(t, spy):
+    """The step of a time-form event at ``t`` years: ``max(1, round(t * spy))``, halves up."""
+    return max(np.int64(1), np.int64(math.floor(t * spy + 0.5)))
+
+
+@numba.njit(cache=True)
+def _on_grid(t, s, spy):
+    """The time an engine sees: ``s * dt`` itself when ``t`` lies on step s of the grid, else ``t``."""
+    dt = 1.0 / spy
+    return s * dt if abs(t * spy - s) <= GRID_EPS else t
+
+
+@numba.njit(cache=True)
+def _coupon_time(r, k, maturity, frequency):
+    return maturity[r] - k / frequency[r]
 
 
 @numba.njit(cache=True)
@@ -57,99 +102,75 @@ def _coupon_count(maturity, frequency):
     return max(np.int64(math.ceil(maturity * frequency - _SCHEDULE_EPS)), 0)
 
 
+@numba.njit(cache=True)
+def _exercise_count(code, expiry, first, ex_frequency, spy):
+    """Exercise dates of a row (all at times > 0): k = 0 .. count - 1, latest first."""
+    if code == EUROPEAN:
+        return 1
+    if code == BERMUDAN:  # k = 0, 1, ... while expiry - k / f >= first_exercise and > 0
+        count = np.int64(math.floor(max(expiry - first, 0.0) * ex_frequency + _SCHEDULE_EPS)) + 1
+        return min(count, _coupon_count(expiry, ex_frequency))
+    return max(time_step(expiry, spy) - max(1, np.int64(math.floor(first * spy + 0.5))) + 1, 0)
+
+
+@numba.njit(cache=True)
+def _exercise_time(code, k, expiry, ex_frequency, spy):
+    """Time of a row's k-th exercise date counted back from expiry (american: a step's time)."""
+    if code == AMERICAN:
+        return (time_step(expiry, spy) - k) / spy
+    return expiry - k / ex_frequency
+
+
 @numba.njit(cache=True, nogil=True)
-def _coupon_table(maturity, coupon, frequency, face, spy):
+def _time_form_table(code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy, has_option):
     n = len(maturity)
     offsets = np.zeros(n + 1, dtype=np.int64)
     for r in range(n):
-        kept = 0
-        if coupon[r] > 0 and frequency[r] > 0:
-            for k in range(_coupon_count(maturity[r], frequency[r])):
-                if _step_of(maturity[r] - k / frequency[r], spy[r]) >= 1:
-                    kept += 1
-        offsets[r + 1] = offsets[r] + kept
-    step = np.empty(offsets[n], dtype=np.int64)
-    value = np.empty(offsets[n], dtype=np.float64)
+        coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
+        exercises = _exercise_count(code[r], expiry[r], first[r], ex_frequency[r], spy[r]) if has_option[r] else 0
+        offsets[r + 1] = offsets[r] + 1 + coupons + exercises
+    m = offsets[n]
+    step = np.empty(m, dtype=np.int64)
+    time = np.empty(m, dtype=np.float64)
+    kind = np.empty(m, dtype=np.uint8)
+    amount = np.empty(m, dtype=np.float64)
     for r in range(n):
-        e = offsets[r]
-        if e == offsets[r + 1]:
-            continue
-        amount = face[r] * coupon[r] / frequency[r]
-        for k in range(_coupon_count(maturity[r], frequency[r])):
-            s = _step_of(maturity[r] - k / frequency[r], spy[r])
-            if s >= 1:
-                step[e], value[e] = s, amount
-                e += 1
-    return offsets, step, value
+        coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
+        exercises = _exercise_count(code[r], expiry[r], first[r], ex_frequency[r], spy[r]) if has_option[r] else 0
+        pay = face[r] * coupon[r] / frequency[r] if coupons else 0.0
+        # merge the three lists, each latest first: redemption, exercises, coupons at equal times
+        c, x, redeemed = 0, 0, False
+        for e in range(offsets[r], offsets[r + 1]):
+            tc = _coupon_time(r, c, maturity, frequency) if c < coupons else -1.0
+            tx = _exercise_time(code[r], x, expiry[r], ex_frequency[r], spy[r]) if x < exercises else -1.0
+            if not redeemed and maturity[r] >= max(tc, tx) - SAME_TIME:
+                t, kind[e], amount[e] = maturity[r], REDEMPTION, face[r]
+                redeemed = True
+            elif x < exercises and tx >= tc - SAME_TIME:
+                t, kind[e] = tx, EXERCISE
+                amount[e] = strike[r] + accrued(tx, maturity[r], coupon[r], frequency[r], face[r])
+                x += 1
+            else:
+                t, kind[e], amount[e] = tc, COUPON, pay
+                c += 1
+            step[e] = time_step(t, spy[r])
+            time[e] = _on_grid(t, step[e], spy[r])
+    return offsets, step, time, kind, amount
 
 
-def coupon_events(maturity, coupon, coupon_frequency, face, steps_per_year) -> EventTable:
-    """Coupons per row: times ``maturity - k / f`` (> 0) mapped to steps ≥ 1, amount ``face * coupon / f``."""
-    maturity, coupon, face = (np.ascontiguousarray(v, dtype=np.float64) for v in (maturity, coupon, face))
-    frequency, spy = (np.ascontiguousarray(v, dtype=np.int64) for v in (coupon_frequency, steps_per_year))
-    return EventTable(*_coupon_table(maturity, coupon, frequency, face, spy))
+def time_form_events(exercise_code, expiry, first_exercise, exercise_frequency, strike, maturity, coupon,
+                     coupon_frequency, face, steps_per_year, has_option) -> EventTable:
+    """The events of time-form rows (times in years from today).
 
-
-EUROPEAN, BERMUDAN, AMERICAN = 0, 1, 2
-EXERCISE_CODES = {"european": EUROPEAN, "bermudan": BERMUDAN, "american": AMERICAN}
-
-
-@numba.njit(cache=True)
-def _exercise_at(code, k, last_step, expiry, ex_frequency, spy):
-    """Time and step of a row's k-th exercise date counted back from expiry."""
-    if code == AMERICAN:
-        return (last_step - k) / spy, last_step - k
-    t = expiry - k / ex_frequency
-    return t, _step_of(t, spy)
-
-
-@numba.njit(cache=True)
-def _exercise_count(code, last_step, expiry, first, ex_frequency, spy):
-    """Exercise dates of a row before dropping those at or before today: k = 0 .. count - 1."""
-    if code == EUROPEAN:
-        return 1
-    if code == BERMUDAN:  # k = 0, 1, ... while expiry - k / f >= first_exercise
-        return np.int64(math.floor(max(expiry - first, 0.0) * ex_frequency + _SCHEDULE_EPS)) + 1
-    return max(last_step - max(1, _step_of(first, spy)) + 1, 0)
-
-
-@numba.njit(cache=True, nogil=True)
-def _exercise_table(code, expiry, first, ex_frequency, strike, maturity, coupon, coupon_frequency, face, spy):
-    n = len(expiry)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        last_step = _step_of(expiry[r], spy[r])
-        kept = 0
-        for k in range(_exercise_count(code[r], last_step, expiry[r], first[r], ex_frequency[r], spy[r])):
-            t, s = _exercise_at(code[r], k, last_step, expiry[r], ex_frequency[r], spy[r])
-            if s >= 1 and t > 0:  # no event at or before today
-                kept += 1
-        offsets[r + 1] = offsets[r] + kept
-    step = np.empty(offsets[n], dtype=np.int64)
-    value = np.empty(offsets[n], dtype=np.float64)
-    for r in range(n):
-        last_step = _step_of(expiry[r], spy[r])
-        e = offsets[r]
-        for k in range(_exercise_count(code[r], last_step, expiry[r], first[r], ex_frequency[r], spy[r])):
-            t, s = _exercise_at(code[r], k, last_step, expiry[r], ex_frequency[r], spy[r])
-            if s >= 1 and t > 0:
-                step[e] = s
-                value[e] = strike[r] + accrued(t, maturity[r], coupon[r], coupon_frequency[r], face[r])
-                e += 1
-    return offsets, step, value
-
-
-def exercise_events(exercise_code, expiry, first_exercise, exercise_frequency, strike,
-                    maturity, coupon, coupon_frequency, face, steps_per_year) -> EventTable:
-    """Exercise steps per row (steps ≥ 1) with the exercise amount ``K = strike + accrued(t)``.
-
-    european: ``expiry``; bermudan: ``expiry - k / exercise_frequency`` while ``>= first_exercise`` and
-    ``> 0``; american: every step from ``max(1, round(first_exercise * spy))`` to ``round(expiry * spy)``.
+    Redemption ``face`` at ``maturity``; coupons ``face * coupon / f`` at ``maturity - k / f`` while > 0; for
+    rows ``has_option``, exercises worth ``strike + accrued(t)`` at t: european ``expiry``; bermudan
+    ``expiry - k / exercise_frequency`` while ``>= first_exercise`` and > 0; american the time of every step
+    from ``max(1, round(first_exercise * spy))`` to ``max(1, round(expiry * spy))``.
     """
     floats = (np.ascontiguousarray(v, dtype=np.float64)
-              for v in (expiry, first_exercise, strike, maturity, coupon, coupon_frequency, face))
-    expiry, first, strike, maturity, coupon, coupon_frequency, face = floats
-    code, ex_frequency, spy = (np.ascontiguousarray(v, dtype=np.int64)
-                               for v in (exercise_code, exercise_frequency, steps_per_year))
-    return EventTable(*_exercise_table(code, expiry, first, ex_frequency, strike, maturity, coupon,
-                                       coupon_frequency, face, spy))
+              for v in (expiry, first_exercise, strike, maturity, coupon, face))
+    expiry, first, strike, maturity, coupon, face = floats
+    code, ex_frequency, frequency, spy = (np.ascontiguousarray(v, dtype=np.int64) for v in
+                                          (exercise_code, exercise_frequency, coupon_frequency, steps_per_year))
+    return EventTable(*_time_form_table(code, expiry, first, ex_frequency, strike, maturity, coupon, frequency,
+                                        face, spy, np.ascontiguousarray(has_option, dtype=np.bool_)))

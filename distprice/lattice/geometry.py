@@ -1,7 +1,8 @@
 """Hull-White trinomial-tree geometry of a whole portfolio at once (numpy).
 
 Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
-halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height ``n`` steps.
+halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height
+``n = max(1, round(T * spy))`` steps for a redemption at T years.
 The geometry is computed once, when a portfolio is validated, and travels with its rows.
 """
 from __future__ import annotations
@@ -43,7 +44,8 @@ class TreeGeometry:
 
 
 def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeGeometry:
-    """Geometry of the Hull-White tree of each instrument (Hull and White 1994); arguments are arrays or scalars."""
+    """Geometry of the Hull-White tree of each instrument (Hull and White 1994) whose redemption is ``maturity``
+    years away; arguments are arrays or scalars."""
     a = np.asarray(mean_reversion, dtype=np.float64)
     sigma = np.asarray(volatility, dtype=np.float64)
     spy = np.asarray(steps_per_year, dtype=np.float64)
@@ -52,7 +54,7 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeG
     dr = np.sqrt(3.0 * variance)
     M = np.exp(-a * dt) - 1.0
     jmax = np.ceil(-JMAX_FACTOR / M).astype(np.int64)
-    height = to_step(maturity, spy)
+    height = np.maximum(to_step(maturity, spy), 1)
     return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
 
 

@@ -1,5 +1,6 @@
 """GPU engines: CuPy launchers for ``kernels/outer.cu`` (``gpu-outer``), ``kernels/flat.cu`` (``gpu-flat``) and
-``kernels/wide.cu`` (trees too wide for a flat block).
+``kernels/wide.cu`` (trees too wide for a flat block); ``kernels/adjust.cu`` forward-adjusts the events'
+amounts under each curve set before the pricing kernels run.
 
 The CUDA sources are compiled once per process, precision and build option (NVRTC, through
 ``cupy.RawModule``). The host layouts (sorting, padding, bin packing: :mod:`~.layouts`) are timed apart from
@@ -33,14 +34,18 @@ C_TYPES = {"int": np.int32, "long long": np.int64, "double": np.float64, "unsign
 """numpy dtype of each C type of the kernels' arguments; ``real`` is the batch's precision."""
 
 KERNEL_ARGS = (
-    ("jmax", "int"), ("height", "int"), ("dt", "double"), ("dr", "double"), ("M", "double"), ("face", "real"),
+    ("jmax", "int"), ("height", "int"), ("dt", "double"), ("dr", "double"), ("M", "double"),
     ("is_call", "unsigned char"), ("curve", "int"), ("curve_offsets", "long long"), ("curve_t", "double"),
-    ("curve_z", "double"), ("coupon_offsets", "long long"), ("coupon_step", "int"), ("coupon_amount", "real"),
-    ("exercise_offsets", "long long"), ("exercise_step", "int"), ("exercise_strike", "real"), ("option_from", "int"),
+    ("curve_z", "double"), ("event_offsets", "long long"), ("event_step", "int"), ("event_kind", "unsigned char"),
+    ("event_amount", "real"), ("option_from", "int"),
 )
-"""The arrays every kernel reads (``PORTFOLIO_PARAMS`` of ``kernels/common.cuh``): name and C element type."""
+"""The arrays every pricing kernel reads (``PORTFOLIO_PARAMS`` of ``kernels/common.cuh``): name and C element
+type. ``event_amount`` is computed on the device (:func:`adjust`) from the events' times and raw amounts."""
+ADJUST_ARGS = (("event_time", "double"), ("event_raw", "double"))
+"""What only the adjustment kernel reads: each event's time (years) and raw amount."""
 CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
 """The arguments a market scenario replaces."""
+ADJUST_THREADS = 128
 
 
 def require_gpu():
@@ -135,22 +140,25 @@ class _Device:
 
 
 def kernel_arrays(batch: Batch, names=None) -> dict[str, np.ndarray]:
-    """The host arrays of :data:`KERNEL_ARGS` (or of ``names`` of them), in their C types."""
-    g, coupons, exercises = batch.geometry, batch.coupons, batch.exercises
+    """The host arrays of :data:`KERNEL_ARGS` and :data:`ADJUST_ARGS` (or of ``names`` of them) in their C
+    types, but ``event_amount``, which the device computes."""
+    g, events = batch.geometry, batch.events
     source = {
-        "jmax": g.jmax, "height": g.height, "dt": g.dt, "dr": g.dr, "M": g.M, "face": batch.face,
-        "is_call": batch.is_call, "curve": batch.curve_index, "curve_offsets": batch.curve_offsets,
-        "curve_t": batch.curve_t, "curve_z": batch.curve_z, "coupon_offsets": coupons.offsets,
-        "coupon_step": coupons.step, "coupon_amount": coupons.value, "exercise_offsets": exercises.offsets,
-        "exercise_step": exercises.step, "exercise_strike": exercises.value, "option_from": batch.option_from,
+        "jmax": g.jmax, "height": g.height, "dt": g.dt, "dr": g.dr, "M": g.M, "is_call": batch.is_call,
+        "curve": batch.curve_index, "curve_offsets": batch.curve_offsets, "curve_t": batch.curve_t,
+        "curve_z": batch.curve_z, "event_offsets": events.offsets, "event_step": events.step,
+        "event_kind": events.kind, "option_from": batch.option_from, "event_time": events.time,
+        "event_raw": events.amount,
     }
     return {name: np.asarray(source[name]).astype(C_TYPES[ctype] or batch.real, copy=False)
-            for name, ctype in KERNEL_ARGS if names is None or name in names}
+            for name, ctype in (*KERNEL_ARGS, *ADJUST_ARGS)
+            if name in source and (names is None or name in names)}
 
 
 @dataclass(frozen=True)
 class DeviceBatch:
-    """A batch's :data:`KERNEL_ARGS` on the device, in batch order."""
+    """A batch's :data:`KERNEL_ARGS` and :data:`ADJUST_ARGS` on the device, in batch order, the events'
+    amounts adjusted under its curves."""
 
     args: dict
     real: np.dtype
@@ -159,19 +167,32 @@ class DeviceBatch:
 
     def with_curves(self, batch: Batch) -> "DeviceBatch":
         """This device batch under the curves of ``batch`` (the same batch under another curve set, a market
-        scenario: :meth:`Batch.with_curves`): only the curve knots are copied."""
+        scenario: :meth:`Batch.with_curves`): the curve knots are copied and the events' amounts adjusted
+        again on the device."""
         device = _Device(require_gpu())
         curves = {name: device.put(array) for name, array in kernel_arrays(batch, CURVE_ARGS).items()}
-        return dataclasses.replace(self, args={**self.args, **curves})
+        return _adjusted(device, {**self.args, **curves}, self.real, self.rows, self.bytes)
+
+
+def _adjusted(device: "_Device", args: dict, real, rows: int, previous_bytes: int = 0) -> DeviceBatch:
+    """``args`` with ``event_amount`` computed by ``kernels/adjust.cu`` under their curves."""
+    amount = device.empty(max(len(args["event_time"]), 1), real)
+    if rows:
+        kernel = _module("adjust.cu", real).get_function("adjust_amounts")
+        kernel((-(-rows // ADJUST_THREADS),), (ADJUST_THREADS,),
+               (np.int32(rows), args["event_offsets"], args["event_step"], args["event_time"], args["event_raw"],
+                args["dt"], args["curve"], args["curve_offsets"], args["curve_t"], args["curve_z"], amount))
+    return DeviceBatch({**args, "event_amount": amount}, real, previous_bytes + device.bytes, rows)
 
 
 def upload(batch: Batch) -> DeviceBatch:
-    """Copies what every kernel reads of ``batch`` to the device (once per batch; parts of it share it)."""
+    """Copies what the kernels read of ``batch`` to the device and adjusts the events' amounts there (once per
+    batch; parts of it share it)."""
     device = _Device(require_gpu())
-    if max(len(batch.coupons.step), len(batch.exercises.step)) > _MAX_EVENTS:
-        raise ValueError("a GPU batch holds at most 2^31 - 1 coupon or exercise events; price it in smaller parts")
+    if len(batch.events.step) > _MAX_EVENTS:
+        raise ValueError("a GPU batch holds at most 2^31 - 1 events; price it in smaller parts")
     args = {name: device.put(array) for name, array in kernel_arrays(batch).items()}
-    return DeviceBatch(args, batch.real, device.bytes, len(batch))
+    return _adjusted(device, args, batch.real, len(batch))
 
 
 # ---- launches ----

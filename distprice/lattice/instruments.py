@@ -15,7 +15,7 @@ import pandas as pd
 from ..curves import ZeroCurve
 from ..errors import Problem
 from .events import EXERCISE_CODES
-from .geometry import TreeGeometry, to_step, tree_geometry
+from .geometry import TreeGeometry, tree_geometry
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond")
 OPTION_TYPES = ("call", "put")
@@ -212,11 +212,6 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         geometry = tree_geometry(np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
                                  np.where(c["volatility"] > 0, c["volatility"], 1.0),
                                  np.nan_to_num(c["maturity"]), c["steps_per_year"])
-        check.flag(np.isfinite(c["maturity"]) & (geometry.height < 1), "maturity",
-                   "must span at least one tree step (round(maturity * steps_per_year) >= 1)")
-        check.flag(np.isfinite(c["expiry"]) & (c["expiry"] > 0) &
-                   (to_step(np.nan_to_num(c["expiry"]), c["steps_per_year"]) < 1), "expiry",
-                   "must fall on a tree step >= 1 (round(expiry * steps_per_year) >= 1)")
         check.flag((c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
                    "mean_reversion", f"gives a tree wider than {limits.max_width} nodes "
                                      "(raise mean_reversion or lower steps_per_year)")

@@ -16,8 +16,14 @@ from .geometry import branching, tree_geometry
 from .instruments import Instruments
 
 
+REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
+ORDER = {REDEMPTION: 0, EXERCISE: 1, COUPON: 2}
+"""At equal times: the redemption, then the exercises, then the coupons."""
+
+
 def _step(t: float, steps_per_year: int) -> int:
-    return math.floor(t * steps_per_year + 0.5)
+    """The step of time ``t``: ``max(1, round(t * spy))``, halves up."""
+    return max(1, math.floor(t * steps_per_year + 0.5))
 
 
 def _accrued(t: float, ins) -> float:
@@ -30,34 +36,43 @@ def _accrued(t: float, ins) -> float:
     return ins.face * ins.coupon * max(t - t_prev, 0.0)
 
 
-def _events(ins):
-    """Coupon amount per step and the exercise amounts K per step, steps >= 1."""
-    spy = ins.steps_per_year
-    coupons: dict[int, float] = defaultdict(float)
+def _events(ins) -> list[tuple[float, str, float]]:
+    """The row's events ``(time, kind, amount)``, all at times > 0: the redemption, the coupons and (options)
+    the exercises, each exercise worth the strike plus the accrued interest at its own time."""
+    events = [(ins.maturity, REDEMPTION, ins.face)]
     if ins.coupon > 0:
         k = 0
-        while ins.maturity - k / ins.coupon_frequency > 1e-9 / ins.coupon_frequency:
-            coupons[_step(ins.maturity - k / ins.coupon_frequency, spy)] += ins.face * ins.coupon / ins.coupon_frequency
+        while (t := ins.maturity - k / ins.coupon_frequency) > 1e-9 / ins.coupon_frequency:
+            events.append((t, COUPON, ins.face * ins.coupon / ins.coupon_frequency))
             k += 1
+    if ins.instrument == "bond":
+        return events
+    spy = ins.steps_per_year
     if ins.exercise == "european":
         times = [ins.expiry]
     elif ins.exercise == "bermudan":
-        times, k = [], 0
-        while (t := ins.expiry - k / ins.exercise_frequency) >= ins.first_exercise - 1e-9 / ins.exercise_frequency \
-                and t > 0:
+        times, k, f = [], 0, ins.exercise_frequency
+        while (t := ins.expiry - k / f) >= ins.first_exercise - 1e-9 / f and t > 1e-9 / f:
             times.append(t)
             k += 1
     else:
-        first = max(1, _step(ins.first_exercise, spy))
+        first = max(1, math.floor(ins.first_exercise * spy + 0.5))
         times = [i / spy for i in range(first, _step(ins.expiry, spy) + 1)]
-    exercises: dict[int, list[float]] = defaultdict(list)
-    for t in times:
-        exercises[_step(t, spy)].append(ins.strike + _accrued(t, ins))
-    drop = [s for s in list(coupons) + list(exercises) if s <= 0]
-    for s in drop:
-        coupons.pop(s, None)
-        exercises.pop(s, None)
-    return coupons, exercises
+    return events + [(t, EXERCISE, ins.strike + _accrued(t, ins)) for t in times]
+
+
+def _events_by_step(ins, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]:
+    """Each step's events in the order they are applied (decreasing time; at equal times redemption,
+    exercises, coupons), with their forward-adjusted amounts ``A * P(0, t) / P(0, s dt)``: exactly A for an
+    event on the tree's grid."""
+    spy = ins.steps_per_year
+    by_step = defaultdict(list)
+    for t, kind, amount in sorted(_events(ins), key=lambda e: (-round(e[0] * 1e9), ORDER[e[1]])):
+        s = _step(t, spy)
+        on_grid = abs(t * spy - s) <= 1e-9
+        factor = 1.0 if on_grid else float(curve.discount(t) / curve.discount(s / spy))
+        by_step[s].append((kind, amount * factor))
+    return by_step
 
 
 def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
@@ -83,17 +98,19 @@ def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
         Q = (np.bincount(up, flow * pu, width) + np.bincount(mid, flow * pm, width)
              + np.bincount(down, flow * pd_, width))
 
-    # backward: bond and option together; at each step exercise first, then coupon
-    coupons, exercises = _events(ins)
+    # backward: bond and option together; after rolling back to a step, its events in order
+    events = _events_by_step(ins, curve)
     is_call = ins.option_type == "call"
 
     def apply_events(i: int, bond: np.ndarray, option: np.ndarray) -> None:
-        for K in exercises.get(i, ()):
-            payoff = np.maximum(bond - K, 0.0) if is_call else np.maximum(K - bond, 0.0)
-            np.maximum(option, payoff, out=option)
-        bond += coupons.get(i, 0.0)
+        for kind, amount in events.get(i, ()):
+            if kind == EXERCISE:
+                payoff = np.maximum(bond - amount, 0.0) if is_call else np.maximum(amount - bond, 0.0)
+                np.maximum(option, payoff, out=option)
+            else:
+                bond += amount
 
-    bond = np.full(width, float(ins.face))
+    bond = np.zeros(width)
     option = np.zeros(width)
     apply_events(n, bond, option)
     for i in range(n - 1, -1, -1):

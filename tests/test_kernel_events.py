@@ -1,0 +1,71 @@
+"""The GPU kernels' event arithmetic (kernels/events.cuh, kernels/curve.cuh) built on the host and held against
+the CPU engine and the reference engine: the forward adjustment of an amount, and a step's events applied in
+order at a node."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from distprice.curves import builtin_curves
+from distprice.lattice.cpu import _event_amount
+from distprice.lattice.events import COUPON, EXERCISE, REDEMPTION
+from distprice.lattice.gpu import kernel_dir
+
+from utils import host_library
+
+SHIM = """
+#include "events.cuh"
+extern "C" double adjustment(double t, double tau, const double* knot_t, const double* knot_z, int knots)
+{
+    return forward_adjustment(t, tau, knot_t, knot_z, knots);
+}
+extern "C" void apply(int n, const unsigned char* kind, const double* amount, int call, double* bond, double* option)
+{
+    for (int e = 0; e < n; ++e) apply_event(kind[e], amount[e], call != 0, *bond, *option);
+}
+"""
+DOUBLES = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
+KINDS = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory):
+    library = host_library(SHIM, tmp_path_factory.mktemp("events"), kernel_dir())
+    if library is None:
+        pytest.skip("no C++ compiler")
+    library.adjustment.restype = ctypes.c_double
+    library.adjustment.argtypes = [ctypes.c_double, ctypes.c_double, DOUBLES, DOUBLES, ctypes.c_int]
+    library.apply.argtypes = [ctypes.c_int, KINDS, DOUBLES, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
+                              ctypes.POINTER(ctypes.c_double)]
+    return library
+
+
+def test_forward_adjustment_equals_the_cpu_engines_and_the_curves(shim):
+    curve = builtin_curves()["hull"]
+    rng = np.random.default_rng(1)
+    for t, spy in zip(rng.uniform(0.0, 40.0, 500), rng.choice([1, 12, 52, 365], 500)):
+        s = max(1, int(np.floor(t * spy + 0.5)))
+        tau = s * (1.0 / spy)
+        device = shim.adjustment(t, tau, curve.t, curve.zero_rate, len(curve.t))
+        assert device == pytest.approx(curve.discount(t) / curve.discount(tau), rel=1e-14)
+        assert device == pytest.approx(_event_amount(1.0, t, s, 1.0 / spy, curve.t, curve.zero_rate), rel=1e-14)
+    assert shim.adjustment(5.0, 5.0, curve.t, curve.zero_rate, len(curve.t)) == 1.0  # on the grid: exactly one
+
+
+@pytest.mark.parametrize("call", [True, False])
+def test_a_steps_events_are_applied_in_order(shim, call):
+    """An exercise sees the cash flows applied before it (later in time), not those after it."""
+    kinds = np.array([REDEMPTION, EXERCISE, COUPON, EXERCISE, COUPON], dtype=np.uint8)
+    amounts = np.array([100.0, 101.0, 3.0, 99.5, 2.0])
+    for bond0, option0 in ((0.0, 0.0), (1.5, 0.25), (-0.5, 4.0)):
+        bond, option = ctypes.c_double(bond0), ctypes.c_double(option0)
+        shim.apply(len(kinds), kinds, amounts, call, ctypes.byref(bond), ctypes.byref(option))
+        b, o = bond0, option0
+        for kind, amount in zip(kinds, amounts):  # the rule, written out
+            if kind == EXERCISE:
+                o = max(o, max(b - amount, 0.0) if call else max(amount - b, 0.0))
+            else:
+                b += amount
+        assert (bond.value, option.value) == (b, o)
