@@ -15,8 +15,10 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from .dates import NO_DATE, parse_dates
 from .errors import Fp32OverflowError, InvalidInputError, OptionError, Problem
 from .lattice.engines import AUTO, resolve
+from .lattice.dated import ExerciseSchedule, read_exercise_schedule
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
 from .precision import precision_name, real_dtype
 from .scenarios import Market, market, parse_shifts
@@ -24,9 +26,11 @@ from .tables import read_table
 
 ON_INVALID = ("strict", "report")
 PRICED_COLUMNS = ("price", "value", "bond_price", "option_price", "width", "height", "engine", "error")
+DATED_PRICES = ("dirty_price", "accrued", "clean_price")
+"""Columns added when the portfolio has dated rows (after ``option_price``; NaN on time-form rows)."""
 SCENARIO_COLUMN = "scenario"
-INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0}
-"""price = option (sign 0), bond - option (callable), bond + option (puttable)."""
+INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0, "bond": 1.0}
+"""price = option (sign 0), bond - option (callable), bond + option (puttable), bond (a bond's option is 0)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,9 @@ class JobOptions:
     ``"-100,0,100"``) price every instrument under every scenario. ``engine``: ``auto`` (the inspector's plan
     for the machine that prices) or a named engine; ``precision``: ``fp64`` or ``fp32``; ``on_invalid``:
     ``strict`` (any broken rule stops the job before pricing) or ``report`` (invalid rows come back with their
-    ``error``); ``limits``: the widest and tallest tree accepted.
+    ``error``); ``limits``: the widest and tallest tree accepted. Dated rows: ``as_of`` is the valuation date
+    of the rows without a ``valuation_date`` (``YYYY-MM-DD``, a date, or a day number), and
+    ``exercise_schedule`` the exercise dates given by table (``id, date, price, price_type``: a table or path).
     """
 
     curves: object = None
@@ -49,6 +55,8 @@ class JobOptions:
     precision: str = "fp64"
     on_invalid: str = "strict"
     limits: Limits = Limits()
+    as_of: object = None
+    exercise_schedule: object = None
 
     @classmethod
     def of(cls, **options) -> "JobOptions":
@@ -69,7 +77,7 @@ class JobOptions:
         if self.scenarios is not None and self.shifts_bp is not None:
             raise OptionError("give scenarios or shifts_bp, not both")
         shifts = None if self.shifts_bp is None else parse_shifts(self.shifts_bp)
-        return dataclasses.replace(self, shifts_bp=shifts)
+        return dataclasses.replace(self, shifts_bp=shifts, as_of=valuation_day(self.as_of))
 
     @property
     def real(self) -> np.dtype:
@@ -134,7 +142,10 @@ class Job:
         engines = np.full(n, None, dtype=object)
         engines[valid] = engine_of_row
         geometry = self.prepared.geometry
-        carried = self.table.drop(columns=[c for c in (*PRICED_COLUMNS, SCENARIO_COLUMN) if c in self.table.columns])
+        dated = self.prepared.dated is not None
+        outputs = (*PRICED_COLUMNS[:4], *(DATED_PRICES if dated else ()), *PRICED_COLUMNS[4:])
+        carried = self.table.drop(columns=[c for c in (*outputs, SCENARIO_COLUMN) if c in self.table.columns])
+        inputs = list(carried.columns)
         carried = carried.reset_index(drop=True).assign(
             width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
             height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
@@ -147,10 +158,60 @@ class Job:
             b[valid], o[valid] = bond[s], option[s]
             price = np.where(sign == 0.0, o, b + sign * o)
             frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o)
-            frame = frame[[*carried.columns[:-4], *PRICED_COLUMNS]]
+            if dated:
+                frame = frame.assign(**self._dated_prices(price, self.market.curve_sets[first_set + s]))
+            frame = frame[[*inputs, *outputs]]
             if self.market.scenarios is not None:
                 frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
             yield frame
+
+
+    def _dated_prices(self, price: np.ndarray, curves) -> dict[str, np.ndarray]:
+        """``dirty_price = price / P(0, t(S))`` (the value at settlement), ``accrued`` (at settlement) and
+        ``clean_price = dirty_price - accrued`` of the dated valid rows under ``curves``; NaN elsewhere, and
+        ``accrued``, ``clean_price`` NaN for bond options."""
+        prepared = self.prepared
+        dated = prepared.dated
+        rows = np.flatnonzero(prepared.is_dated & prepared.valid)
+        dirty, accrued = np.full(len(price), np.nan), np.full(len(price), np.nan)
+        names = prepared.table["curve"].to_numpy(dtype=object)[rows]
+        settle = dated.years(dated.settlement)[rows]
+        discount = np.empty(len(rows))
+        for name in pd.unique(names):
+            mine = names == name
+            for day in np.unique(dated.valuation[rows][mine]):
+                here = np.flatnonzero(mine & (dated.valuation[rows] == day))
+                discount[here] = curves[name].at(int(day)).discount(settle[here])
+        dirty[rows] = price[rows] / discount
+        option = prepared.table["instrument"].to_numpy(dtype=object)[rows] == "bond_option"
+        accrued[rows] = np.where(option, np.nan, dated.accrued[rows])
+        return {"dirty_price": dirty, "accrued": accrued, "clean_price": dirty - accrued}
+
+
+def valuation_day(as_of) -> int:
+    """The day number of a valuation date (``YYYY-MM-DD``, a date, a day number) or ``NO_DATE`` for None;
+    :class:`OptionError` for anything else."""
+    if as_of is None:
+        return NO_DATE
+    if isinstance(as_of, (int, np.integer)) and not isinstance(as_of, bool):
+        return int(as_of)
+    days, bad = parse_dates(pd.Series([as_of]).astype("string") if isinstance(as_of, str) else pd.Series([as_of]))
+    if len(bad) or days[0] == NO_DATE:
+        raise OptionError(f"as_of must be a date YYYY-MM-DD, not {as_of!r}")
+    return int(days[0])
+
+
+def exercise_schedule(source, portfolio: pd.DataFrame) -> ExerciseSchedule | None:
+    """The exercise schedule table (a table or path, or None) as the per-row schedules of ``portfolio``;
+    :class:`InvalidInputError` for any problem of the table (it is market data of the whole job)."""
+    if source is None:
+        return None
+    table = source if isinstance(source, pd.DataFrame) else read_table(source)
+    ids = portfolio["id"].to_numpy(dtype=object) if "id" in portfolio.columns else np.full(len(portfolio), None)
+    schedule, problems = read_exercise_schedule(table, ids)
+    if problems:
+        raise InvalidInputError(problems)
+    return schedule
 
 
 def prepare_job(portfolio, options: JobOptions) -> Job:
@@ -162,7 +223,8 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     """
     table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
     chosen = options.market()
-    prepared = prepare(table, chosen.base, options.limits)
+    prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,
+                       exercise_schedule=exercise_schedule(options.exercise_schedule, table))
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
     return Job(table, prepared, chosen, options.real)

@@ -92,7 +92,7 @@ def shifted(base: dict[str, ZeroCurve], shifts: tuple[float, ...]) -> dict[str, 
     ``"-100bp"``, ``"+0bp"``, ``"+12.5bp"``: every curve of ``base`` (built-ins included) keeps its knots and
     has ``shift / 1e4`` added to its zero rates."""
     names = [f"{s + 0.0:+g}bp" for s in shifts]    # + 0.0 turns -0.0 into 0.0, named "+0bp"
-    return {name: {c: ZeroCurve(curve.t, curve.zero_rate + s / 1e4) for c, curve in base.items()}
+    return {name: {c: curve.shifted(s / 1e4) for c, curve in base.items()}
             for name, s in zip(names, shifts)}
 
 

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
+from ..dates import NO_DATE
+from .dated import dated_events
 from .events import EXERCISE_CODES, EventTable, time_form_events
 from .geometry import TreeGeometry
 from .instruments import Instruments
@@ -37,8 +39,9 @@ class Batch:
     """Redemption, coupons and exercises, raw amounts in float64 (engines apply the forward adjustment)."""
     option_from: np.ndarray
     """Last exercise step of each row: above it the option is worth nothing and is not rolled back."""
-    curve_names: tuple[str, ...]
-    """The curves ``curve_index`` points to; their knots follow, concatenated."""
+    curve_names: tuple[tuple[str, int], ...]
+    """The curves ``curve_index`` points to, each a curve id and the valuation date it is seen from (``NO_DATE``
+    for a curve with knots in years); their knots follow, concatenated."""
     curve_offsets: np.ndarray
     curve_t: np.ndarray
     curve_z: np.ndarray
@@ -51,9 +54,9 @@ class Batch:
         return dataclasses.replace(self, **_curve_knots(self.curve_names, curves))
 
 
-def _curve_knots(names, curves: dict[str, ZeroCurve]) -> dict:
-    knots = [curves[name] for name in names]
-    curve_offsets = np.zeros(len(names) + 1, dtype=np.int64)
+def _curve_knots(keys, curves: dict[str, ZeroCurve]) -> dict:
+    knots = [curves[name].at(valuation) for name, valuation in keys]
+    curve_offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum([len(c.t) for c in knots], out=curve_offsets[1:])
     curve_t = np.concatenate([c.t for c in knots]) if knots else np.zeros(0)
     curve_z = np.concatenate([c.zero_rate for c in knots]) if knots else np.zeros(0)
@@ -76,11 +79,19 @@ def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64
     table = instruments.table
     number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
                                                "expiry", "first_exercise", "exercise_frequency", "strike")}
-    events = time_form_events(_codes(table["exercise"], EXERCISE_CODES)[0], number["expiry"],
-                              number["first_exercise"], number["exercise_frequency"], number["strike"],
-                              number["maturity"], number["coupon"], number["coupon_frequency"], number["face"],
-                              number["steps_per_year"], (table["instrument"] != "bond").to_numpy())
-    curve_index, names = _codes(table["curve"])
+    exercise = _codes(table["exercise"], EXERCISE_CODES)[0]
+    has_option = (table["instrument"] != "bond").to_numpy()
+    timed = np.flatnonzero(~instruments.is_dated)
+    parts = [(timed, time_form_events(*(v[timed] for v in (
+        exercise, number["expiry"], number["first_exercise"], number["exercise_frequency"], number["strike"],
+        number["maturity"], number["coupon"], number["coupon_frequency"], number["face"], number["steps_per_year"],
+        has_option))))]
+    if instruments.dated is not None:
+        dated = np.flatnonzero(instruments.is_dated)
+        parts.append((dated, dated_events(instruments.dated.take(dated), exercise[dated], number["strike"][dated],
+                                          has_option[dated], number["steps_per_year"][dated])))
+    events = parts[0][1] if len(timed) == len(table) else EventTable.combine(len(table), parts)
+    curve_index, keys = _curve_keys(table["curve"].to_numpy(dtype=object), table["valuation"].to_numpy(), curves)
     return Batch(
         real=real,
         geometry=instruments.geometry,
@@ -88,9 +99,22 @@ def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64
         curve_index=curve_index,
         events=events,
         option_from=events.last_exercise_step(),
-        curve_names=names,
-        **_curve_knots(names, curves),
+        curve_names=keys,
+        **_curve_knots(keys, curves),
     )
+
+
+def _curve_keys(names: np.ndarray, valuation: np.ndarray, curves: dict[str, ZeroCurve]):
+    """Each row's curve as an index into the distinct (curve id, valuation date) pairs, and those pairs (the
+    date only for curves with knots by date: other curves are the same on every date)."""
+    distinct = pd.unique(names)
+    by_date = [name for name in distinct if curves[name].dates is not None]
+    if not by_date:
+        index, labels = pd.factorize(names)
+        return index.astype(np.int64), tuple((name, NO_DATE) for name in labels)
+    dated = pd.Series(names).isin(by_date).to_numpy()
+    index, labels = pd.factorize(pd.MultiIndex.from_arrays([names, np.where(dated, valuation, NO_DATE)]))
+    return index.astype(np.int64), tuple((name, int(day)) for name, day in labels)
 
 
 def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: dict[str, ZeroCurve],

@@ -47,6 +47,24 @@ class EventTable:
         lo, hi = self.offsets[r], self.offsets[r + 1]
         return self.step[lo:hi], self.time[lo:hi], self.kind[lo:hi], self.amount[lo:hi]
 
+    @classmethod
+    def combine(cls, rows: int, parts) -> "EventTable":
+        """One table of ``rows`` rows from ``parts``, pairs ``(positions, table)``: each table holds the events
+        of the rows at its positions (the parts cover every row once)."""
+        counts = np.zeros(rows, dtype=np.int64)
+        for positions, table in parts:
+            counts[positions] = np.diff(table.offsets)
+        offsets = np.zeros(rows + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        columns = {name: np.empty(offsets[-1], dtype=dtype) for name, dtype in
+                   (("step", np.int64), ("time", np.float64), ("kind", np.uint8), ("amount", np.float64))}
+        for positions, table in parts:
+            sizes = np.diff(table.offsets)
+            target = np.repeat(offsets[positions] - table.offsets[:-1], sizes) + np.arange(table.offsets[-1])
+            for name, column in columns.items():
+                column[target] = getattr(table, name)
+        return cls(offsets, **columns)
+
     def last_exercise_step(self) -> np.ndarray:
         """The step of each row's last exercise (0 for a row without one): above it an option is worth
         nothing."""

@@ -10,7 +10,6 @@ two together).
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import importlib.resources
 import time

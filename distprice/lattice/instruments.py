@@ -1,9 +1,11 @@
 """The portfolio schema, its defaults and every validation rule of a portfolio row.
 
-A portfolio is a table with one row per instrument. :func:`prepare` turns any such table into the
-canonical, typed columns the engines read, lists every rule each row breaks and computes each row's tree
-geometry once; :meth:`Prepared.instruments` hands the valid rows, with their geometry, to the engines.
-Times are in years, rates are decimals (0.05 = 5 %), prices are in the units of ``face``.
+A portfolio is a table with one row per instrument, in one of two forms: the *time form* of the papers (times
+in years from today: ``maturity``, ``expiry``, ``first_exercise``) and the *dated form* of real bonds (a row
+with a ``maturity_date``: see :mod:`~.dated`); both mix in one portfolio. :func:`prepare` turns any such table
+into the canonical, typed columns the engines read, lists every rule each row breaks and computes each row's
+tree geometry once; :meth:`Prepared.instruments` hands the valid rows, with their geometry, to the engines.
+Rates are decimals (0.05 = 5 %); time-form prices are in the units of ``face``, dated prices in % of face.
 """
 from __future__ import annotations
 
@@ -13,14 +15,23 @@ import numpy as np
 import pandas as pd
 
 from ..curves import ZeroCurve
+from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
+from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import EXERCISE_CODES
 from .geometry import TreeGeometry, tree_geometry
 
-INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond")
+INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
 OPTION_TYPES = ("call", "put")
 EXERCISES = tuple(EXERCISE_CODES)
 IMPLIED_OPTION_TYPE = {"callable_bond": "call", "puttable_bond": "put"}
+OPTION_COLUMNS = ("option_type", "strike", "expiry", "first_exercise", "exercise_frequency", "expiry_date",
+                  "first_exercise_date")
+"""Columns of an option; a plain ``bond`` leaves them empty."""
+TIME_COLUMNS = ("maturity", "expiry", "first_exercise", "exercise_frequency")
+"""Columns of time-form rows only."""
+DATE_COLUMNS = ("expiry_date", "first_exercise_date")
+"""Columns of dated rows only (besides their bond terms, read by :mod:`distprice.dates`)."""
 
 
 @dataclass(frozen=True)
@@ -31,7 +42,8 @@ class Limits:
     max_height: int = 200_000
 
 
-# name -> default (None: required). Numeric columns with their lower bound and whether it is strict.
+# name -> default (None: required where the row needs it). Numeric columns with their lower bound and whether
+# it is strict.
 FLOAT_COLUMNS = {
     "strike": (None, 0.0, False),
     "expiry": (None, 0.0, True),
@@ -55,25 +67,37 @@ ENUM_COLUMNS = {
 }
 PORTFOLIO_COLUMNS = ("id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
                      "exercise_frequency", "maturity", "coupon", "coupon_frequency", "face",
-                     "mean_reversion", "volatility", "steps_per_year", "curve", "quantity")
+                     "mean_reversion", "volatility", "steps_per_year", "curve", "quantity", "valuation")
+"""The canonical columns; a dated row holds its redemption time (years of its tree) in ``maturity``;
+``valuation`` is the day number of the row's valuation date (``NO_DATE`` for a time-form row priced without
+one)."""
 
 
 class _Checker:
     """Collects problems for rows flagged by boolean masks, naming row number and id."""
 
-    def __init__(self, ids: pd.Series, first_row: int = 0):
+    def __init__(self, ids: np.ndarray, first_row: int = 0):
         self.ids = ids
         self.first_row = first_row
         self.problems: list[Problem] = []
         self.invalid = np.zeros(len(ids), dtype=bool)
 
+    def where(self, position: int) -> str:
+        return f"row {self.first_row + position + 1} (id {_id_label(self.ids[position])})"
+
     def flag(self, mask: np.ndarray, column: str, rule: str) -> None:
         mask = np.asarray(mask, dtype=bool)
         self.invalid |= mask
-        ids = self.ids.to_numpy()
         for pos in np.flatnonzero(mask):
-            label = _id_label(ids[pos])
-            self.problems.append(Problem(int(pos), f"row {self.first_row + pos + 1} (id {label})", column, rule))
+            self.problems.append(Problem(int(pos), self.where(pos), column, rule))
+
+    def add(self, problems: list[Problem]) -> None:
+        """Problems found elsewhere, unless this checker named the same row and column already."""
+        seen = {(p.position, p.column) for p in self.problems}
+        for p in problems:
+            if (p.position, p.column) not in seen:
+                self.problems.append(p)
+                self.invalid[p.position] = True
 
 
 @dataclass(frozen=True)
@@ -82,27 +106,32 @@ class Prepared:
 
     ``table`` has the columns of :data:`PORTFOLIO_COLUMNS`, typed, defaults filled (invalid cells hold
     defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break;
-    ``geometry`` is each row's tree (meaningful for valid rows only).
+    ``geometry`` is each row's tree (meaningful for valid rows only); ``dated`` the dated terms of every row
+    (None when no row is dated) and ``is_dated`` which rows are dated.
     """
 
     table: pd.DataFrame
     valid: np.ndarray
     problems: list[Problem]
     geometry: TreeGeometry
+    is_dated: np.ndarray
+    dated: DatedRows | None = None
 
     def instruments(self) -> "Instruments":
         """The valid rows, renumbered from 0, with their geometry: what the engines price."""
-        valid = self.valid
-        return Instruments(self.table[valid].reset_index(drop=True), self.geometry.take(valid))
+        return Instruments(self.table, self.geometry, self.is_dated, self.dated).take(np.flatnonzero(self.valid))
 
 
 @dataclass(frozen=True)
 class Instruments:
-    """Canonical, valid rows (the columns of :data:`PORTFOLIO_COLUMNS`, positions 0 .. n-1) and their tree
-    geometry, computed once at validation and carried to the engines and the workers."""
+    """Canonical, valid rows (the columns of :data:`PORTFOLIO_COLUMNS`, positions 0 .. n-1), their tree
+    geometry and their dated terms (``dated``, aligned with the rows, None when no row is dated), computed once
+    at validation and carried to the engines and the workers."""
 
     table: pd.DataFrame
     geometry: TreeGeometry
+    is_dated: np.ndarray
+    dated: DatedRows | None = None
 
     def __len__(self) -> int:
         return len(self.table)
@@ -117,7 +146,9 @@ class Instruments:
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
             return self
-        return Instruments(self.table.iloc[positions].reset_index(drop=True), self.geometry.take(positions))
+        is_dated = self.is_dated[positions]
+        return Instruments(self.table.iloc[positions].reset_index(drop=True), self.geometry.take(positions),
+                           is_dated, self.dated.take(positions) if self.dated is not None and is_dated.any() else None)
 
 
 def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
@@ -132,52 +163,64 @@ def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _
     return values
 
 
-def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker) -> np.ndarray:
+def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required) -> np.ndarray:
+    """A numeric column (NaN where missing without a default); ``required`` marks the rows that need a
+    value when the column has no default."""
     if raw is None:
         if default is None:
-            check.flag(np.ones(n, dtype=bool), column, "is required")
+            check.flag(required, column, "is required")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     present = raw.notna().to_numpy()
     check.flag(present & np.isnan(values), column, "must be a number")
     check.flag(np.isinf(values), column, "must be finite")
     if default is None:
-        check.flag(~present, column, "is required")
+        check.flag(required & ~present, column, "is required")
     else:
         values = np.where(present, values, default)
     return values
 
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
-            first_row: int = 0, unique_ids: bool = True) -> Prepared:
+            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | None = None, first_row: int = 0,
+            unique_ids: bool = True) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
-    For a slice of a larger portfolio, ``first_row`` is the position of its first row there (problems name
-    rows by their number in the whole portfolio), and ``unique_ids=False`` leaves the uniqueness of ids, a
-    rule of the whole, to the caller (:func:`duplicated_ids`).
+    ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
+    ``exercise_schedule`` the exercise dates given by table, aligned with the portfolio's rows (see
+    :func:`~.dated.read_exercise_schedule`). For a slice of a larger portfolio, ``first_row`` is the position
+    of its first row there (problems name rows by their number in the whole portfolio), and
+    ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
+    (:func:`duplicated_ids`).
     """
     n = len(portfolio)
-    raw = {c: portfolio[c] if c in portfolio.columns else None for c in PORTFOLIO_COLUMNS}
-    if raw["id"] is None:
-        ids = pd.Series([None] * n, dtype=object)
-    else:
-        ids = raw["id"].reset_index(drop=True)
+    raw = {c: portfolio[c] if c in portfolio.columns else None for c in
+           (*PORTFOLIO_COLUMNS, *DATE_COLUMNS, "maturity_date")}
+    ids = np.full(n, None, dtype=object) if raw["id"] is None else raw["id"].to_numpy(dtype=object)
     check = _Checker(ids, first_row)
-    check.flag(ids.isna().to_numpy(), "id", "is required")
+    id_missing = pd.isna(ids)
+    check.flag(id_missing, "id", "is required")
     if unique_ids:
-        check.flag(ids.duplicated(keep=False).to_numpy() & ids.notna().to_numpy(), "id", DUPLICATE_ID)
+        check.flag(pd.Series(ids).duplicated(keep=False).to_numpy() & ~id_missing, "id", DUPLICATE_ID)
+    is_dated = np.zeros(n, dtype=bool) if raw["maturity_date"] is None else \
+        parse_dates(raw["maturity_date"])[0] != NO_DATE
+    present = {c: np.zeros(n, bool) if raw[c] is None else raw[c].notna().to_numpy()
+               for c in (*OPTION_COLUMNS, *TIME_COLUMNS)}
 
-    columns: dict[str, np.ndarray] = {"id": ids.to_numpy()}
+    columns: dict[str, np.ndarray] = {"id": ids}
     for name, (default, choices) in ENUM_COLUMNS.items():
         columns[name] = _enum(raw[name], n, default, choices, name, check)
+    instrument = columns["instrument"]
+    has_option = instrument != "bond"
+    required = {"strike": has_option & ~is_dated, "expiry": has_option & ~is_dated, "maturity": ~is_dated}
     for name, (default, bound, strict) in FLOAT_COLUMNS.items():
-        values = _number(raw[name], n, default, name, check)
+        values = _number(raw[name], n, default, name, check, required.get(name, np.ones(n, bool)))
         if bound is not None:
             check.flag(values <= bound if strict else values < bound, name,
                        f"must be {'>' if strict else '>='} {bound:g}")
         columns[name] = values
     for name, (default, bound) in INT_COLUMNS.items():
-        values = _number(raw[name], n, default, name, check)
+        values = _number(raw[name], n, default, name, check, np.ones(n, bool))
         finite = np.isfinite(values)
         check.flag(finite & (values != np.floor(values)), name, "must be a whole number")
         check.flag(finite & (values < bound), name, f"must be >= {bound}")
@@ -186,12 +229,12 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     curve = raw["curve"]
     names = np.full(n, "default", dtype=object) if curve is None else \
         curve.astype("string").fillna("default").to_numpy(dtype=object)
-    check.flag(~pd.Series(names).isin(list(curves)).to_numpy(), "curve",
-               "names no curve of the curves input" + ("" if curves else " (none given)"))
+    known_curve = pd.Series(names).isin(list(curves)).to_numpy()
+    check.flag(~known_curve, "curve", "names no curve of the curves input" + ("" if curves else " (none given)"))
     columns["curve"] = names
 
     # option type: required for bond options, implied (and checked) for callable and puttable bonds
-    instrument, option_type = columns["instrument"], columns["option_type"]
+    option_type = columns["option_type"]
     given = option_type != None  # noqa: E711 (element-wise)
     for kind, implied in IMPLIED_OPTION_TYPE.items():
         is_kind = instrument == kind
@@ -201,26 +244,68 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     check.flag((instrument == "bond_option") & _missing(raw["option_type"], n), "option_type",
                "is required for a bond_option")
     columns["option_type"] = np.where(option_type == None, "call", option_type)  # noqa: E711
+    for name in OPTION_COLUMNS:
+        check.flag(~has_option & present[name], name, "must be empty for a bond (it has no option)")
+    for name in TIME_COLUMNS:
+        check.flag(is_dated & present[name], name, "is for rows in years; a row with a maturity_date gives "
+                                                   + ("expiry_date" if name == "expiry" else "first_exercise_date"
+                                                      if name == "first_exercise" else "dates") + " instead")
+    for name in DATE_COLUMNS:
+        check.flag(~is_dated & present[name], name, "is for dated rows (a row with a maturity_date)")
 
     c = columns
+    timed = ~is_dated
     with np.errstate(invalid="ignore"):
-        check.flag(c["expiry"] > c["maturity"], "expiry", "must be <= maturity")
-        check.flag((c["coupon"] > 0) & (c["coupon_frequency"] < 1), "coupon_frequency",
+        check.flag(timed & has_option & (c["expiry"] > c["maturity"]), "expiry", "must be <= maturity")
+        check.flag(timed & (c["coupon"] > 0) & (c["coupon_frequency"] < 1), "coupon_frequency",
                    "must be >= 1 when coupon > 0")
-        check.flag((c["exercise"] != "european") & (c["first_exercise"] > c["expiry"]), "first_exercise",
-                   "must be <= expiry")
-        geometry = tree_geometry(np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
-                                 np.where(c["volatility"] > 0, c["volatility"], 1.0),
-                                 np.nan_to_num(c["maturity"]), c["steps_per_year"])
-        check.flag((c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
-                   "mean_reversion", f"gives a tree wider than {limits.max_width} nodes "
-                                     "(raise mean_reversion or lower steps_per_year)")
-        check.flag(geometry.height > limits.max_height, "maturity",
-                   f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)")
+        check.flag(timed & has_option & (c["exercise"] != "european") & (c["first_exercise"] > c["expiry"]),
+                   "first_exercise", "must be <= expiry")
+
+    dated = None
+    days_per_year = np.array([curves[name].days_per_year if ok else 365 for name, ok in zip(names, known_curve)])
+    if is_dated.any():
+        rows = np.flatnonzero(is_dated)
+        schedule = exercise_schedule if exercise_schedule is not None else ExerciseSchedule.empty(n)
+        part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
+                                    np.array([EXERCISE_CODES[e] for e in c["exercise"][rows]]), has_option[rows],
+                                    c["strike"][rows], check.where)
+        check.add(problems)
+        dated = _aligned(n, rows, part)
+        c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
+    c["valuation"] = np.where(is_dated, dated.valuation, as_of) if dated is not None else np.full(n, as_of)
+    _check_curve_dates(check, names, known_curve, curves, as_of, is_dated, dated)
+
+    geometry = tree_geometry(np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
+                             np.where(c["volatility"] > 0, c["volatility"], 1.0),
+                             np.nan_to_num(c["maturity"]), c["steps_per_year"])
+    if dated is not None:
+        heights = dated.steps(dated.redemption_day, c["steps_per_year"])
+        geometry = TreeGeometry(geometry.dt, geometry.dr, geometry.M, geometry.jmax, geometry.width,
+                                np.where(is_dated, heights, geometry.height))
+    check.flag((c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
+               "mean_reversion", f"gives a tree wider than {limits.max_width} nodes "
+                                 "(raise mean_reversion or lower steps_per_year)")
+    check.flag(geometry.height > limits.max_height, "maturity",
+               f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)")
 
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
     problems = sorted(check.problems, key=lambda p: p.position)
-    return Prepared(table=table, valid=~check.invalid, problems=problems, geometry=geometry)
+    return Prepared(table, ~check.invalid, problems, geometry, is_dated, dated)
+
+
+def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
+    """``part`` (the dated terms of ``rows``) spread over all n rows, the others repeating the first."""
+    index = np.zeros(n, dtype=np.int64)
+    index[rows] = np.arange(len(rows))
+    return part.take(index)
+
+
+def _check_curve_dates(check: _Checker, names, known, curves, as_of: int, is_dated, dated) -> None:
+    """A curve with knots by date needs the row's valuation date: a time-form row takes the job's."""
+    by_date = np.array([ok and curves[name].dates is not None for name, ok in zip(names, known)], dtype=bool)
+    check.flag(by_date & ~is_dated & (as_of == NO_DATE), "curve",
+               "has knots by date: give the job's valuation date (as_of) to price a row in years on it")
 
 
 DUPLICATE_ID = "must be unique"

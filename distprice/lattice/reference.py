@@ -1,8 +1,9 @@
 """Reference engine: one instrument at a time, following the tree and event rules literally, written to be read.
 
-It builds its own event schedule from the instrument's times (not the vectorised tables of
-:mod:`~.events`) so that the fast engines, which use those tables, are checked against an independent
-reading of the rules. Slow: numpy over the nodes of one time step at a time; float64 only.
+It builds its own event schedule from the instrument's times, or for a dated row from its cash flows and
+exercise dates (:mod:`distprice.dates`), not the vectorised tables of :mod:`~.events` and :mod:`~.dated`, so
+that the fast engines, which use those tables, are checked against an independent reading of the rules.
+Slow: numpy over the nodes of one time step at a time; float64 only.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from collections import defaultdict
 import numpy as np
 
 from ..curves import ZeroCurve
+from ..dates import NO_DATE, accrued, cash_flows, is_business_day
+from .dated import DatedRows
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
 
@@ -75,10 +78,57 @@ def _events_by_step(ins, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]
     return by_step
 
 
-def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
-    """``(bond_price, option_price)`` of one instrument (a row with the canonical columns)."""
+def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
+    """A dated row's events ``(day, kind, amount)``: its redemption and coupons paid after settlement and,
+    for an option, its exercise dates after settlement with ``face * price / 100`` (plus the accrued interest
+    at the date for a clean price)."""
+    row = rows.take([r])
+    terms, settlement = row.terms, int(row.settlement[0])
+    flows = cash_flows(terms, row.valuation)
+    coupons = flows.coupons
+    events = [(int(flows.redemption_date[0]), REDEMPTION, float(flows.redemption_amount[0]))]
+    events += [(int(d), COUPON, float(a)) for d, a in zip(coupons.payment, coupons.amount)]
+    if ins.instrument == "bond":
+        return events
+    expiry = int(row.expiry[0])
+    first = settlement + 1 if row.first[0] == NO_DATE else max(int(row.first[0]), settlement + 1)
+    schedule = row.schedule
+    if ins.exercise == "bermudan" and len(schedule.day):
+        dates = [(int(d), float(x), bool(dirty)) for d, x, dirty in zip(schedule.day, schedule.price, schedule.dirty)]
+    elif ins.exercise == "bermudan":
+        dates = [(int(d), ins.strike, False) for d in coupons.payment if first <= d <= expiry]
+    elif ins.exercise == "american":
+        days = np.arange(first, expiry + 1)
+        dates = [(int(d), ins.strike, False) for d in days[is_business_day(terms.calendar[0], days)]]
+    else:
+        dates = [(expiry, ins.strike, False)]
+    face = float(terms.face[0])
+    for day, price, dirty in dates:
+        if day > settlement:
+            extra = 0.0 if dirty else float(accrued(terms, coupons, 0, day))
+            events.append((day, EXERCISE, face * price / 100.0 + extra))
+    return events
+
+
+def _dated_events_by_step(ins, rows: DatedRows, r: int, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]:
+    """:func:`_events_by_step` of a dated row: a day k days after valuation is ``k / D`` years, on step
+    ``max(1, round(k * spy / D))`` (halves up, in integers); on the grid exactly when ``k * spy / D`` is whole."""
+    spy, D, valuation = ins.steps_per_year, int(rows.days_per_year[r]), int(rows.valuation[r])
+    seen = curve.at(valuation)
+    by_step = defaultdict(list)
+    for day, kind, amount in sorted(_dated_events(ins, rows, r), key=lambda e: (-e[0], ORDER[e[1]])):
+        k = day - valuation
+        s = max(1, (2 * k * spy + D) // (2 * D))
+        factor = 1.0 if (k * spy) % D == 0 else float(seen.discount(k / D) / seen.discount(s / spy))
+        by_step[s].append((kind, amount * factor))
+    return by_step
+
+
+def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, float]]], n: int) -> tuple[float, float]:
+    """``(bond_price, option_price)`` of one instrument (a row with the canonical columns) on a tree of ``n``
+    steps, its ``events`` by step."""
     g = tree_geometry(ins.mean_reversion, ins.volatility, ins.maturity, ins.steps_per_year)
-    dt, dr, jmax, n = float(g.dt), float(g.dr), int(g.jmax), int(g.height)
+    dt, dr, jmax = float(g.dt), float(g.dr), int(g.jmax)
     j = np.arange(-jmax, jmax + 1)
     pu, pm, pd_ = branching(jmax, float(g.M))
     # targets of the up, middle and down branches of each node (as array indices j + jmax)
@@ -99,7 +149,6 @@ def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
              + np.bincount(down, flow * pd_, width))
 
     # backward: bond and option together; after rolling back to a step, its events in order
-    events = _events_by_step(ins, curve)
     is_call = ins.option_type == "call"
 
     def apply_events(i: int, bond: np.ndarray, option: np.ndarray) -> None:
@@ -123,6 +172,17 @@ def price_instrument(ins, curve: ZeroCurve) -> tuple[float, float]:
 
 def price_reference(instruments: Instruments, curves: dict[str, ZeroCurve]):
     """Bond and option prices (float64) of every instrument."""
-    results = [price_instrument(ins, curves[ins.curve]) for ins in instruments.table.itertuples(index=False)]
+    results = []
+    for r, ins in enumerate(instruments.table.itertuples(index=False)):
+        if instruments.is_dated[r]:
+            dated = instruments.dated
+            events = _dated_events_by_step(ins, dated, r, curves[ins.curve])
+            curve = curves[ins.curve].at(int(dated.valuation[r]))
+            n = max(events)
+        else:
+            curve = curves[ins.curve].at(ins.valuation) if curves[ins.curve].dates is not None else curves[ins.curve]
+            events = _events_by_step(ins, curve)
+            n = max(1, math.floor(ins.maturity * ins.steps_per_year + 0.5))
+        results.append(price_instrument(ins, curve, events, n))
     prices = np.array(results, dtype=np.float64).reshape(-1, 2)
     return prices[:, 0], prices[:, 1]

@@ -1,0 +1,108 @@
+"""Dates as day numbers: int64 days since 1970-01-01, the integer behind ``numpy.datetime64[D]``.
+
+``NO_DATE`` (the integer behind ``NaT``) marks a missing date. Dates come in as ``datetime64`` arrays (any
+unit; times of day are dropped), pandas or Arrow date / timestamp columns, Python dates, or ISO 8601 strings
+``YYYY-MM-DD``; integer arrays are taken as day numbers already. They go out as ``datetime64[D]``, ISO
+strings or an Arrow ``date32`` column.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+EPOCH = np.datetime64("1970-01-01", "D")
+"""Day number 0."""
+NO_DATE = np.iinfo(np.int64).min
+"""A missing date (``NaT`` viewed as int64)."""
+
+
+def parse_dates(values) -> tuple[np.ndarray, np.ndarray]:
+    """Day numbers (int64, ``NO_DATE`` where missing) and the positions of the values that are present but
+    are not dates (each of those is ``NO_DATE`` too). Missing: null, NaN, NaT or an empty string."""
+    if isinstance(values, (pd.Series, pd.Index)) and values.dtype.kind == "M":
+        values = values.to_numpy()
+    if isinstance(values, np.ndarray) and values.dtype.kind == "M":
+        return values.astype("datetime64[D]").view(np.int64), np.zeros(0, np.int64)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        return values.astype(np.int64), np.zeros(0, np.int64)
+    arrow = _to_arrow(values)
+    if pa.types.is_null(arrow.type):
+        return np.full(len(arrow), NO_DATE, np.int64), np.zeros(0, np.int64)
+    if pa.types.is_string(arrow.type) or pa.types.is_large_string(arrow.type):
+        return _parse_iso(arrow)
+    if pa.types.is_date(arrow.type) or pa.types.is_timestamp(arrow.type):
+        return _from_date32(pc.cast(arrow, pa.date32())), np.zeros(0, np.int64)
+    raise TypeError(f"cannot read dates from values of type {arrow.type}; give ISO strings YYYY-MM-DD or dates")
+
+
+def day_numbers(values) -> np.ndarray:
+    """Day numbers of ``values`` (see :func:`parse_dates`); ValueError naming the positions of non-dates."""
+    days, bad = parse_dates(values)
+    if len(bad):
+        shown = ", ".join(str(p) for p in bad[:10]) + (", ..." if len(bad) > 10 else "")
+        raise ValueError(f"{len(bad)} value(s) are not dates YYYY-MM-DD, at positions {shown}")
+    return days
+
+
+def to_datetime64(days) -> np.ndarray:
+    """``datetime64[D]`` array of day numbers (``NO_DATE`` becomes ``NaT``); a view, no copy."""
+    return np.ascontiguousarray(days, dtype=np.int64).view("datetime64[D]")
+
+
+def to_iso(days) -> np.ndarray:
+    """ISO strings ``YYYY-MM-DD`` of day numbers, as an object array with None for ``NO_DATE``."""
+    days = np.asarray(days, dtype=np.int64)
+    text = np.datetime_as_string(to_datetime64(days)).astype(object)
+    text[days == NO_DATE] = None
+    return text
+
+
+def to_arrow(days) -> pa.Array:
+    """Arrow ``date32`` column of day numbers, null for ``NO_DATE``."""
+    days = np.asarray(days, dtype=np.int64)
+    missing = days == NO_DATE
+    return pa.array(np.where(missing, 0, days).astype(np.int32), type=pa.date32(), mask=missing)
+
+
+def _to_arrow(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        return values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values
+    if isinstance(values, (pd.Series, pd.Index)):
+        values = values.to_numpy(dtype=object) if values.dtype == object else values
+        return pa.array(values, from_pandas=True)
+    if np.ndim(values) == 0:
+        values = [values]
+    return pa.array(np.asarray(values, dtype=object), from_pandas=True)
+
+
+def _from_date32(dates: pa.Array) -> np.ndarray:
+    days = pc.fill_null(pc.cast(dates, pa.int32()), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    days[dates.is_null().to_numpy(zero_copy_only=False)] = NO_DATE
+    return days
+
+
+def _parse_iso(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    text = pc.utf8_trim_whitespace(text)
+    text = pc.if_else(pc.equal(text, ""), pa.scalar(None, text.type), text)
+    try:
+        return _from_date32(pc.cast(text, pa.date32())), np.zeros(0, np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    # some values are not dates: find them among the distinct values, then their positions
+    encoded = text.dictionary_encode()
+    distinct = encoded.dictionary
+    good = np.ones(len(distinct), dtype=bool)
+    for i, value in enumerate(distinct.to_pylist()):
+        try:
+            pc.cast(pa.array([value]), pa.date32())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            good[i] = False
+    index = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False)
+    present = text.is_valid().to_numpy(zero_copy_only=False)
+    bad = present & ~good[index]
+    days = _from_date32(pc.cast(pc.if_else(pa.array(bad), pa.scalar(None, text.type), text), pa.date32()))
+    return days, np.flatnonzero(bad).astype(np.int64)

@@ -1,0 +1,329 @@
+"""Dated rows: real bonds with a valuation date, a schedule, day counts and calendars (:mod:`distprice.dates`),
+their exercise dates, and their events in the tree's time.
+
+A row is dated when it has a ``maturity_date``. Its tree lives in the years of its curve's day count: a date
+d is ``t(d) = k / D`` with k the calendar days from the valuation date V to d and D = 365 or 360, and maps to
+step ``max(1, round(t * spy))`` computed in integers, ``floor((2 k spy + D) / (2 D))``: exact. Its cash flows
+are the coupons and the redemption paid after the settlement date S; its exercise dates, after S too:
+
+- ``european``: ``expiry_date``;
+- ``bermudan``: the dates of the exercise schedule table for its id (each with its price and price type),
+  or, without one, every coupon payment date from ``first_exercise_date`` to ``expiry_date`` at ``strike``;
+- ``american``: every business day of its calendar from ``first_exercise_date`` to ``expiry_date``.
+
+Prices (``strike``, the table's ``price``) are in % of face, clean unless the table says ``dirty``: the
+exercise amount is ``face * price / 100``, plus the accrued interest at the exercise date when clean.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numba
+import numpy as np
+import pandas as pd
+
+from ..dates import NO_DATE, BondTerms, CashFlows, accrued, adjust_days, business_table, cash_flows, parse_dates
+from ..dates.calendars import is_business
+from ..dates.terms import read_terms
+from ..errors import Problem
+from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
+
+SCHEDULE_COLUMNS = ("id", "date", "price", "price_type")
+NO_EXERCISE = -1
+"""The exercise code of a row without an option (a plain bond): it has no exercise dates."""
+PRICE_TYPES = ("clean", "dirty")
+
+
+@dataclass(frozen=True)
+class ExerciseSchedule:
+    """Exercise dates given by table, per portfolio row (CSR, dates increasing): ``day`` (day numbers),
+    ``price`` (% of face) and ``dirty`` (the price includes the accrued interest)."""
+
+    offsets: np.ndarray
+    day: np.ndarray
+    price: np.ndarray
+    dirty: np.ndarray
+
+    @classmethod
+    def empty(cls, rows: int) -> "ExerciseSchedule":
+        return cls(np.zeros(rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool))
+
+    @property
+    def counts(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def take(self, positions) -> "ExerciseSchedule":
+        """The schedules of the rows at ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        counts = self.counts[positions]
+        offsets = np.zeros(len(positions) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        index = np.repeat(self.offsets[:-1][positions] - offsets[:-1], counts) + np.arange(offsets[-1])
+        return ExerciseSchedule(offsets, self.day[index], self.price[index], self.dirty[index])
+
+
+def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, list[Problem]]:
+    """The exercise schedule table (``id, date, price[, price_type]``) as per-row schedules of a portfolio whose
+    rows have ``ids`` (matched as text), and its problems, each naming its row of the table."""
+    missing = [c for c in SCHEDULE_COLUMNS[:3] if c not in table.columns]
+    if missing:
+        return ExerciseSchedule.empty(len(ids)), [Problem(None, "exercise schedule", c, "must have this column")
+                                                  for c in missing]
+    n = len(table)
+    keys = table["id"].astype("string").to_numpy(dtype=object, na_value=None)
+    days, not_dates = parse_dates(table["date"])
+    price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    kind = (table["price_type"].astype("string").str.strip().str.lower().fillna("clean").to_numpy(dtype=object)
+            if "price_type" in table.columns else np.full(n, "clean", dtype=object))
+    index = pd.Index(pd.Series(ids).astype("string").to_numpy(dtype=object, na_value=None))
+    rows = pd.Series(np.arange(len(ids), dtype=np.float64), index=index)
+    rows = rows[~rows.index.duplicated()].reindex(keys).to_numpy()
+    found: list[tuple[int, Problem]] = []
+
+    def flag(mask, column, rule):
+        for r in np.flatnonzero(mask):
+            label = f" (id {keys[r]!r})" if keys[r] is not None else ""
+            found.append((r, Problem(None, f"exercise schedule row {r + 1}{label}", column, rule)))
+
+    flag(pd.isna(keys), "id", "is required")
+    flag(~pd.isna(keys) & np.isnan(rows), "id", "names no row of the portfolio")
+    flag((days == NO_DATE) | np.isin(np.arange(n), not_dates), "date", "must be a date YYYY-MM-DD")
+    flag(~np.isfinite(price) | (price < 0), "price", "must be a number >= 0 (% of face)")
+    flag(~np.isin(kind, PRICE_TYPES), "price_type", f"must be one of {', '.join(PRICE_TYPES)}")
+    good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0)
+                          & np.isin(kind, PRICE_TYPES))
+    good = good[np.lexsort((days[good], rows[good]))]
+    repeated = np.zeros(len(good), dtype=bool)
+    repeated[1:] = (rows[good][1:] == rows[good][:-1]) & (days[good][1:] == days[good][:-1])
+    flag(np.isin(np.arange(n), good[repeated]), "date", "is given twice for this id")
+    keep = good[~repeated]
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows[keep].astype(np.int64), minlength=len(ids)), out=offsets[1:])
+    found.sort(key=lambda rp: rp[0])
+    return ExerciseSchedule(offsets, days[keep], price[keep], kind[keep] == "dirty"), [p for _, p in found]
+
+
+@dataclass(frozen=True)
+class DatedRows:
+    """The dated terms of rows: their bonds (``terms``), ``valuation``, ``settlement``, ``expiry`` and ``first``
+    (exercise) dates and ``redemption_day`` (day numbers), ``days_per_year`` (D of the row's curve), the accrued
+    interest at settlement (``accrued``, face units) and the exercise dates given by table (``schedule``)."""
+
+    terms: BondTerms
+    valuation: np.ndarray
+    settlement: np.ndarray
+    expiry: np.ndarray
+    first: np.ndarray
+    redemption_day: np.ndarray
+    days_per_year: np.ndarray
+    accrued: np.ndarray
+    schedule: ExerciseSchedule
+
+    def __len__(self) -> int:
+        return len(self.valuation)
+
+    def take(self, positions) -> "DatedRows":
+        """The rows at ``positions``."""
+        positions = np.asarray(positions, dtype=np.int64)
+        return DatedRows(**{f.name: (value[positions] if isinstance(value, np.ndarray) else value.take(positions))
+                            for f in fields(self) for value in [getattr(self, f.name)]})
+
+    def years(self, days) -> np.ndarray:
+        """``t(d) = (d - V) / D`` of each row's day (years of its tree)."""
+        return (np.asarray(days) - self.valuation) / self.days_per_year
+
+    def steps(self, days, steps_per_year) -> np.ndarray:
+        """The tree step of each row's day: ``max(1, round_half_up(k * spy / D))`` in integers, k = d - V."""
+        k = np.asarray(days, dtype=np.int64) - self.valuation
+        return np.maximum((2 * k * steps_per_year + self.days_per_year) // (2 * self.days_per_year), 1)
+
+
+def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, schedule: ExerciseSchedule,
+               exercise: np.ndarray, has_option: np.ndarray, strike: np.ndarray,
+               where) -> tuple[DatedRows, list[Problem]]:
+    """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
+
+    ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
+    curve), ``schedule``, ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
+    ``rows``; problems name rows by their position in ``frame`` (``where(position)`` labels one).
+    """
+    subset = frame.iloc[rows].reset_index(drop=True)
+    terms, found = read_terms(subset, lambda p: where(int(rows[p])))
+    problems = [Problem(int(rows[p.position]), p.where, p.column, p.rule) for p in found]
+    n = len(rows)
+
+    def flag(mask, column, rule):
+        problems.extend(Problem(int(rows[p]), where(int(rows[p])), column, rule) for p in np.flatnonzero(mask))
+
+    def dates(column):
+        if column not in subset.columns:
+            return np.full(n, NO_DATE, dtype=np.int64)
+        days, bad = parse_dates(subset[column])
+        flag(np.isin(np.arange(n), bad), column, "must be a date YYYY-MM-DD")
+        return days
+
+    given = dates("valuation_date")
+    valuation = np.where(given != NO_DATE, given, valuation)
+    flag(valuation == NO_DATE, "valuation_date", "is required: give the job's valuation date (as_of) or this column")
+    expiry, first = dates("expiry_date"), dates("first_exercise_date")
+    bad_terms = np.zeros(n, bool)
+    bad_terms[[p.position for p in found]] = True
+    usable = ~bad_terms & (valuation != NO_DATE)
+    good = np.flatnonzero(usable)
+    flows = cash_flows(terms.take(good), valuation[good])
+    settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
+    accrued_s = np.zeros(n)
+    settlement[good], redemption_day[good], accrued_s[good] = flows.settlement, flows.redemption_date, flows.accrued
+    matured = usable & (redemption_day <= settlement)
+    flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
+    dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
+                      np.asarray(days_per_year, np.int64), accrued_s, schedule)
+
+    option = has_option & usable & ~matured
+    tabled = schedule.counts > 0
+    by_table = option & (exercise == BERMUDAN) & tabled
+    by_dates = option & ~by_table
+    last_date = np.minimum(adjust_days(terms.calendar, terms.maturity, terms.accrual_convention), redemption_day)
+    flag(by_dates & (expiry == NO_DATE), "expiry_date", "is required (the last exercise date)")
+    flag(by_dates & (expiry != NO_DATE) & (expiry > last_date), "expiry_date",
+         "must be on or before the redemption date")
+    flag(by_dates & (exercise != EUROPEAN) & (first != NO_DATE) & (expiry != NO_DATE) & (first > expiry),
+         "first_exercise_date", "must be on or before expiry_date")
+    flag(by_dates & np.isnan(strike), "strike", "is required (a price in % of face)")
+    last_tabled = np.full(n, NO_DATE, np.int64)
+    last_tabled[tabled] = schedule.day[schedule.offsets[1:][tabled] - 1]
+    flag(by_table & (last_tabled > last_date), "exercise", "the exercise schedule has a date after the redemption date")
+    checked = np.flatnonzero((by_table & (last_tabled <= last_date))
+                             | (by_dates & (expiry != NO_DATE) & (expiry <= last_date) & ~np.isnan(strike)
+                                & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry))))
+    if len(checked):
+        part = dated.take(checked)
+        offsets, _, _ = exercise_dates(part, cash_flows(part.terms, part.valuation), exercise[checked],
+                                       strike[checked])
+        none = np.zeros(n, bool)
+        none[checked] = np.diff(offsets) == 0
+        flag(none, "exercise", "leaves no exercise date after the settlement date")
+    problems.sort(key=lambda p: p.position)
+    return dated, problems
+
+
+@numba.njit(cache=True)
+def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
+                    business, calendar, settlement, r):
+    if code == NO_EXERCISE:
+        return 0
+    if code == EUROPEAN:
+        return 1 if expiry > settlement else 0
+    if code == BERMUDAN and tabled:
+        return np.sum(schedule_day[schedule_offsets[r]:schedule_offsets[r + 1]] > settlement)
+    if code == BERMUDAN:
+        payments = coupon_payment[coupon_offsets[r]:coupon_offsets[r + 1]]
+        return np.sum((payments >= start) & (payments <= expiry))
+    count = 0
+    for d in range(start, expiry + 1):
+        count += is_business(business, calendar, d)
+    return count
+
+
+@numba.njit(cache=True)
+def _exercise_table(code, tabled, expiry, start, strike, schedule_offsets, schedule_day, schedule_price,
+                    schedule_dirty, coupon_offsets, coupon_payment, business, calendar, settlement):
+    n = len(code)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        offsets[r + 1] = offsets[r] + _exercise_count(code[r], tabled[r], expiry[r], start[r], schedule_offsets,
+                                                      schedule_day, coupon_offsets, coupon_payment, business,
+                                                      calendar[r], settlement[r], r)
+    day = np.empty(offsets[n], np.int64)
+    price = np.empty(offsets[n])
+    dirty = np.zeros(offsets[n], np.bool_)
+    for r in range(n):
+        e = offsets[r]
+        if code[r] == NO_EXERCISE:
+            continue
+        if code[r] == EUROPEAN:
+            if expiry[r] > settlement[r]:
+                day[e], price[e] = expiry[r], strike[r]
+        elif code[r] == BERMUDAN and tabled[r]:
+            for i in range(schedule_offsets[r], schedule_offsets[r + 1]):
+                if schedule_day[i] > settlement[r]:
+                    day[e], price[e], dirty[e] = schedule_day[i], schedule_price[i], schedule_dirty[i]
+                    e += 1
+        elif code[r] == BERMUDAN:
+            for i in range(coupon_offsets[r], coupon_offsets[r + 1]):
+                if start[r] <= coupon_payment[i] <= expiry[r]:
+                    day[e], price[e] = coupon_payment[i], strike[r]
+                    e += 1
+        else:
+            for d in range(start[r], expiry[r] + 1):
+                if is_business(business, calendar[r], d):
+                    day[e], price[e] = d, strike[r]
+                    e += 1
+    return offsets, day, price, dirty
+
+
+def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, strike: np.ndarray):
+    """Each row's exercise dates after settlement (increasing; none for ``exercise`` NO_EXERCISE) and their
+    amounts (face units; a clean price plus the accrued interest at the date): ``(offsets, days, amounts)``,
+    CSR."""
+    start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
+    schedule = rows.schedule
+    offsets, days, price, dirty = _exercise_table(
+        np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start,
+        np.nan_to_num(np.asarray(strike, np.float64)), schedule.offsets, schedule.day, schedule.price,
+        schedule.dirty, flows.coupons.offsets, flows.coupons.payment, business_table(), rows.terms.calendar,
+        rows.settlement)
+    owner = np.repeat(np.arange(len(exercise)), np.diff(offsets))
+    amounts = rows.terms.face[owner] * price / 100.0
+    clean = np.flatnonzero(~dirty)
+    if len(clean):
+        amounts[clean] += accrued(rows.terms, flows.coupons, owner[clean], days[clean])
+    return offsets, days, amounts
+
+
+@numba.njit(cache=True)
+def _merge(valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount, x_off, x_day,
+           x_amount):
+    """Each row's events, latest first (redemption, exercises, coupons at equal days), with their steps and
+    tree times."""
+    n = len(valuation)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        offsets[r + 1] = offsets[r] + 1 + (c_off[r + 1] - c_off[r]) + (x_off[r + 1] - x_off[r])
+    m = offsets[n]
+    step = np.empty(m, np.int64)
+    time = np.empty(m)
+    kind = np.empty(m, np.uint8)
+    amount = np.empty(m)
+    for r in range(n):
+        c, x = c_off[r + 1] - 1, x_off[r + 1] - 1
+        redeemed = False
+        D = days_per_year[r]
+        for e in range(offsets[r], offsets[r + 1]):
+            dc = c_day[c] if c >= c_off[r] else -(2 ** 62)
+            dx = x_day[x] if x >= x_off[r] else -(2 ** 62)
+            if not redeemed and redemption_day[r] >= max(dc, dx):
+                d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
+                redeemed = True
+            elif x >= x_off[r] and dx >= dc:
+                d, kind[e], amount[e] = dx, EXERCISE, x_amount[x]
+                x -= 1
+            else:
+                d, kind[e], amount[e] = dc, COUPON, c_amount[c]
+                c -= 1
+            k = d - valuation[r]
+            s = max((2 * k * spy[r] + D) // (2 * D), 1)
+            step[e] = s
+            time[e] = s * (1.0 / spy[r]) if (k * spy[r]) % D == 0 else k / D
+    return offsets, step, time, kind, amount
+
+
+def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
+                 steps_per_year: np.ndarray) -> EventTable:
+    """The events of dated rows: the redemption and the coupons paid after settlement, and (rows
+    ``has_option``) the exercises of :func:`exercise_dates`."""
+    flows = cash_flows(rows.terms, rows.valuation)
+    x_off, x_day, x_amount = exercise_dates(rows, flows, np.where(has_option, exercise, NO_EXERCISE), strike)
+    return EventTable(*_merge(rows.valuation, rows.days_per_year, np.ascontiguousarray(steps_per_year, np.int64),
+                              flows.redemption_date, flows.redemption_amount, flows.coupons.offsets,
+                              flows.coupons.payment, flows.coupons.amount, x_off, x_day, x_amount))

@@ -1,0 +1,174 @@
+"""QuantLib peer of dated rows: the oracle of the dated form in the tests and its baseline in the benchmarks.
+
+Each row is priced with QuantLib's own objects, at its valuation date V (``Settings.evaluationDate``)::
+
+    schedule = ql.Schedule(issue, maturity, Period(12 / f months), calendar, accrual, accrual, Backward, eom)
+    bond     = ql.CallableFixedRateBond(settlement_days, face, schedule, [coupon], day_count, payment,
+                                        redemption, issue, callabilities)     # FixedRateBond for the straight bond
+    engine   = ql.TreeCallableFixedRateBondEngine(ql.HullWhite(curve, a, sigma), steps, curve)
+
+on a ``ZeroCurve`` (``Linear``, ``Continuous``, the curve's day count) through the curve's knot dates, a knot
+at V carrying the first rate and a flat knot far out. ``price`` is ``NPV()`` (the value at V), ``dirty_price``
+and ``clean_price`` ``dirtyPrice()`` and ``cleanPrice()``, ``accrued`` ``accruedAmount()``, all converted
+from QuantLib's per-100 quotes to face units. A bond option is ``|callable or puttable - straight|``; american
+exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
+onto the payment date, which distprice does not: keep such dates out of comparisons.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..curves import ZeroCurve
+from ..dates import day_numbers, quantlib_calendar
+
+EPOCH_SERIAL = 25569
+"""QuantLib's serial number of 1970-01-01 (day number 0)."""
+FAR_DAYS = 150 * 365
+"""A flat knot this far after V keeps QuantLib's curve flat beyond the last knot."""
+
+
+def day_counter(name: str):
+    """QuantLib's day counter of a distprice day count name."""
+    import QuantLib as ql
+
+    return {"ACT/360": ql.Actual360, "ACT/365F": ql.Actual365Fixed,
+            "30/360": lambda: ql.Thirty360(ql.Thirty360.BondBasis),
+            "30E/360": lambda: ql.Thirty360(ql.Thirty360.European),
+            "ACT/ACT-ISDA": lambda: ql.ActualActual(ql.ActualActual.ISDA),
+            "ACT/ACT-ICMA": lambda: ql.ActualActual(ql.ActualActual.ISMA)}[name]()
+
+
+def convention(name: str):
+    """QuantLib's business-day convention of a distprice convention name."""
+    import QuantLib as ql
+
+    return {"unadjusted": ql.Unadjusted, "following": ql.Following, "modified_following": ql.ModifiedFollowing,
+            "preceding": ql.Preceding}[name]
+
+
+def ql_date(day: int):
+    import QuantLib as ql
+
+    return ql.Date(int(day) + EPOCH_SERIAL)
+
+
+def curve_handle(curve: ZeroCurve, valuation: int):
+    """A QuantLib curve equal to ``curve`` seen from ``valuation`` (knots given in years are put on whole days:
+    exact when ``t * D`` is whole)."""
+    import QuantLib as ql
+
+    days = (curve.dates - valuation if curve.dates is not None
+            else np.rint(curve.t * curve.days_per_year)).astype(np.int64)
+    rates = list(curve.zero_rate)
+    if days[0] > 0:
+        days, rates = np.r_[0, days], [rates[0]] + rates
+    if days[-1] < FAR_DAYS:
+        days, rates = np.r_[days, FAR_DAYS], rates + [rates[-1]]
+    counter = ql.Actual360() if curve.day_count == "ACT/360" else ql.Actual365Fixed()
+    return ql.YieldTermStructureHandle(ql.ZeroCurve([ql_date(valuation + d) for d in days], rates, counter,
+                                                    ql.NullCalendar(), ql.Linear(), ql.Continuous))
+
+
+def _value(frame: pd.Series, column: str, default):
+    value = frame.get(column, default)
+    return default if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+
+def price_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], as_of=None,
+                         exercise_schedule: pd.DataFrame | None = None, steps=None) -> pd.DataFrame:
+    """QuantLib's prices of dated rows (the portfolio's own columns, as a user gives them) on ``curves``.
+
+    ``as_of`` is the valuation date of rows without a ``valuation_date``; ``exercise_schedule`` the table of
+    exercise dates (``id, date, price, price_type``); ``steps`` the tree's steps per row (a sequence; default:
+    ``round(T * steps_per_year)`` with T the time of the last cash flow on the curve's day count). Returns, in
+    the portfolio's index, ``price``, ``bond_price``, ``dirty_price``, ``clean_price`` and ``accrued`` (face
+    units; ``clean_price`` and ``accrued`` NaN for bond options).
+    """
+    import QuantLib as ql
+
+    settings = ql.Settings.instance()
+    saved = settings.evaluationDate
+    out = []
+    try:
+        for i, (_, row) in enumerate(portfolio.iterrows()):
+            valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
+            settings.evaluationDate = ql_date(valuation)
+            curve = curves[_value(row, "curve", "default")]
+            handle = curve_handle(curve, valuation)
+            face, coupon = float(_value(row, "face", 100.0)), float(_value(row, "coupon", 0.0))
+            settle = int(_value(row, "settlement_days", 0))
+            calendar = quantlib_calendar(_value(row, "calendar", "none"))
+            payment = convention(_value(row, "payment_convention", "following"))
+            accrual = convention(_value(row, "accrual_convention", "unadjusted"))
+            maturity = ql.DateParser.parseISO(str(row["maturity_date"])[:10])
+            issue = ql.DateParser.parseISO(str(row["issue_date"])[:10]) if coupon > 0 else None
+            frequency = int(_value(row, "coupon_frequency", 0))
+            redemption = float(_value(row, "redemption", 100.0))
+            counter = day_counter(_value(row, "day_count", "30/360"))
+            schedule = ql.Schedule(issue, maturity, ql.Period(12 // frequency, ql.Months), calendar, accrual, accrual,
+                                   ql.DateGeneration.Backward, bool(_value(row, "end_of_month", False))) \
+                if coupon > 0 else None
+            if schedule is not None:
+                straight = ql.FixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue)
+            else:
+                straight = ql.ZeroCouponBond(settle, calendar, face, maturity, payment, redemption)
+            straight.setPricingEngine(ql.DiscountingBondEngine(handle))
+            instrument = _value(row, "instrument", "bond_option")
+            result = dict(bond_price=straight.NPV(), accrued=straight.accruedAmount() * face / 100.0)
+            if instrument == "bond":
+                result.update(price=straight.NPV(), dirty_price=straight.dirtyPrice() * face / 100.0,
+                              clean_price=straight.cleanPrice() * face / 100.0)
+                out.append(result)
+                continue
+            kind = {"callable_bond": "call", "puttable_bond": "put"}.get(instrument, _value(row, "option_type", "call"))
+            dates = _exercise_dates(row, straight, exercise_schedule)
+            callabilities = ql.CallabilitySchedule([ql.Callability(
+                ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
+                ql.Callability.Call if kind == "call" else ql.Callability.Put, date) for date, price, dirty in dates])
+            if schedule is not None:
+                bond = ql.CallableFixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue,
+                                                callabilities)
+            else:
+                bond = ql.CallableZeroCouponBond(settle, face, calendar, maturity, counter, payment, redemption,
+                                                 ql.Date(), callabilities)
+            last = max(c.date() for c in straight.cashflows())
+            n = steps[i] if steps is not None else round(counter_years(curve, valuation, last) *
+                                                         int(_value(row, "steps_per_year", 12)))
+            model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
+            bond.setPricingEngine(ql.TreeCallableFixedRateBondEngine(model, int(n), handle))
+            if instrument == "bond_option":
+                option = abs(bond.NPV() - straight.NPV())
+                result.update(price=option, dirty_price=np.nan, clean_price=np.nan, accrued=np.nan)
+            else:
+                result.update(price=bond.NPV(), dirty_price=bond.dirtyPrice() * face / 100.0,
+                              clean_price=bond.cleanPrice() * face / 100.0)
+            out.append(result)
+    finally:
+        settings.evaluationDate = saved
+    return pd.DataFrame(out, index=portfolio.index)[["price", "bond_price", "dirty_price", "clean_price", "accrued"]]
+
+
+def counter_years(curve: ZeroCurve, valuation: int, date) -> float:
+    """Years from ``valuation`` to a QuantLib ``date`` on the curve's day count."""
+    return (date.serialNumber() - EPOCH_SERIAL - valuation) / curve.days_per_year
+
+
+def _exercise_dates(row, straight, table: pd.DataFrame | None) -> list:
+    """(QuantLib date, price in % of face, dirty) of a row's exercise dates (european, bermudan)."""
+    import QuantLib as ql
+
+    ident = str(row["id"])
+    if table is not None and (table["id"].astype(str) == ident).any():
+        mine = table[table["id"].astype(str) == ident]
+        types = mine["price_type"] if "price_type" in mine else pd.Series("clean", index=mine.index)
+        return [(ql.DateParser.parseISO(str(d)[:10]), float(p), str(k).lower() == "dirty")
+                for d, p, k in zip(mine["date"], mine["price"], types.fillna("clean"))]
+    strike = float(row["strike"])
+    expiry = ql.DateParser.parseISO(str(row["expiry_date"])[:10])
+    if _value(row, "exercise", "european") == "european":
+        return [(expiry, strike, False)]
+    first = _value(row, "first_exercise_date", None)
+    first = ql.DateParser.parseISO(str(first)[:10]) if first is not None else ql.Date(1, 1, 1901)
+    return [(c.date(), strike, False) for c in straight.cashflows()
+            if ql.as_coupon(c) is not None and first <= c.date() <= expiry]
