@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import statistics
 import sys
 import time
@@ -19,6 +20,7 @@ from .errors import DistpriceError, InvalidInputError
 from .execute import price_plan
 from .job import ON_INVALID, Tally
 from .lattice import datasets
+from .lattice.desk import AS_OF, desk
 from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
 from .lattice.gpu import gpu_available
 from .lattice.instruments import prepare
@@ -66,6 +68,9 @@ def main():
 @click.option("--scenarios", type=click.Path(exists=True, dir_okay=False),
               help="Scenario curves (scenario, curve, t, zero_rate): every instrument under every scenario.")
 @click.option("--shifts-bp", help="Parallel shifts of every curve in basis points, e.g. -100,-50,0,50,100.")
+@click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
+@click.option("--exercise-schedule", type=click.Path(exists=True, dir_okay=False),
+              help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.")
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Priced table to write (.csv or .parquet), written atomically.")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Pricing engine [default: auto].")
@@ -123,7 +128,17 @@ def _small(portfolio) -> bool:
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet file to write.")
 @reports_errors
 def generate(name, size, seed, output):
-    """Write one of the papers' synthetic portfolios (U1 ... S2), a mixture, or Hull's example book."""
+    """Write one of the papers' synthetic portfolios (U1 ... S2), a mixture, Hull's example book, or the dated
+    desk book (with its curves and exercise schedule beside it: OUTPUT's stem plus .curves and .exercise)."""
+    if name == "desk":
+        book = desk(datasets.DEFAULT_SIZES[name] if size is None else size, seed)
+        stem, suffix = os.path.splitext(output)
+        for table, path in ((book.portfolio, output), (book.curves, f"{stem}.curves{suffix}"),
+                            (book.exercise_schedule, f"{stem}.exercise{suffix}")):
+            write_table(table, path)
+        click.echo(f"wrote {len(book.portfolio)} rows of desk to {output}, its curves to {stem}.curves{suffix} and "
+                   f"its exercise schedule to {stem}.exercise{suffix} (valued on {AS_OF})")
+        return
     table = datasets.generate(name, size, seed)
     write_table(table, output)
     click.echo(f"wrote {len(table)} rows of {name} to {output}")

@@ -8,6 +8,7 @@ line each, as ``source: key.path: rule``.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import difflib
 import math
 import numbers
@@ -18,8 +19,8 @@ from dataclasses import dataclass
 import yaml
 from dask.utils import parse_bytes
 
-from ..errors import ConfigError, shown
-from ..job import ON_INVALID, JobOptions
+from ..errors import ConfigError, OptionError, shown
+from ..job import ON_INVALID, JobOptions, valuation_day
 from ..lattice.engines import ENGINE_NAMES
 from ..precision import PRECISIONS
 from ..scenarios import parse_shifts
@@ -28,7 +29,7 @@ JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
 _SECTIONS = ("cluster", "job")
 _SECURITY_FILES = ("ca_file", "cert_file", "key_file")
-_JOB_PATHS = ("portfolio", "curves", "scenarios", "output")
+_JOB_PATHS = ("portfolio", "curves", "scenarios", "exercise_schedule", "output")
 _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
 _ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
 _WALLTIME = re.compile(r"[0-9]+:[0-5][0-9]:[0-5][0-9]")
@@ -306,6 +307,15 @@ def _port(pattern: re.Pattern, text: str) -> bool:
     return pattern.fullmatch(text) is not None and int(text.rpartition(":")[2]) <= 65535
 
 
+def _date(value):
+    """A valuation date: ``YYYY-MM-DD`` (YAML may read it as a date already)."""
+    try:
+        valuation_day(value if not isinstance(value, datetime.date) else value.isoformat())
+    except OptionError:
+        raise ValueError(f"must be a date YYYY-MM-DD, not {shown(value)}") from None
+    return value if not isinstance(value, datetime.date) else value.isoformat()
+
+
 def _path(value):
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a path, not {shown(value)}")
@@ -354,7 +364,7 @@ _CHECKS = {
                     "security": None, "timeout": _seconds, "jobqueue": None},  # sections of their own
     JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
                 "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
-                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer},
+                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date},
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}

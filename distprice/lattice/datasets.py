@@ -33,11 +33,13 @@ import numpy as np
 import pandas as pd
 
 from ..curves import builtin_curves
+from ..errors import OptionError
+from .desk import desk
 
 MIXTURES: dict[str, tuple[str, ...]] = {"U1+S1": ("U1", "S1"), "R1+S2": ("R1", "S2")}
 """Concatenations of other datasets."""
 
-DATASETS: tuple[str, ...] = ("U1", "U2", "R1", "R2", "R3", "S1", "S2", "B1", *MIXTURES, "book")
+DATASETS: tuple[str, ...] = ("U1", "U2", "R1", "R2", "R3", "S1", "S2", "B1", *MIXTURES, "book", "desk")
 """Names :func:`generate` knows."""
 
 DEFAULT_SIZES: dict[str, int] = {name: 100_000 for name in DATASETS} | {"U1": 3_000, "book": 6}
@@ -64,12 +66,14 @@ def generate(name: str, size: int | None = None, seed: int = 0) -> pd.DataFrame:
     Rows come in random order; ``id`` is 0 .. size-1.
     """
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+        raise OptionError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
     size = DEFAULT_SIZES[name] if size is None else int(size)
     if size < 0:
-        raise ValueError(f"dataset size must be >= 0, got {size}")
+        raise OptionError(f"dataset size must be >= 0, got {size}")
     if name == "book":
         return _book(size)
+    if name == "desk":
+        return desk(size, seed).portfolio
     if name in MIXTURES:
         parts = MIXTURES[name]
         shares = np.array([DEFAULT_SIZES[part] for part in parts], dtype=np.float64)

@@ -1,0 +1,169 @@
+"""Dated rows against QuantLib and the reference engine: exact where every date is a tree node, convergent and
+continuous where not; mixed with time-form rows; their bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import distprice
+from distprice.curves import load_curves
+from distprice.dates import CALENDARS, DAY_COUNTS, cash_flows, terms_from_frame
+
+from utils import random_dated_bonds
+
+ql = pytest.importorskip("QuantLib")
+from distprice.lattice.quantlib_dated import price_dated_quantlib  # noqa: E402
+
+AS_OF = "2025-12-15"
+PRICES = ["price", "dirty_price", "clean_price", "accrued"]
+
+
+def curve_table(day_count: str) -> pd.DataFrame:
+    return pd.DataFrame({"curve": "usd", "date": ["2026-03-16", "2026-12-15", "2028-12-15", "2031-06-16", "2040-01-15"],
+                         "zero_rate": [0.031, 0.033, 0.036, 0.04, 0.043], "day_count": day_count})
+
+
+@pytest.fixture(scope="module")
+def exact_book():
+    """Random dated callable and puttable bonds (every day count, calendar, convention pair, frequency; front
+    stubs, end of month, settlement 0-3 days, step-down and dirty exercise prices, exercises on payment dates
+    and off-cycle), on an ACT/360 curve at 360 steps a year: every date is a tree node."""
+    return random_dated_bonds(np.random.default_rng(20261124), 36, steps_per_year=360, years=(0.5, 2.5))
+
+
+def test_the_sample_covers_the_conventions(exact_book):
+    portfolio, schedule = exact_book
+    assert set(portfolio["day_count"]) == set(DAY_COUNTS.names)
+    assert set(portfolio["calendar"]) == set(CALENDARS.names)
+    assert {"callable_bond", "puttable_bond"} <= set(portfolio["instrument"])
+    assert (portfolio["settlement_days"] > 0).any() and portfolio["end_of_month"].any()
+    assert (schedule["price_type"] == "dirty").any() and len(set(schedule["id"])) >= 5
+
+
+def test_exact_against_quantlib_where_every_date_is_a_node(exact_book):
+    portfolio, schedule = exact_book
+    curves = curve_table("ACT/360")
+    ours = distprice.price(portfolio, curves, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
+    assert ours["error"].isna().all(), ours["error"].dropna().head().tolist()
+    theirs = price_dated_quantlib(portfolio, load_curves(curves), AS_OF, schedule, steps=ours["height"].tolist())
+    for column in PRICES:
+        np.testing.assert_allclose(ours[column], theirs[column], rtol=2e-13, atol=1e-12, err_msg=column)
+    assert (ours["option_price"] > 1e-4).sum() > 10  # the options are worth something
+
+
+def test_reference_and_cpu_engines_agree_on_dated_rows(exact_book):
+    portfolio, schedule = random_dated_bonds(np.random.default_rng(3), 24, steps_per_year=12, years=(1, 12),
+                                             american=True)
+    curves = curve_table("ACT/365F")
+    ref = distprice.price(portfolio, curves, engine="reference", as_of=AS_OF, exercise_schedule=schedule)
+    cpu = distprice.price(portfolio, curves, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
+    assert ref["error"].isna().all()
+    for column in ("price", "bond_price", "option_price", "dirty_price", "clean_price"):
+        np.testing.assert_allclose(cpu[column], ref[column], rtol=1e-12, atol=1e-11, err_msg=column)
+
+
+def real_bond(**change) -> pd.DataFrame:
+    """A 4.5 % semiannual bond to 2034-06-15 callable at 100 clean on its coupon dates 2027-06-15 ... 2029-06-15
+    (a 3 %, sigma 1 %)."""
+    row = dict(id="B1", instrument="callable_bond", exercise="bermudan", strike=100.0, coupon=0.045,
+               coupon_frequency=2, issue_date="2024-06-15", maturity_date="2034-06-15", day_count="ACT/365F",
+               first_exercise_date="2027-06-15", expiry_date="2029-06-15", mean_reversion=0.03, volatility=0.01,
+               steps_per_year=52, curve="usd")
+    return pd.DataFrame([{**row, **change}])
+
+
+QUANTLIB_730 = 98.96931337209497
+"""QuantLib 1.44's price of :func:`real_bond` at 730 steps a year on ACT/365F (every date a node), measured once
+with :func:`price_dated_quantlib`: it takes QuantLib five minutes."""
+
+
+def test_a_real_bond_at_52_steps_is_within_half_a_cent_of_the_fine_limit():
+    """At 52 steps a year, within 0.005 per 100 of QuantLib on a grid where every date is a node (730 a year),
+    which distprice's own 730-a-year price equals."""
+    curves = curve_table("ACT/365F")
+    ours = distprice.price(pd.concat([real_bond(), real_bond(id="fine", steps_per_year=730)], ignore_index=True),
+                           curves, engine="cpu", as_of=AS_OF)
+    assert ours.loc[1, "price"] == pytest.approx(QUANTLIB_730, rel=1e-13)
+    assert abs(ours.loc[0, "price"] - QUANTLIB_730) < 0.005
+    assert abs(ours.loc[0, "price"] - QUANTLIB_730) > 1e-6  # 52 a year is not the fine limit itself
+
+
+@pytest.mark.parametrize("steps_per_year, bound", [(12, 0.063), (52, 0.014)])
+def test_moving_a_call_date_by_a_day_moves_the_price_a_little(steps_per_year, bound):
+    """The first or last call date moved -3 .. +3 days, one day at a time: the price moves by far less than the
+    2.25 coupon the current rules let it jump (the events' order and the forward adjustment)."""
+    curves = curve_table("ACT/365F")
+    for column in ("first_exercise_date", "expiry_date"):
+        moved = pd.concat([real_bond(id=f"d{k}", steps_per_year=steps_per_year) for k in range(-3, 4)],
+                          ignore_index=True)
+        schedule = pd.DataFrame({"id": [f"d{k}" for k in range(-3, 4) for _ in range(5)],
+                                 "date": [str(d) for k in range(-3, 4) for d in _calls(column, k)],
+                                 "price": 100.0})
+        priced = distprice.price(moved, curves, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
+        assert np.abs(np.diff(priced["price"])).max() <= bound, (column, priced["price"].tolist())
+
+
+def _calls(column: str, k: int) -> list:
+    """B1's five call dates with the first or the last moved by k days."""
+    dates = [np.datetime64(d) for d in ("2027-06-15", "2027-12-15", "2028-06-15", "2028-12-15", "2029-06-15")]
+    dates[0 if column == "first_exercise_date" else -1] += k
+    return dates
+
+
+def test_the_forward_adjustment_reprices_the_straight_bond_on_any_grid():
+    """Without an option the tree's price is the discounted cash flows, at 12, 52 and 365 steps a year."""
+    curves = curve_table("ACT/365F")
+    terms = terms_from_frame(real_bond())
+    flows = cash_flows(terms, np.datetime64(AS_OF).astype(np.int64))
+    curve = load_curves(curves)["usd"].at(int(np.datetime64(AS_OF).astype(np.int64)))
+    days = np.r_[flows.coupons.payment, flows.redemption_date] - np.datetime64(AS_OF).astype(np.int64)
+    amounts = np.r_[flows.coupons.amount, flows.redemption_amount]
+    expected = float((amounts * curve.discount(days / 365)).sum())
+    for spy in (12, 52, 365):
+        bond = real_bond(id="bond", instrument="bond", exercise=None, strike=None, first_exercise_date=None,
+                         expiry_date=None, steps_per_year=spy)
+        assert distprice.price(bond, curves, engine="cpu", as_of=AS_OF).loc[0, "price"] == pytest.approx(expected,
+                                                                                                         rel=1e-13)
+
+
+def test_dated_and_time_form_rows_mix_in_one_portfolio():
+    curves = curve_table("ACT/365F")
+    timed = dict(id="t", instrument="bond_option", option_type="put", exercise="european", strike=63.0, expiry=3.0,
+                 maturity=9.0, mean_reversion=0.1, volatility=0.01, curve="hull", steps_per_year=10)
+    mixed = pd.concat([real_bond(), pd.DataFrame([timed])], ignore_index=True)
+    priced = distprice.price(mixed, curves, engine="cpu", as_of=AS_OF)
+    alone = distprice.price(real_bond(), curves, engine="cpu", as_of=AS_OF)
+    assert priced.loc[0, "price"] == alone.loc[0, "price"]
+    assert priced.loc[1, "price"] == pytest.approx(1.8185118, abs=2e-7)  # Hull's example at 10 steps a year
+    assert np.isnan(priced.loc[1, "dirty_price"]) and not np.isnan(priced.loc[0, "dirty_price"])
+
+
+@pytest.mark.parametrize("change, column, rule", [
+    (dict(day_count="ACT/999"), "day_count", "day count must be one of"),
+    (dict(calendar="Mars"), "calendar", "calendar must be one of"),
+    (dict(issue_date="2035-01-01"), "issue_date", "must be before maturity_date"),
+    (dict(expiry_date="2035-01-15"), "expiry_date", "must be on or before the redemption date"),
+    (dict(first_exercise_date="2025-06-15", expiry_date="2025-12-01"), "exercise",
+     "leaves no exercise date after the settlement date"),
+    (dict(maturity_date="2025-12-10", first_exercise_date=None, expiry_date=None, instrument="bond", exercise=None,
+          strike=None), "maturity_date", "redeemed on or before the settlement date"),
+    (dict(expiry="2.0"), "expiry", "is for rows in years"),
+    (dict(expiry_date=None), "expiry_date", "is required"),
+])
+def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
+    curves = curve_table("ACT/365F")
+    with pytest.raises(distprice.InvalidInputError) as error:
+        distprice.price(real_bond(**change), curves, as_of=AS_OF)
+    assert f"row 1 (id 'B1'), column '{column}'" in str(error.value) and rule in str(error.value), str(error.value)
+
+
+def test_without_a_valuation_date_a_dated_row_is_invalid():
+    with pytest.raises(distprice.InvalidInputError, match="valuation_date.*as_of"):
+        distprice.price(real_bond(), curve_table("ACT/365F"))
+
+
+def test_an_exercise_table_naming_an_unknown_id_is_refused():
+    schedule = pd.DataFrame({"id": ["B1", "nobody"], "date": ["2027-06-15", "2027-06-15"], "price": [101.0, 100.0]})
+    with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
+        distprice.price(real_bond(), curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)

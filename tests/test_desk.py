@@ -1,0 +1,43 @@
+"""The ``desk`` book: a dated book as a desk holds it, with its curves and exercise schedule."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+import distprice
+from distprice.lattice.desk import AS_OF, MODELS, desk
+
+
+def test_the_desk_is_deterministic_and_mixes_what_a_desk_holds():
+    book = desk(4000, seed=3)
+    again = desk(4000, seed=3)
+    pd.testing.assert_frame_equal(book.portfolio, again.portfolio)
+    pd.testing.assert_frame_equal(book.exercise_schedule, again.exercise_schedule)
+    assert not book.portfolio.equals(desk(4000, seed=4).portfolio)
+    portfolio = book.portfolio
+    shares = portfolio["instrument"].value_counts(normalize=True)
+    assert 0.38 < shares["callable_bond"] < 0.52 and 0.1 < shares["puttable_bond"] < 0.2
+    assert set(portfolio["currency"]) == set(MODELS) and (portfolio["valuation_date"] == AS_OF).all()
+    models = portfolio.groupby("currency")[["mean_reversion", "volatility", "steps_per_year", "curve"]].nunique()
+    assert (models == 1).all().all()  # one tree model per currency
+    years = (pd.to_datetime(portfolio["maturity_date"]) - pd.Timestamp(AS_OF)).dt.days / 365
+    assert years.min() >= 0.9 and years.max() <= 30.1  # maturities fall on the 15th of a month
+    assert set(portfolio.loc[portfolio["instrument"] == "puttable_bond", "exercise"]) == {"american", "bermudan"}
+
+
+def test_step_down_calls_fall_to_par():
+    schedule = desk(3000, seed=1).exercise_schedule
+    assert len(schedule) > 100
+    for _, calls in schedule.groupby("id"):
+        prices = calls.sort_values("date")["price"].to_numpy()
+        assert prices[0] > 100 and (np.diff(prices) <= 1e-12).all() and prices[-1] >= 100
+
+
+def test_every_desk_row_prices():
+    book = desk(600, seed=2)
+    priced = distprice.price(book.portfolio, book.curves, engine="cpu", exercise_schedule=book.exercise_schedule)
+    assert priced["error"].isna().all() and np.isfinite(priced["price"]).all()
+    callable_rows = priced["instrument"] == "callable_bond"
+    assert (priced.loc[callable_rows, "option_price"] > 0).mean() > 0.9
+    bonds = priced["instrument"] == "bond"
+    assert ((priced.loc[bonds, "clean_price"] > 40) & (priced.loc[bonds, "clean_price"] < 200)).all()
