@@ -1,16 +1,18 @@
-"""distprice: Hull-White one-factor trinomial-tree pricing of bond options, callable and puttable bonds.
+"""distprice: pricing of large portfolios on many GPUs with Dask.
 
-``distprice.price(portfolio, curves)`` returns the priced table (see :mod:`distprice.api`);
+``distprice.price(portfolio, curves)`` prices bond options, callable and puttable bonds on Hull-White
+trinomial trees and returns the priced table (see :mod:`distprice.api`); ``distprice.price_mc(inputs)`` prices
+Monte-Carlo jobs (LexiFi's generic pricer);
 ``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see :mod:`distprice.cluster`). Every error
 distprice raises on purpose is a :class:`DistpriceError` (see :mod:`distprice.errors`).
 """
-from .api import price
+from .api import price, price_mc
 from .errors import (ClusterError, ConfigError, DistpriceError, Fp32OverflowError, GpuUnavailableError,
                      InvalidInputError, OptionError, Problem, SchedulerUnreachableError)
 from .job import JobOptions
 from .lattice.instruments import Limits
 
-__all__ = ["price", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
+__all__ = ["price", "price_mc", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
            "Fp32OverflowError", "GpuUnavailableError", "InvalidInputError", "OptionError", "Problem",
            "SchedulerUnreachableError"]
 

@@ -1,8 +1,10 @@
-"""The Python entry point: ``distprice.price``."""
+"""The Python entry points: ``distprice.price`` (lattice portfolios) and ``distprice.price_mc`` (Monte-Carlo
+jobs)."""
 from __future__ import annotations
 
 from .execute import price_plan
 from .job import JobOptions, prepare_job
+from .montecarlo import price_mc as price_paths
 
 
 def price(portfolio, curves=None, *, cluster=None, **options):
@@ -33,3 +35,19 @@ def price(portfolio, curves=None, *, cluster=None, **options):
     instruments = job.instruments()
     bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real)
     return job.priced(bond, option, plan.engine_of_rows(len(instruments)))
+
+
+def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto",
+             chunks: int | None = None, cluster=None):
+    """Price every Monte-Carlo job of ``inputs`` (a folder of ``mc_*`` tables, a FinPar ``input.data`` or
+    Futhark ``.in`` file, or a dict of DataFrames): one row per (job, model) with ``price``, ``stderr_batches``,
+    ``paths``, ``precision``, ``directions``, ``engine``, ``chunks`` and ``seconds``. ``paths`` and
+    ``precision`` override every job's; ``engine`` is ``auto`` (a GPU where there is one), ``reference``,
+    ``cpu`` or ``gpu``; ``chunks`` cuts each job's paths into that many ranges (the price does not depend on
+    it). ``cluster`` (as for :func:`price`) spreads each job's paths over the cluster's workers."""
+    if cluster is not None:
+        from .cluster.pricer import Pricer
+
+        with Pricer(cluster) as pricer:
+            return pricer.price_mc(inputs, paths=paths, precision=precision, engine=engine)
+    return price_paths(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks)

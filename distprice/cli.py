@@ -1,4 +1,4 @@
-"""Command line: ``distprice run | generate | bench | inspect | tune | cluster-script``.
+"""Command line: ``distprice run | mc | generate | bench | inspect | tune | cluster-script``.
 
 Exit status: 0 done; 2 invalid input (nothing written); 3 scheduler unreachable; 1 any other failure.
 Every error distprice raises on purpose is shown as its message, never as a traceback.
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.resources
 import os
 import statistics
 import sys
@@ -14,11 +15,11 @@ import time
 
 import click
 
-from .api import price
+from .api import price, price_mc
 from .curves import builtin_curves, load_curves
 from .errors import DistpriceError, InvalidInputError
 from .execute import price_plan
-from .job import ON_INVALID, Tally
+from .job import ON_INVALID, Tally, exercise_schedule
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
@@ -122,6 +123,32 @@ def _small(portfolio) -> bool:
 
 
 @main.command()
+@click.option("--input", "inputs", required=True, type=click.Path(exists=True),
+              help="Monte-Carlo jobs: a folder of mc_* tables (.csv or .parquet), or a FinPar input.data or Futhark .in "
+                   "file.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False),
+              help="Prices to write (.csv or .parquet): one row per job and model.")
+@click.option("--paths", type=click.IntRange(min=1), help="Paths of every job (default: each job's own).")
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), help="fp64 or fp32 (default: each job's own).")
+@click.option("--engine", type=click.Choice(["auto", "reference", "cpu", "gpu"]), default="auto", show_default=True,
+              help="auto: the GPU where there is one, else the CPU engine.")
+@click.option("--chunks", type=click.IntRange(min=1), help="In this process: path ranges per job (the price does not "
+              "depend on it).")
+@click.option("--cluster", help="Cluster config YAML or a scheduler address: each job's paths spread over the workers.")
+@reports_errors
+def mc(inputs, output, paths, precision, engine, chunks, cluster):
+    """Price Monte-Carlo jobs (LexiFi's generic pricer: Sobol, inverse normal, Brownian bridge, Black-Scholes
+    paths, contracts) and write one row per job and model."""
+    table_format(output)
+    start = time.perf_counter()
+    priced = price_mc(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks, cluster=cluster)
+    write_table(priced, output)
+    seconds = time.perf_counter() - start
+    click.echo(f"priced {priced['job'].nunique()} jobs, {len(priced)} models, {int(priced['paths'].sum())} paths in "
+               f"{seconds:.2f} s, engines: {', '.join(sorted(set(priced['engine'])))}, wrote {output}")
+
+
+@main.command()
 @click.argument("name", type=click.Choice(datasets.DATASETS))
 @click.option("--size", type=click.IntRange(min=0), help="Rows (default: the dataset's own size).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -145,11 +172,14 @@ def generate(name, size, seed, output):
 
 
 @main.command()
-@click.option("--dataset", type=click.Choice(datasets.DATASETS), default="R1", show_default=True)
-@click.option("--size", type=click.IntRange(min=1), help="Rows (default: the dataset's own size).")
+@click.option("--family", type=click.Choice(["lattice", "mc"]), default="lattice", show_default=True,
+              help="lattice: the trees' engines on a portfolio; mc: the Monte-Carlo engines on a job.")
+@click.option("--dataset", help="lattice: U1 ... S2, B1, the mixtures, book or desk [default: R1]; mc: small, medium "
+              "or large [default: large].")
+@click.option("--size", type=click.IntRange(min=1), help="Rows (lattice) or paths (mc); default: the dataset's own.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), default=AUTO, show_default=True,
-              help="Pricing engine; auto picks the fastest available.")
+@click.option("--engine", default=AUTO, show_default=True,
+              help="lattice: auto, reference, cpu, gpu-outer or gpu-flat; mc: auto, reference, cpu or gpu.")
 @precision_option
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
               help="Timed runs after one warm-up; the median is reported.")
@@ -157,18 +187,35 @@ def generate(name, size, seed, output):
 @click.option("--peer-size", type=click.IntRange(min=1), default=200, show_default=True,
               help="Instruments the peer prices (it is far slower); its time is scaled to the full size.")
 @reports_errors
-def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
-    """Time an engine on a synthetic dataset: node-steps, seconds, node-steps per second (NS/s).
+def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_size):
+    """Time an engine on a synthetic dataset: node-steps, seconds and node-steps per second (NS/s) of a lattice
+    engine, or path-date-underlyings per second (PDU/s) of a Monte-Carlo engine.
 
     GPU engines also report the kernel time alone (CUDA events), the host layout and transfer times and the
     device memory they allocate.
     """
+    if family == "mc":
+        _bench_paths(dataset or "large", size, engine, precision, repeat)
+        return
+    dataset = dataset or "R1"
+    if dataset not in datasets.DATASETS:
+        raise click.BadParameter(f"{dataset!r} is no lattice dataset; choose one of {', '.join(datasets.DATASETS)}",
+                                 param_hint="--dataset")
+    if engine not in ENGINE_NAMES:
+        raise click.BadParameter(f"{engine!r} is no lattice engine; choose one of {', '.join(ENGINE_NAMES)}",
+                                 param_hint="--engine")
     from .lattice.batch import pack
 
     real = real_dtype(precision)
     engine = resolve(engine, real)
-    curve_set = builtin_curves()
-    prepared = prepare(datasets.generate(dataset, size, seed), curve_set)
+    if dataset == "desk":
+        book = desk(datasets.DEFAULT_SIZES[dataset] if size is None else size, seed)
+        curve_set = load_curves(book.curves)
+        prepared = prepare(book.portfolio, curve_set, exercise_schedule=exercise_schedule(book.exercise_schedule,
+                                                                                          book.portfolio))
+    else:
+        curve_set = builtin_curves()
+        prepared = prepare(datasets.generate(dataset, size, seed), curve_set)
     if prepared.problems:
         raise InvalidInputError(prepared.problems)
     instruments = prepared.instruments()
@@ -213,6 +260,29 @@ def bench(dataset, size, seed, engine, precision, repeat, peer, peer_size):
         ours = peer_steps / (node_steps / seconds)
         click.echo(f"peer quantlib  rows {len(rows)}  seconds {peer_seconds:.4f}  NS/s {peer_steps / peer_seconds:.4e}"
                    f"  ratio {peer_seconds / ours:.1f}x (distprice faster)")
+
+
+def _bench_paths(dataset: str, paths, engine: str, precision: str, repeat: int) -> None:
+    """``bench --family mc``: an engine on a Monte-Carlo set, path-date-underlyings per second."""
+    from .montecarlo import datasets as mc_sets
+    from .montecarlo import price_range, read_inputs, resolve_engine, validate, with_options
+
+    sets = {"small": "finpar_small.input.data", "medium": "finpar_medium.input.data"}
+    if dataset == "large":
+        job = validate(mc_sets.large(paths or 2**17))[0]
+    elif dataset in sets:
+        job = validate(read_inputs(importlib.resources.files("distprice.montecarlo") / "data" / sets[dataset]))[0]
+    else:
+        raise click.BadParameter(f"{dataset!r} is no Monte-Carlo set; choose small, medium or large",
+                                 param_hint="--dataset")
+    job = with_options(job, paths=paths, precision=precision)
+    engine = resolve_engine(engine, job)
+    times = [price_range(job, 0, job.paths, engine).seconds for _ in range(repeat + 1)][1:]
+    seconds = statistics.median(times)
+    units = job.paths * len(job.t) * job.spots.shape[1] * len(job.models)
+    click.echo(f"set {dataset}  contract {job.contract.name}  paths {job.paths}  dates {len(job.t)}  underlyings "
+               f"{job.spots.shape[1]}  models {len(job.models)}  engine {engine}  precision {job.precision}")
+    click.echo(f"path-date-underlyings {units:.4e}  seconds {seconds:.4f} (median of {repeat})  PDU/s {units / seconds:.4e}")
 
 
 @main.command()

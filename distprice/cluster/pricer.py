@@ -31,14 +31,18 @@ from ..execute import choose_plan
 from ..inspector import CostModel
 from ..job import Job, JobOptions, Summary, Tally, prepare_job
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
+from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
 from ..tables import table_format, write_tables
 from .metrics import PricingMetrics
 from .start import cluster_config, start
-from .tasks import describe_worker, gather, inspect_chunk, price_chunk, price_read_chunk, read_chunk, task_name
+from .tasks import (describe_worker, gather, inspect_chunk, mc_task_name, price_chunk, price_paths, price_read_chunk,
+                    read_chunk, task_name)
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many rows are read by the workers, not the client."""
+PATH_BLOCK = 2048
+"""Monte-Carlo path ranges start at multiples of this many paths: any cut into such ranges gives the same bits."""
 
 
 class Pricer:
@@ -113,6 +117,37 @@ class Pricer:
         tally, frames = self._run(portfolio, checked)
         write_tables(frames, output)
         return tally.summary(time.perf_counter() - tick, self.workers)
+
+    def price_mc(self, inputs, *, paths: int | None = None, precision: str | None = None,
+                 engine: str = "auto") -> pd.DataFrame:
+        """Prices the Monte-Carlo jobs of ``inputs`` on the cluster: the arguments and the table of
+        :func:`distprice.price_mc` (``chunks`` aside: each job's paths are cut into ``chunks_per_worker``
+        ranges per worker, each a ``mc_paths_<engine>_<precision>`` task). The ranges start at multiples of
+        PATH_BLOCK paths, so the prices are the same bits on any number of workers; jobs share the cluster."""
+        jobs = [with_options(job, paths=paths, precision=precision) for job in validate(read_inputs(inputs))]
+        worker = self._worker("fp64")
+        token = uuid.uuid4().hex
+        tick = time.perf_counter()
+        submitted = []
+        for job in jobs:
+            used = ("gpu" if worker["gpu"] else "cpu") if engine == "auto" else engine
+            per_range = -(-job.paths // (max(self.workers, 1) * self.chunks_per_worker))
+            per_range = -(-per_range // PATH_BLOCK) * PATH_BLOCK
+            ranges = [(first, min(per_range, job.paths - first)) for first in range(0, job.paths, per_range)]
+            futures = [self.client.submit(price_paths, job, first, count, used,
+                                          key=f"{mc_task_name(used, job.precision)}-{job.name}-{i}-{token}")
+                       for i, (first, count) in enumerate(ranges)]
+            submitted.append((job, used, futures))
+        self._show_progress([f for _, _, futures in submitted for f in futures])
+        rows = []
+        for job, used, futures in submitted:
+            estimate = combine(self.client.gather(futures))
+            for m, model in enumerate(job.models):
+                rows.append(dict(job=job.name, model=model, contract=job.contract.name, price=estimate.price[m],
+                                 stderr_batches=estimate.stderr_batches[m], paths=job.paths,
+                                 precision=job.precision, directions=job.directions_source, engine=used,
+                                 chunks=estimate.ranges, seconds=time.perf_counter() - tick))
+        return pd.DataFrame(rows)
 
     def _run(self, portfolio, options: JobOptions):
         """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced

@@ -17,6 +17,8 @@ from ..inspector import CostModel
 from ..job import Job, JobOptions
 from ..lattice.gpu import device_name, gpu_available
 from ..lattice.instruments import Instruments, id_hashes, prepare
+from ..montecarlo import Job as PathJob
+from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
 from ..precision import precision_name
 from ..scenarios import Market
@@ -109,3 +111,14 @@ def task_name(engines, real) -> str:
     """``price_<engine>[_<engine>]_<precision>``: Dask's task names keep no word holding a digit, hence the
     underscores."""
     return "price_" + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"
+
+
+def price_paths(job: PathJob, first: int, count: int, engine: str) -> Partial:
+    """Prices paths ``first .. first + count - 1`` of a Monte-Carlo job on this worker (``auto``: its GPU if it
+    has one); the payoff sums per model and batch."""
+    return price_range(job, first, count, engine)
+
+
+def mc_task_name(engine: str, precision: str) -> str:
+    """``mc_paths_<engine>_<precision>``, the dashboard's name of a path-range task."""
+    return f"mc_paths_{engine}_{precision}"

@@ -1,0 +1,18 @@
+"""The Monte-Carlo family: Oancea et al.'s generic pricer (LexiFi's), from Sobol points to prices.
+
+Sobol (Gray-code order) → inverse normal (AS241) → Brownian bridge → correlated Black-Scholes paths →
+contract payoff, averaged over paths per market model. Engines: ``reference`` (numpy, one step at a time),
+``cpu`` (numba, parallel over paths), ``gpu`` (CUDA through CuPy). Paths are the parallel dimension:
+:func:`price_range` prices a range of them anywhere and :func:`combine` puts ranges together.
+"""
+from .contracts import EuropeanCall, WorstOfAutocall, WorstOfDailyBarrier
+from .estimate import Estimate, Partial, combine, split
+from .finpar import read_benchmark
+from .inputs import read_inputs
+from .job import Job
+from .pricing import ENGINES, price_mc, price_range, resolve_engine
+from .rules import validate, with_options
+
+__all__ = ["ENGINES", "Estimate", "EuropeanCall", "Job", "Partial", "WorstOfAutocall", "WorstOfDailyBarrier",
+           "combine", "price_mc", "price_range", "read_benchmark", "read_inputs", "resolve_engine", "split",
+           "validate", "with_options"]
