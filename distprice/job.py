@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from .dates import NO_DATE, parse_dates
-from .errors import Fp32OverflowError, InvalidInputError, OptionError, Problem
+from .errors import InvalidInputError, OptionError, Problem
+from .execute import choose_plan
 from .lattice.engines import AUTO, resolve
 from .lattice.dated import ExerciseSchedule, read_exercise_schedule
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
@@ -46,6 +47,8 @@ class JobOptions:
     ``error``); ``limits``: the widest and tallest tree accepted. Dated rows: ``as_of`` is the valuation date
     of the rows without a ``valuation_date`` (``YYYY-MM-DD``, a date, or a day number), and
     ``exercise_schedule`` the exercise dates given by table (``id, date, price, price_type``: a table or path).
+    ``allow_empty`` prices a portfolio of no rows (else it is an error); ``max_invalid`` stops a ``report`` job
+    before pricing when more rows than that are invalid.
     """
 
     curves: object = None
@@ -57,6 +60,8 @@ class JobOptions:
     limits: Limits = Limits()
     as_of: object = None
     exercise_schedule: object = None
+    allow_empty: bool = False
+    max_invalid: int | None = None
 
     @classmethod
     def of(cls, **options) -> "JobOptions":
@@ -99,6 +104,9 @@ class Job:
     market: Market
     real: np.dtype = np.dtype(np.float64)
     """The precision of the node arithmetic."""
+    on_invalid: str = "strict"
+    """``strict``: a row that cannot be priced fails the job (its problem named); ``report``: it is that row's
+    error."""
 
     def instruments(self) -> Instruments:
         """The valid rows with their geometry: what the engines price."""
@@ -130,11 +138,9 @@ class Job:
         ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
         canonical, valid = self.prepared.table, self.prepared.valid
         bond, option = np.atleast_2d(bond), np.atleast_2d(option)
-        overflowed = ~(np.isfinite(bond) & np.isfinite(option)).all(axis=0)
-        if overflowed.any():
-            first = canonical["id"].to_numpy()[np.flatnonzero(valid)[np.flatnonzero(overflowed)[0]]]
-            raise Fp32OverflowError(f"{precision_name(self.real)} overflowed on {int(overflowed.sum())} rows (first id "
-                                    f"{first!r}); price them in fp64")
+        unpriced = ~(np.isfinite(bond) & np.isfinite(option))
+        if unpriced.any() and self.on_invalid == "strict":
+            raise InvalidInputError(self._unpriced(np.flatnonzero(valid)[np.flatnonzero(unpriced.any(axis=0))]))
         n = len(canonical)
         errors = np.full(n, None, dtype=object)
         for p in self.prepared.problems:
@@ -144,20 +150,25 @@ class Job:
         geometry = self.prepared.geometry
         dated = self.prepared.dated is not None
         outputs = (*PRICED_COLUMNS[:4], *(DATED_PRICES if dated else ()), *PRICED_COLUMNS[4:])
-        carried = self.table.drop(columns=[c for c in (*outputs, SCENARIO_COLUMN) if c in self.table.columns])
-        inputs = list(carried.columns)
-        carried = carried.reset_index(drop=True).assign(
+        inputs = list(self.table.columns)
+        carried = self.table.reset_index(drop=True).assign(
             width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
             height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
-            engine=pd.Series(engines, dtype="string"),
-            error=pd.array(errors, dtype="string"))
+            engine=pd.Series(engines, dtype="string"))
         sign = canonical["instrument"].map(INSTRUMENT_SIGN).to_numpy(dtype=np.float64)
         quantity = canonical["quantity"].to_numpy()
         for s in range(len(bond)):
             b, o = np.full(n, np.nan), np.full(n, np.nan)
             b[valid], o[valid] = bond[s], option[s]
             price = np.where(sign == 0.0, o, b + sign * o)
-            frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o)
+            failed = np.flatnonzero(valid)[unpriced[s]]
+            error = errors
+            if len(failed):
+                price[failed] = b[failed] = o[failed] = np.nan
+                error = errors.copy()
+                error[failed] = [p.rule for p in self._unpriced(failed)]
+            frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o,
+                                   error=pd.array(error, dtype="string"))
             if dated:
                 frame = frame.assign(**self._dated_prices(price, self.market.curve_sets[first_set + s]))
             frame = frame[[*inputs, *outputs]]
@@ -165,6 +176,14 @@ class Job:
                 frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
             yield frame
 
+
+    def _unpriced(self, rows: np.ndarray) -> list[Problem]:
+        """Problems of rows whose tree's values left the float range while they were priced."""
+        fp = precision_name(self.real)
+        rule = (f"could not be priced: its tree's values left the {fp} range"
+                + (" (price it in fp64)" if fp == "fp32" else ""))
+        ids = self.prepared.table["id"].to_numpy()
+        return [Problem(int(r), f"row {r + 1} (id {ids[r]!r})", None, rule) for r in rows]
 
     def _dated_prices(self, price: np.ndarray, curves) -> dict[str, np.ndarray]:
         """``dirty_price = price / P(0, t(S))`` (the value at settlement), ``accrued`` (at settlement) and
@@ -222,12 +241,42 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     ``options.on_invalid`` is ``strict``.
     """
     table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
+    check_columns(table.columns, len(table), options)
     chosen = options.market()
     prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,
-                       exercise_schedule=exercise_schedule(options.exercise_schedule, table))
+                       exercise_schedule=exercise_schedule(options.exercise_schedule, table),
+                       curve_sets=chosen.curve_sets)
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
-    return Job(table, prepared, chosen, options.real)
+    invalid = int((~prepared.valid).sum())
+    if options.max_invalid is not None and invalid > options.max_invalid:
+        raise InvalidInputError([Problem(None, "portfolio", None, f"{invalid} rows are invalid, more than max_invalid "
+                                         f"({options.max_invalid}): nothing is priced")] + prepared.problems)
+    work = float(prepared.geometry.node_steps[prepared.valid].sum()) * len(chosen.curve_sets)
+    if work > options.limits.max_node_steps:
+        raise InvalidInputError([Problem(None, "portfolio", None, f"{work:.3g} node-steps (every row, every scenario) "
+                                         f"exceed limits.max_node_steps ({options.limits.max_node_steps:.3g}): "
+                                         f"{predicted(prepared, options)}")])
+    return Job(table, prepared, chosen, options.real, options.on_invalid)
+
+
+def check_columns(columns, rows: int, options: JobOptions) -> None:
+    """A portfolio's columns and size, before its rows are read: :class:`InvalidInputError` for a column named
+    as one distprice writes (it would be overwritten), and for no rows at all unless ``allow_empty``."""
+    taken = [c for c in (*PRICED_COLUMNS, *DATED_PRICES, SCENARIO_COLUMN) if c in columns]
+    problems = [Problem(None, "portfolio", c, "is a column distprice writes in the priced table: rename it")
+                for c in taken]
+    if rows == 0 and not options.allow_empty:
+        problems.append(Problem(None, "portfolio", None, "has no rows (allow_empty prices an empty portfolio)"))
+    if problems:
+        raise InvalidInputError(problems)
+
+
+def predicted(prepared: Prepared, options: JobOptions) -> str:
+    """The inspector's predicted time of pricing ``prepared``'s valid rows on this machine, in words."""
+    plan = choose_plan(prepared.instruments(), AUTO, options.real)
+    hours = plan.seconds / 3600
+    return f"the inspector predicts {hours:.1f} hours on this machine; raise the limit to price it anyway"
 
 
 @dataclass(frozen=True)

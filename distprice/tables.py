@@ -1,7 +1,14 @@
-"""Reading and writing tables by file extension (CSV or Parquet); writes are atomic."""
+"""Reading and writing tables by file extension (CSV or Parquet); writes are atomic.
+
+CSV files are read by pyarrow in blocks (a portfolio costs its Arrow columns, not Python objects per cell):
+the text columns distprice knows (``TEXT_COLUMNS``) are read as strings as written (``"007"`` stays
+``"007"``), and only an empty cell is missing (``NA``, ``null`` or ``None`` are the text they spell). A new
+output file gets the mode the umask gives a new file; a replaced one keeps its mode.
+"""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -11,9 +18,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .errors import OptionError
+import pyarrow.csv as pcsv
+
+from .errors import InvalidInputError, OptionError, Problem
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+TEXT_COLUMNS = ("id", "instrument", "option_type", "exercise", "curve", "day_count", "calendar", "accrual_convention",
+                "payment_convention", "maturity_date", "issue_date", "expiry_date", "first_exercise_date",
+                "valuation_date", "market_price_type", "date", "price_type", "scenario", "model", "surface", "job",
+                "contract", "directions", "precision", "volatility_type")
+"""Columns read as text from CSV, whatever their cells look like."""
 ROW_GROUP_ROWS = 65_536
 """Rows per Parquet row group written here: small enough that cluster workers can share a file's reading."""
 
@@ -28,12 +42,54 @@ def table_format(path) -> str:
 
 
 def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame; :class:`OptionError` for a file that cannot be parsed."""
+    """Read a CSV or Parquet file into a DataFrame; :class:`InvalidInputError` for a file that cannot be read
+    as one."""
     fmt = table_format(path)
     try:
-        return pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
-    except (ValueError, pa.ArrowException) as error:
-        raise OptionError(f"{path}: cannot be read as {fmt}: {error}") from None
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
+                                      column_types=dict.fromkeys(TEXT_COLUMNS, pa.string()))
+        return pcsv.read_csv(path, convert_options=options).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as error:
+        raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
+
+
+def check_output(path, create_dirs: bool = False) -> Path:
+    """Checks, before any pricing, that an output table can be written at ``path``: a known format, a folder that
+    exists (created with ``create_dirs``) and takes new files, and no folder in the way. :class:`OptionError`
+    says what is wrong."""
+    path = Path(path)
+    table_format(path)
+    parent = path.parent
+    if not parent.exists() and create_dirs:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OptionError(f"{path}: cannot create its folder: {error.strerror}") from None
+    if not parent.exists():
+        raise OptionError(f"{path}: the folder {parent} does not exist (create it, or ask for it to be created)")
+    if not parent.is_dir():
+        raise OptionError(f"{path}: {parent} is not a folder")
+    if path.is_dir():
+        raise OptionError(f"{path}: is a folder, not a file")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise OptionError(f"{path}: cannot write in {parent}: {error.strerror}") from None
+    return path
+
+
+def _new_file_mode(path: Path) -> int:
+    """The mode the output gets: the replaced file's, or what the umask gives a new file."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_table(table: pd.DataFrame, path) -> None:
@@ -52,9 +108,9 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
     """Write the rows of ``tables`` one after the other as one table at ``path``, atomically; returns the rows
     written. Every table has the columns and types of the first. Parquet is encoded and written on a second
     thread while the next table is produced (fetched, built), so at most two tables are held at a time."""
-    path = Path(path)
+    path = check_output(path)
     fmt = table_format(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _new_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     rows, writer, writing, first = 0, None, None, True
@@ -76,6 +132,7 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                 raise ValueError(f"{path}: no table to write")
             if writer is not None:
                 writer.close()
+            os.chmod(tmp, mode)
             os.replace(tmp, path)
         except BaseException:
             if writing is not None:

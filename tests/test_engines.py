@@ -69,7 +69,11 @@ def test_multiple_curves_and_quantity():
 
 
 def test_empty_portfolio():
-    priced = distprice.price(pd.DataFrame([dict(HULL_PUT, id=1)]).iloc[:0])
+    """An empty portfolio is an error (a file emptied by mistake must not give an empty answer), unless asked for."""
+    empty = pd.DataFrame([dict(HULL_PUT, id=1)]).iloc[:0]
+    with pytest.raises(distprice.InvalidInputError, match="portfolio: has no rows"):
+        distprice.price(empty)
+    priced = distprice.price(empty, allow_empty=True)
     assert len(priced) == 0 and "price" in priced.columns
 
 
@@ -95,8 +99,13 @@ def test_fp32_overflow_is_a_clear_error_not_an_inf():
     row = dict(HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194,
                steps_per_year=12)
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine="cpu")["price"]).all()
-    with pytest.raises(FloatingPointError, match="fp32 overflowed on 1 rows .first id 'long'"):
+    with pytest.raises(distprice.InvalidInputError, match="row 1 .id 'long'.: could not be priced: .* fp32 range"):
         distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")
+    # in report mode it is that row's error, and the other rows are priced
+    book = pd.DataFrame([row, dict(HULL_PUT, id="fine", steps_per_year=12)])
+    reported = distprice.price(book, engine="cpu", precision="fp32", on_invalid="report")
+    assert reported["error"].notna().tolist() == [True, False] and "price it in fp64" in reported.loc[0, "error"]
+    assert np.isnan(reported.loc[0, "price"]) and np.isfinite(reported.loc[1, "price"])
 
 
 def test_parts_laid_out_on_threads_equal_the_parts_laid_out_alone(mixed_portfolio):

@@ -29,7 +29,7 @@ import pandas as pd
 from ..errors import InvalidInputError, Problem
 from ..execute import choose_plan
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Summary, Tally, prepare_job
+from ..job import Job, JobOptions, Summary, Tally, check_columns, prepare_job
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
@@ -221,6 +221,7 @@ class Pricer:
         import pyarrow.parquet as pq
 
         metadata = pq.ParquetFile(path).metadata
+        check_columns(metadata.schema.names, metadata.num_rows, options)
         groups = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         market = options.market()  # read and checked here, before any task, and shipped to the workers
         slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))

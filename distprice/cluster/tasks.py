@@ -83,7 +83,7 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
     table = pq.ParquetFile(piece.path).read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
     prepared = prepare(table, market.base, options.limits, first_row=piece.first_row, unique_ids=False)
-    job = Job(table, prepared, market, options.real)
+    job = Job(table, prepared, market, options.real, options.on_invalid)
     plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
                        gpu=gpu)
     return ReadChunk(job, plan.parts)

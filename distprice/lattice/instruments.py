@@ -36,30 +36,36 @@ DATE_COLUMNS = ("expiry_date", "first_exercise_date")
 
 @dataclass(frozen=True)
 class Limits:
-    """Guards against trees too large to price: widest and tallest tree accepted."""
+    """Guards against work too large to price: the widest and tallest tree and the most events (coupons and
+    exercise dates) of a row, and the node-steps of a whole job (every scenario)."""
 
     max_width: int = 32769
     max_height: int = 200_000
+    max_events: int = 100_000
+    max_node_steps: float = 1e15
 
 
-# name -> default (None: required where the row needs it). Numeric columns with their lower bound and whether
-# it is strict.
+# name -> default (None: required where the row needs it). Numeric columns with their lower bound, whether it
+# is strict, and their upper bound (beyond it the tree's values would leave the float range).
 FLOAT_COLUMNS = {
-    "strike": (None, 0.0, False),
-    "expiry": (None, 0.0, True),
-    "first_exercise": (0.0, 0.0, False),
-    "maturity": (None, 0.0, True),
-    "coupon": (0.0, 0.0, False),
-    "face": (100.0, 0.0, True),
-    "mean_reversion": (None, 0.0, True),
-    "volatility": (None, 0.0, True),
-    "quantity": (1.0, None, False),
+    "strike": (None, 0.0, False, 1e12),
+    "expiry": (None, 0.0, True, 1000.0),
+    "first_exercise": (0.0, 0.0, False, 1000.0),
+    "maturity": (None, 0.0, True, 1000.0),
+    "coupon": (0.0, 0.0, False, 10.0),
+    "face": (100.0, 0.0, True, 1e12),
+    "mean_reversion": (None, 0.0, True, 100.0),
+    "volatility": (None, 0.0, True, 5.0),
+    "quantity": (1.0, None, False, 1e15),
 }
 INT_COLUMNS = {
-    "exercise_frequency": (1, 1),
-    "coupon_frequency": (0, 0),
-    "steps_per_year": (12, 1),
+    "exercise_frequency": (1, 1, 366),
+    "coupon_frequency": (0, 0, 366),
+    "steps_per_year": (12, 1, 36_500),
 }
+MAX_RATE_YEARS = 600.0
+"""The most ``|zero rate| * years`` a row's curve may reach by its last step: beyond ~700, discount factors
+leave the float range."""
 ENUM_COLUMNS = {
     "instrument": ("bond_option", INSTRUMENTS),
     "option_type": (None, OPTION_TYPES),
@@ -170,8 +176,11 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
         if default is None:
             check.flag(required, column, "is required")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     present = raw.notna().to_numpy()
+    if pd.api.types.is_bool_dtype(raw.dtype):
+        check.flag(present, column, "must be a number, not true or false")
+        return np.full(n, np.nan if default is None else default, dtype=np.float64)
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     check.flag(present & np.isnan(values), column, "must be a number")
     check.flag(np.isinf(values), column, "must be finite")
     if default is None:
@@ -182,13 +191,14 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
 
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
-            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | None = None, first_row: int = 0,
-            unique_ids: bool = True) -> Prepared:
+            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | None = None, curve_sets=None,
+            first_row: int = 0, unique_ids: bool = True) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
     ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
     ``exercise_schedule`` the exercise dates given by table, aligned with the portfolio's rows (see
-    :func:`~.dated.read_exercise_schedule`). For a slice of a larger portfolio, ``first_row`` is the position
+    :func:`~.dated.read_exercise_schedule`); ``curve_sets`` the market scenarios the rows will be priced under
+    (their zero rates are bounded too). For a slice of a larger portfolio, ``first_row`` is the position
     of its first row there (problems name rows by their number in the whole portfolio), and
     ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
     (:func:`duplicated_ids`).
@@ -213,18 +223,21 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     instrument = columns["instrument"]
     has_option = instrument != "bond"
     required = {"strike": has_option & ~is_dated, "expiry": has_option & ~is_dated, "maturity": ~is_dated}
-    for name, (default, bound, strict) in FLOAT_COLUMNS.items():
+    for name, (default, bound, strict, top) in FLOAT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, required.get(name, np.ones(n, bool)))
         if bound is not None:
             check.flag(values <= bound if strict else values < bound, name,
                        f"must be {'>' if strict else '>='} {bound:g}")
+        check.flag(np.abs(values) > top, name, f"must be at most {top:g}" if bound is not None else
+                   f"must be between {-top:g} and {top:g}")
         columns[name] = values
-    for name, (default, bound) in INT_COLUMNS.items():
+    for name, (default, bound, top) in INT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, np.ones(n, bool))
         finite = np.isfinite(values)
         check.flag(finite & (values != np.floor(values)), name, "must be a whole number")
         check.flag(finite & (values < bound), name, f"must be >= {bound}")
-        usable = finite & (values == np.floor(values)) & (values >= bound)
+        check.flag(finite & (values > top), name, f"must be at most {top}")
+        usable = finite & (values == np.floor(values)) & (values >= bound) & (values <= top)
         columns[name] = np.where(usable, values, max(default, bound)).astype(np.int64)
     curve = raw["curve"]
     names = np.full(n, "default", dtype=object) if curve is None else \
@@ -288,10 +301,39 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                                  "(raise mean_reversion or lower steps_per_year)")
     check.flag(geometry.height > limits.max_height, "maturity",
                f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)")
+    events = _event_counts(c, is_dated, dated, has_option)
+    check.flag(events > limits.max_events, "exercise", f"gives more than {limits.max_events} events (coupons and "
+                                                       "exercise dates): lower a frequency or shorten the window")
+    _check_rates(check, names, known_curve, curve_sets or [curves], geometry)
 
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
     problems = sorted(check.problems, key=lambda p: p.position)
     return Prepared(table, ~check.invalid, problems, geometry, is_dated, dated)
+
+
+def _event_counts(c: dict, is_dated, dated, has_option) -> np.ndarray:
+    """An upper bound of each row's events: coupons over its life, and its exercise dates (bermudan: a year's
+    dates times the years of the window; american: a step, or a business day, each)."""
+    years = np.nan_to_num(np.clip(c["maturity"], 0, 1000))
+    window = np.nan_to_num(np.clip(c["expiry"] - c["first_exercise"], 0, 1000))
+    per_year = np.where(c["exercise"] == "american", c["steps_per_year"], c["exercise_frequency"])
+    exercises = np.where(c["exercise"] == "european", 1, window * per_year + 1)
+    if dated is not None:
+        span = np.nan_to_num((dated.expiry - np.maximum(dated.first, dated.settlement)) / 365.25).clip(0, 1000)
+        exercises = np.where(is_dated, np.where(c["exercise"] == "european", 1, span * 366 + 1), exercises)
+    return years * c["coupon_frequency"] + np.where(has_option, exercises, 0) + 1
+
+
+def _check_rates(check: _Checker, names, known, curve_sets, geometry) -> None:
+    """A row whose curve's zero rates (in any curve set), times the years to its last step, leave the float
+    range is refused."""
+    for name in pd.unique(names[known]):
+        rate = max(float(np.abs(curves[name].zero_rate).max()) for curves in curve_sets)
+        rows = known & (names == name)
+        years = (geometry.height * geometry.dt + geometry.dt)[rows]
+        top = rate * years
+        check.flag(np.isin(np.arange(len(names)), np.flatnonzero(rows)[top > MAX_RATE_YEARS]), "curve",
+                   f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}")
 
 
 def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
