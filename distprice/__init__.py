@@ -6,13 +6,13 @@ Monte-Carlo jobs (LexiFi's generic pricer);
 ``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see :mod:`distprice.cluster`). Every error
 distprice raises on purpose is a :class:`DistpriceError` (see :mod:`distprice.errors`).
 """
-from .api import price, price_mc
+from .api import calibrate_heston, calibrate_hull_white, price, price_mc
 from .errors import (ClusterError, ConfigError, DistpriceError, Fp32OverflowError, GpuUnavailableError,
                      InvalidInputError, OptionError, Problem, SchedulerUnreachableError)
 from .job import JobOptions
 from .lattice.instruments import Limits
 
-__all__ = ["price", "price_mc", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
+__all__ = ["price", "price_mc", "calibrate_heston", "calibrate_hull_white", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
            "Fp32OverflowError", "GpuUnavailableError", "InvalidInputError", "OptionError", "Problem",
            "SchedulerUnreachableError"]
 

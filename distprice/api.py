@@ -1,9 +1,12 @@
-"""The Python entry points: ``distprice.price`` (lattice portfolios) and ``distprice.price_mc`` (Monte-Carlo
-jobs)."""
+"""The Python entry points: ``distprice.price`` (lattice portfolios), ``distprice.price_mc`` (Monte-Carlo
+jobs), ``distprice.calibrate_heston`` and ``distprice.calibrate_hull_white`` (model calibration)."""
 from __future__ import annotations
 
 from .execute import price_plan
 from .job import JobOptions, prepare_job
+from .curves import load_curves
+from .models import calibrate_heston as fit_heston
+from .models import calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
 
 
@@ -51,3 +54,40 @@ def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, 
         with Pricer(cluster) as pricer:
             return pricer.price_mc(inputs, paths=paths, precision=precision, engine=engine)
     return price_paths(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks)
+
+
+def calibrate_heston(quotes, *, seed: int = 0, max_evals: int = 2000, population: int = 40,
+                     quadrature: str = "gl20", polish: bool = False, engine: str = "auto", progress=None,
+                     cluster=None):
+    """Fit Heston's five parameters (v0, theta, rho, kappa, eta) to every surface of ``quotes`` (a table or a
+    CSV / Parquet / benchmark ``.in`` path: ``maturity`` date, ``strike`` in units of spot, ``implied_vol``,
+    optional ``weight`` and ``surface``, and per surface ``valuation_date``, ``spot``, ``rate``, ``dividend``)
+    by differential evolution over ``max_evals`` evaluations of a ``population``, from ``seed``; ``polish``
+    finishes with bounded least squares; ``quadrature`` is ``gl20`` (the benchmark's) or ``accurate``.
+    Returns the surfaces table (``surface, v0, theta, rho, kappa, eta, rmse, objective, n_evals, seconds,
+    status, ...``; ``rmse`` in vol points) and the quotes table (every quote with ``market_price``,
+    ``model_price`` and ``model_vol_error``). ``progress`` is called once per generation; ``cluster`` fits
+    the surfaces at once, one task each."""
+    if cluster is not None:
+        from .cluster.pricer import Pricer
+
+        with Pricer(cluster) as pricer:
+            return pricer.calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
+                                           quadrature=quadrature, polish=polish, engine=engine)
+    return fit_heston(quotes, seed=seed, max_evals=max_evals, population=population, quadrature=quadrature,
+                      polish=polish, engine=engine, progress=progress)
+
+
+def calibrate_hull_white(quotes, curves=None, *, cluster=None):
+    """Fit Hull-White ``a`` and ``sigma`` of every model of a swaption quotes table (``model, curve, expiry,
+    tenor, fixed_frequency, volatility, volatility_type[, strike, weight]``: a table or path) on ``curves`` (a
+    curves table or path, or None for the built-in ``hull``), by bounded Levenberg-Marquardt on the relative
+    price errors. Returns the model table ``model, curve, mean_reversion, volatility, rmse, n_quotes, n_evals,
+    status``, ready for ``models=`` of :func:`price`."""
+    curve_set = load_curves(curves)
+    if cluster is not None:
+        from .cluster.pricer import Pricer
+
+        with Pricer(cluster) as pricer:
+            return pricer.calibrate_hull_white(quotes, curve_set)
+    return fit_hull_white(quotes, curve_set)

@@ -1,4 +1,5 @@
-"""Command line: ``distprice run | mc | generate | bench | inspect | tune | cluster-script``.
+"""Command line: ``distprice run | mc | calibrate heston | calibrate hull-white | generate | bench | inspect | tune |
+cluster-script``.
 
 Exit status: 0 done; 2 invalid input (nothing written); 3 scheduler unreachable; 1 any other failure.
 Every error distprice raises on purpose is shown as its message, never as a traceback.
@@ -15,7 +16,7 @@ import time
 
 import click
 
-from .api import price, price_mc
+from .api import calibrate_heston, calibrate_hull_white, price, price_mc
 from .curves import builtin_curves, load_curves
 from .errors import DistpriceError, InvalidInputError
 from .execute import price_plan
@@ -26,7 +27,7 @@ from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
 from .lattice.gpu import gpu_available
 from .lattice.instruments import prepare
 from .precision import PRECISIONS, real_dtype
-from .tables import read_table, table_format, write_table
+from .tables import check_output, read_table, table_format, write_table
 
 IN_PROCESS_ROWS = 20_000
 """Portfolios under this many rows are priced in this process unless a cluster is named."""
@@ -72,6 +73,9 @@ def main():
 @click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
 @click.option("--exercise-schedule", type=click.Path(exists=True, dir_okay=False),
               help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.")
+@click.option("--models", type=click.Path(exists=True, dir_okay=False),
+              help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
+                   "`distprice calibrate hull-white` writes it.")
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Priced table to write (.csv or .parquet), written atomically.")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Pricing engine [default: auto].")
@@ -146,6 +150,70 @@ def mc(inputs, output, paths, precision, engine, chunks, cluster):
     seconds = time.perf_counter() - start
     click.echo(f"priced {priced['job'].nunique()} jobs, {len(priced)} models, {int(priced['paths'].sum())} paths in "
                f"{seconds:.2f} s, engines: {', '.join(sorted(set(priced['engine'])))}, wrote {output}")
+
+
+@main.group()
+def calibrate():
+    """Fit models to market quotes: Heston to option surfaces, Hull-White to swaptions."""
+
+
+@calibrate.command("heston")
+@click.option("--quotes", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Option quotes (.csv, .parquet, or the benchmark's .in): maturity, strike, implied_vol, ...")
+@click.option("--output", required=True, type=click.Path(dir_okay=False),
+              help="Fitted parameters, one row per surface (.csv or .parquet).")
+@click.option("--quotes-output", type=click.Path(dir_okay=False),
+              help="Also write every quote with its model price and error.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the differential evolution.")
+@click.option("--max-evals", type=click.IntRange(min=1), default=2000, show_default=True,
+              help="Objective evaluations of the differential evolution.")
+@click.option("--population", type=click.IntRange(min=4), default=40, show_default=True)
+@click.option("--quadrature", type=click.Choice(["gl20", "accurate"]), default="gl20", show_default=True,
+              help="gl20: the benchmark's 20-point rule; accurate: adaptive, within 1e-10 of the exact price.")
+@click.option("--polish", is_flag=True, help="Finish with bounded least squares from the best point.")
+@click.option("--engine", type=click.Choice(["auto", "reference", "cpu", "gpu"]), default="auto", show_default=True)
+@click.option("--cluster", help="Cluster config YAML or a scheduler address: the surfaces fitted at once.")
+@reports_errors
+def calibrate_heston_command(quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine,
+                             cluster):
+    """Fit Heston (v0, theta, rho, kappa, eta) to each surface of option quotes by differential evolution."""
+    for path in (output, quotes_output):
+        if path:
+            check_output(path)
+    start = time.perf_counter()
+    surfaces, fitted = calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
+                                        quadrature=quadrature, polish=polish, engine=engine, cluster=cluster,
+                                        progress=_generation_line if sys.stderr.isatty() and not cluster else None)
+    write_table(surfaces, output)
+    if quotes_output:
+        write_table(fitted, quotes_output)
+    click.echo(f"fitted {len(surfaces)} surfaces ({int(surfaces['n_quotes'].sum())} quotes) in "
+               f"{time.perf_counter() - start:.2f} s, rmse " + ", ".join(f"{r:.4f}" for r in surfaces["rmse"])
+               + f", wrote {output}")
+
+
+def _generation_line(progress) -> None:
+    """One line a generation, redrawn in place on the terminal."""
+    click.echo(f"\r{progress.surface}: generation {progress.generation}, {progress.n_evals} evaluations, "
+               f"rmse {progress.rmse:.4f}", nl=False, err=True)
+
+
+@calibrate.command("hull-white")
+@click.option("--quotes", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Swaption quotes (.csv or .parquet): model, curve, expiry, tenor, fixed_frequency, volatility, "
+                   "volatility_type, ...")
+@click.option("--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves the quotes name.")
+@click.option("--output", required=True, type=click.Path(dir_okay=False),
+              help="The model table (model, curve, mean_reversion, volatility, ...), for run --models.")
+@click.option("--cluster", help="Cluster config YAML or a scheduler address: the models fitted at once.")
+@reports_errors
+def calibrate_hull_white_command(quotes, curves, output, cluster):
+    """Fit Hull-White mean reversion and volatility of each model to its European swaptions."""
+    check_output(output)
+    start = time.perf_counter()
+    models = calibrate_hull_white(quotes, curves, cluster=cluster)
+    write_table(models, output)
+    click.echo(f"fitted {len(models)} models in {time.perf_counter() - start:.2f} s, wrote {output}")
 
 
 @main.command()

@@ -48,7 +48,8 @@ class JobOptions:
     of the rows without a ``valuation_date`` (``YYYY-MM-DD``, a date, or a day number), and
     ``exercise_schedule`` the exercise dates given by table (``id, date, price, price_type``: a table or path).
     ``allow_empty`` prices a portfolio of no rows (else it is an error); ``max_invalid`` stops a ``report`` job
-    before pricing when more rows than that are invalid.
+    before pricing when more rows than that are invalid. ``models``: a model table (or path) from which rows
+    naming a ``model`` take their Hull-White a and sigma (see :func:`distprice.calibrate_hull_white`).
     """
 
     curves: object = None
@@ -62,6 +63,7 @@ class JobOptions:
     exercise_schedule: object = None
     allow_empty: bool = False
     max_invalid: int | None = None
+    models: object = None
 
     @classmethod
     def of(cls, **options) -> "JobOptions":
@@ -220,6 +222,17 @@ def valuation_day(as_of) -> int:
     return int(days[0])
 
 
+def model_table(source) -> pd.DataFrame | None:
+    """A model table (a table or path, or None); :class:`InvalidInputError` when it lacks a column."""
+    if source is None:
+        return None
+    table = source if isinstance(source, pd.DataFrame) else read_table(source)
+    missing = [c for c in ("model", "mean_reversion", "volatility") if c not in table.columns]
+    if missing:
+        raise InvalidInputError([Problem(None, "model table", c, "must have this column") for c in missing])
+    return table
+
+
 def exercise_schedule(source, portfolio: pd.DataFrame) -> ExerciseSchedule | None:
     """The exercise schedule table (a table or path, or None) as the per-row schedules of ``portfolio``;
     :class:`InvalidInputError` for any problem of the table (it is market data of the whole job)."""
@@ -245,7 +258,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     chosen = options.market()
     prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,
                        exercise_schedule=exercise_schedule(options.exercise_schedule, table),
-                       curve_sets=chosen.curve_sets)
+                       curve_sets=chosen.curve_sets, models=model_table(options.models))
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
     invalid = int((~prepared.valid).sum())

@@ -31,13 +31,14 @@ from ..execute import choose_plan
 from ..inspector import CostModel
 from ..job import Job, JobOptions, Summary, Tally, check_columns, prepare_job
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
+from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
-from ..tables import table_format, write_tables
+from ..tables import read_table, table_format, write_tables
 from .metrics import PricingMetrics
 from .start import cluster_config, start
-from .tasks import (describe_worker, gather, inspect_chunk, mc_task_name, price_chunk, price_paths, price_read_chunk,
-                    read_chunk, task_name)
+from .tasks import (describe_worker, fit_heston_surface, fit_hull_white_model, gather, inspect_chunk, mc_task_name,
+                    price_chunk, price_paths, price_read_chunk, read_chunk, task_name)
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many rows are read by the workers, not the client."""
@@ -148,6 +149,26 @@ class Pricer:
                                  precision=job.precision, directions=job.directions_source, engine=used,
                                  chunks=estimate.ranges, seconds=time.perf_counter() - tick))
         return pd.DataFrame(rows)
+
+    def calibrate_heston(self, quotes, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Fits every Heston surface of ``quotes`` at once, one ``fit_heston`` task each: the arguments (but
+        ``progress``) and the tables of :func:`distprice.calibrate_heston`."""
+        table = read_quotes(quotes) if not isinstance(quotes, pd.DataFrame) else quotes
+        surfaces = heston_surfaces(table)
+        token = uuid.uuid4().hex
+        futures = [self.client.submit(fit_heston_surface, surface, options, key=f"fit_heston-{i}-{token}")
+                   for i, surface in enumerate(surfaces)]
+        self._show_progress(futures)
+        return heston_tables(table, surfaces, self.client.gather(futures))
+
+    def calibrate_hull_white(self, quotes, curves) -> pd.DataFrame:
+        """Fits every Hull-White model of ``quotes`` at once, one ``fit_hull_white`` task each: the table of
+        :func:`distprice.calibrate_hull_white`."""
+        table = read_table(quotes) if not isinstance(quotes, pd.DataFrame) else quotes
+        token = uuid.uuid4().hex
+        futures = [self.client.submit(fit_hull_white_model, swaptions, key=f"fit_hull_white-{i}-{token}")
+                   for i, swaptions in enumerate(swaption_sets(table, curves))]
+        return model_table(self.client.gather(futures))
 
     def _run(self, portfolio, options: JobOptions):
         """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced

@@ -14,9 +14,10 @@ import pandas as pd
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
-from ..job import Job, JobOptions
+from ..job import Job, JobOptions, exercise_schedule, model_table
 from ..lattice.gpu import device_name, gpu_available
 from ..lattice.instruments import Instruments, id_hashes, prepare
+from ..models import HestonFit, HullWhiteFit, Surface, Swaptions, fit_hull_white, fit_surface
 from ..montecarlo import Job as PathJob
 from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
@@ -82,7 +83,9 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
 
     table = pq.ParquetFile(piece.path).read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
-    prepared = prepare(table, market.base, options.limits, first_row=piece.first_row, unique_ids=False)
+    prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
+                       exercise_schedule=exercise_schedule(options.exercise_schedule, table),
+                       models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
     job = Job(table, prepared, market, options.real, options.on_invalid)
     plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
                        gpu=gpu)
@@ -122,3 +125,15 @@ def price_paths(job: PathJob, first: int, count: int, engine: str) -> Partial:
 def mc_task_name(engine: str, precision: str) -> str:
     """``mc_paths_<engine>_<precision>``, the dashboard's name of a path-range task."""
     return f"mc_paths_{engine}_{precision}"
+
+
+def fit_heston_surface(surface: Surface, options: dict) -> HestonFit:
+    """Fits one Heston surface on this worker (``options``: the keywords of ``fit_surface``), its numba engine on
+    the worker's own threads."""
+    _use_worker_threads()
+    return fit_surface(surface, **options)
+
+
+def fit_hull_white_model(swaptions: Swaptions) -> HullWhiteFit:
+    """Fits one Hull-White model to its swaptions on this worker."""
+    return fit_hull_white(swaptions)

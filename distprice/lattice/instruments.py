@@ -192,13 +192,15 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
             as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | None = None, curve_sets=None,
-            first_row: int = 0, unique_ids: bool = True) -> Prepared:
+            models: pd.DataFrame | None = None, first_row: int = 0, unique_ids: bool = True) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
     ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
     ``exercise_schedule`` the exercise dates given by table, aligned with the portfolio's rows (see
     :func:`~.dated.read_exercise_schedule`); ``curve_sets`` the market scenarios the rows will be priced under
-    (their zero rates are bounded too). For a slice of a larger portfolio, ``first_row`` is the position
+    (their zero rates are bounded too); ``models`` a model table (``model, mean_reversion, volatility[, curve]``,
+    as Hull-White calibration writes it) from which rows naming a ``model`` take their a and sigma (and their
+    curve, when they name none). For a slice of a larger portfolio, ``first_row`` is the position
     of its first row there (problems name rows by their number in the whole portfolio), and
     ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
     (:func:`duplicated_ids`).
@@ -208,6 +210,8 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
            (*PORTFOLIO_COLUMNS, *DATE_COLUMNS, "maturity_date")}
     ids = np.full(n, None, dtype=object) if raw["id"] is None else raw["id"].to_numpy(dtype=object)
     check = _Checker(ids, first_row)
+    if models is not None and "model" in portfolio.columns:
+        _join_models(raw, portfolio["model"], models, check)
     id_missing = pd.isna(ids)
     check.flag(id_missing, "id", "is required")
     if unique_ids:
@@ -309,6 +313,27 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
     problems = sorted(check.problems, key=lambda p: p.position)
     return Prepared(table, ~check.invalid, problems, geometry, is_dated, dated)
+
+
+def _join_models(raw: dict, model: pd.Series, models: pd.DataFrame, check: _Checker) -> None:
+    """Rows naming a ``model`` take ``mean_reversion`` and ``volatility`` (and ``curve``, when they name none)
+    from the model table; a row giving both a model and its own parameters, or naming an unknown model, is
+    flagged."""
+    names = model.astype("string").to_numpy(dtype=object, na_value=None)
+    named = pd.notna(names)
+    table = models.assign(model=models["model"].astype("string")).drop_duplicates("model").set_index("model")
+    found = named & pd.Series(names).isin(table.index).to_numpy()
+    check.flag(named & ~found, "model", "names no model of the model table")
+    for column in ("mean_reversion", "volatility"):
+        given = raw[column].notna().to_numpy() if raw[column] is not None else np.zeros(len(names), bool)
+        check.flag(named & given, column, "give a model or mean_reversion and volatility, not both")
+        values = table[column].reindex(names).to_numpy(dtype=np.float64, na_value=np.nan)
+        base = raw[column].to_numpy(dtype=object) if raw[column] is not None else np.full(len(names), None)
+        raw[column] = pd.Series(np.where(found & ~given, values, base), dtype=object)
+    if "curve" in table.columns:
+        curve = raw["curve"].to_numpy(dtype=object) if raw["curve"] is not None else np.full(len(names), None)
+        model_curve = table["curve"].astype(object).reindex(names).to_numpy()
+        raw["curve"] = pd.Series(np.where(found & pd.isna(curve), model_curve, curve), dtype=object)
 
 
 def _event_counts(c: dict, is_dated, dated, has_option) -> np.ndarray:
