@@ -2,15 +2,23 @@
 jobs), ``distprice.calibrate_heston`` and ``distprice.calibrate_hull_white`` (model calibration)."""
 from __future__ import annotations
 
+import time
+
+from .errors import JobTimeoutError
 from .execute import price_plan
 from .job import JobOptions, prepare_job
+from .progress import Bar
 from .curves import load_curves
 from .models import calibrate_heston as fit_heston
 from .models import calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
 
 
-def price(portfolio, curves=None, *, cluster=None, **options):
+STARTING = "pricing (the engines compile on their first use here)"
+"""The progress bar's label until the first piece is priced."""
+
+
+def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **options):
     """Price every instrument of ``portfolio`` (a DataFrame or a CSV/Parquet path) on its curve.
 
     Returns the priced table: every input column and row in input order, plus ``price``, ``value``
@@ -26,17 +34,27 @@ def price(portfolio, curves=None, *, cluster=None, **options):
     basis points, e.g. ``[-100, 0, 100]``) price every instrument under every scenario: the table is then
     long, with a ``scenario`` column first. ``cluster`` runs the job on Dask: a cluster config file, a
     scheduler address (``tcp://host:8786``), a :class:`distributed.Client`, or None for this process (see
-    :class:`distprice.Pricer` to keep one cluster across jobs).
+    :class:`distprice.Pricer` to keep one cluster across jobs). ``progress`` draws a progress bar on stderr
+    when it is a terminal. In this process the rows are priced in pieces, so Ctrl-C and ``timeout`` stop the
+    job within a piece's time (about a second).
     """
     checked = JobOptions.of(curves=curves, **options).checked()   # before a cluster is started for nothing
     if cluster is not None:
         from .cluster.pricer import Pricer
 
-        with Pricer(cluster) as pricer:
+        with Pricer(cluster, progress=progress) as pricer:
             return pricer.price(portfolio, curves, **options)
+    deadline = None if checked.timeout is None else time.monotonic() + checked.timeout
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
-    bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real)
+    total = instruments.node_steps * len(job.market.curve_sets)
+    with Bar(total, STARTING, shown=progress) as bar:
+        def priced(node_steps: float) -> None:
+            bar.update(bar.done + node_steps, "pricing")
+            if deadline is not None and time.monotonic() > deadline:
+                raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
+
+        bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
     return job.priced(bond, option, plan.engine_of_rows(len(instruments)))
 
 

@@ -1,33 +1,40 @@
 """Command line: ``distprice run | mc | calibrate heston | calibrate hull-white | generate | bench | inspect | tune |
 cluster-script``.
 
-Exit status: 0 done; 2 invalid input (nothing written); 3 scheduler unreachable; 1 any other failure.
-Every error distprice raises on purpose is shown as its message, never as a traceback.
+Exit status: 0 done; 1 any other failure; 2 invalid input or options (nothing written); 3 scheduler
+unreachable or lost; 4 written, but some rows have an error (``--on-invalid report``); 5 no workers; 6 the
+job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose
+is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
+bar is drawn on stderr only when it is a terminal.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import importlib.resources
+import logging
 import os
+import signal
 import statistics
 import sys
+import threading
 import time
 
 import click
 
 from .api import calibrate_heston, calibrate_hull_white, price, price_mc
 from .curves import builtin_curves, load_curves
-from .errors import DistpriceError, InvalidInputError
+from .errors import DistpriceError, InvalidInputError, OptionError
 from .execute import price_plan
-from .job import ON_INVALID, Tally, exercise_schedule
+from .job import ON_INVALID, Tally, exercise_schedule, valuation_day
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
 from .lattice.gpu import gpu_available
 from .lattice.instruments import prepare
 from .precision import PRECISIONS, real_dtype
-from .tables import check_output, read_table, table_format, write_table
+from .scenarios import parse_shifts
+from .tables import check_output, check_place, read_table, table_format, write_table
 
 IN_PROCESS_ROWS = 20_000
 """Portfolios under this many rows are priced in this process unless a cluster is named."""
@@ -36,28 +43,72 @@ precision_option = click.option("--precision", type=click.Choice(list(PRECISIONS
                                 show_default=True, help="Floating-point precision of the node arithmetic.")
 
 
+EXIT_ROW_ERRORS = 4
+"""``run --on-invalid report`` wrote its table, but some rows have an error instead of a price."""
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+"""Ctrl-C (SIGINT) and SIGTERM: the job's tasks are cancelled and nothing is written."""
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+log = logging.getLogger("distprice.cli")  # the same name when run as python -m distprice.cli
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that a job stops as it does on Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def reports_errors(command):
     """Shows a :class:`DistpriceError` as its message and exits with its status (invalid input: 2, nothing
-    written; scheduler unreachable: 3; anything else: 1)."""
+    written; scheduler unreachable: 3; anything else: 1); Ctrl-C and SIGTERM end the job (its tasks
+    cancelled, no file left half-written) with 130 and 143."""
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
         try:
             return command(*args, **kwargs)
         except InvalidInputError as error:
             click.echo(f"distprice: invalid input, nothing written. {error}", err=True)
             sys.exit(error.exit_status)
         except DistpriceError as error:
-            if error.exit_status == 1:
-                raise click.ClickException(str(error))
             click.echo(f"distprice: {error}", err=True)
             sys.exit(error.exit_status)
+        except KeyboardInterrupt:
+            click.echo("\ndistprice: interrupted; the job was stopped and nothing was written", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except Terminated:
+            click.echo("distprice: terminated; the job was stopped and nothing was written", err=True)
+            sys.exit(EXIT_TERMINATED)
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGTERM, previous)
     return wrapper
 
 
 @click.group()
 @click.version_option(package_name="distprice")
-def main():
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True, help="Logs (to stderr) of this level and above.")
+def main(log_level):
     """Price portfolios of bond options, callable and puttable bonds on Hull-White trinomial trees."""
+    logger = logging.getLogger("distprice")
+    for handler in [h for h in logger.handlers if getattr(h, "distprice_cli", False)]:
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.distprice_cli = True
+    logger.addHandler(handler)
+    logger.setLevel(log_level.upper())
+
+
+def _flag(flag: str, check, value):
+    """``check(value)``, its :class:`OptionError` shown as a usage error of ``flag`` (exit 2)."""
+    try:
+        return check(value)
+    except OptionError as error:
+        raise click.BadParameter(str(error), param_hint=flag) from None
 
 
 @main.command()
@@ -69,6 +120,8 @@ def main():
               help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.")
 @click.option("--scenarios", type=click.Path(exists=True, dir_okay=False),
               help="Scenario curves (scenario, curve, t, zero_rate): every instrument under every scenario.")
+@click.option("--base/--no-base", "base_scenario", default=None,
+              help="With --scenarios: also price the base curves, first, as the scenario 'base' [default: --base].")
 @click.option("--shifts-bp", help="Parallel shifts of every curve in basis points, e.g. -100,-50,0,50,100.")
 @click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
 @click.option("--exercise-schedule", type=click.Path(exists=True, dir_okay=False),
@@ -82,38 +135,93 @@ def main():
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), help="Node arithmetic precision [default: fp64].")
 @click.option("--on-invalid", type=click.Choice(ON_INVALID),
               help="strict: stop on any invalid row; report: price valid rows, flag the others [default: strict].")
+@click.option("--max-invalid", type=click.IntRange(min=0),
+              help="With --on-invalid report: stop before pricing when more rows than this are invalid.")
+@click.option("--allow-empty", is_flag=True, default=None, help="Price a portfolio of no rows (else an error).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds the job may take; past them it stops (exit 6) and nothing is written.")
+@click.option("--create-dirs", is_flag=True, help="Create the output's (and the report's) folder if it does not exist.")
+@click.option("--report", type=click.Path(dir_okay=False),
+              help="Also write the job report: one HTML file with the book's shape, values, risk and problems.")
 @click.option("--in-process", is_flag=True, help="Price in this process, without a cluster.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Show a progress bar.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Draw a progress bar on stderr when it is a terminal.")
 @reports_errors
-def run(cluster, progress, in_process, portfolio, output, **flags):
-    """Price a portfolio and write the priced table (exit 2: invalid input, 3: scheduler unreachable)."""
+def run(cluster, progress, in_process, create_dirs, report, portfolio, output, **flags):
+    """Price a portfolio and write the priced table.
+
+    Exit status: 0 done; 2 invalid input or options (nothing written); 3 scheduler unreachable or lost; 4
+    written, but some rows have an error (--on-invalid report); 5 no workers; 6 timeout; 130 Ctrl-C; 143
+    SIGTERM; 1 anything else.
+    """
     from .cluster.config import JobConfig, load_config
     from .cluster.pricer import Pricer
+    from .cluster.start import one_line_logs
 
+    start = time.perf_counter()
     config = load_config(cluster) if cluster and "://" not in cluster else None
-    job = dataclasses.replace(config.job if config else JobConfig(), **{k: v for k, v in flags.items() if v})
+    job = dataclasses.replace(config.job if config else JobConfig(),
+                              **{k: v for k, v in flags.items() if v is not None})
     portfolio, output = portfolio or job.portfolio, output or job.output
     for name, value in (("portfolio", portfolio), ("output", output)):
         if not value:
             raise click.UsageError(f"--{name} is required (or job.{name} in the cluster config)")
-    table_format(output)
+    _check_flags(job, portfolio, output, create_dirs)
+    if report:
+        _flag("--report", lambda path: _report_place(path, create_dirs), report)
+    named = portfolio
     options = {f.name: getattr(job, f.name) for f in dataclasses.fields(JobConfig)
                if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")}
     if table_format(portfolio) == "csv":
         portfolio = read_table(portfolio)  # read once: the size test and the job share it
-    start = time.perf_counter()
+    workers, timings = None, {}
     if cluster is not None or not (in_process or _small(portfolio)):
+        one_line_logs()
         with Pricer(config or cluster, progress=progress, chunks_per_worker=job.chunks_per_worker) as pricer:
-            if pricer.dashboard_link:
-                click.echo(f"dashboard: {pricer.dashboard_link}")
+            timings["start"] = time.perf_counter() - start
             summary = pricer.run(portfolio, output=output, **options)
+            if report:
+                from .cluster.dashboard import job_workers
+
+                workers = job_workers(pricer.client, pricer.last_job) or None
     else:
-        priced = price(portfolio, **options)
+        log.info("pricing in this process")
+        tick = time.perf_counter()
+        priced = price(portfolio, progress=progress, **options)
         scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
         tally = Tally(len(priced) // max(scenarios, 1), scenarios)
         write_table(tally.add(priced), output)
-        summary = tally.summary(time.perf_counter() - start, 0)
-    click.echo(f"{summary.line()}, wrote {output}")
+        summary = tally.summary(time.perf_counter() - tick, 0)
+    timings["price"] = summary.seconds
+    click.echo(f"{summary.line(wall=time.perf_counter() - start)}, wrote {output}")
+    if report:
+        from .report import write_report
+
+        write_report(output, report, portfolio=named, summary=summary, timings=timings, workers=workers)
+        click.echo(f"wrote the job report {report}")
+    if summary.priced < summary.rows:
+        click.echo(f"distprice: {summary.rows - summary.priced} rows have an error instead of a price (their "
+                   f"error column says why)", err=True)
+        sys.exit(EXIT_ROW_ERRORS)
+
+
+def _report_place(path: str, create_dirs: bool = False) -> None:
+    """A job report is an HTML file in a folder that takes it."""
+    if not path.lower().endswith((".html", ".htm")):
+        raise OptionError(f"{path}: the report is written as .html")
+    check_place(path, create_dirs)
+
+
+def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
+    """The options of ``run`` that can be checked before anything is read or priced, as usage errors naming
+    their flag."""
+    _flag("--portfolio", table_format, portfolio)
+    _flag("--output", lambda path: check_output(path, create_dirs), output)
+    if job.scenarios is not None and job.shifts_bp is not None:
+        raise click.UsageError("give --scenarios or --shifts-bp (job.scenarios or job.shifts_bp), not both")
+    if job.shifts_bp is not None:
+        _flag("--shifts-bp", parse_shifts, job.shifts_bp)
+    _flag("--as-of", valuation_day, job.as_of)
 
 
 def _small(portfolio) -> bool:
@@ -139,17 +247,27 @@ def _small(portfolio) -> bool:
 @click.option("--chunks", type=click.IntRange(min=1), help="In this process: path ranges per job (the price does not "
               "depend on it).")
 @click.option("--cluster", help="Cluster config YAML or a scheduler address: each job's paths spread over the workers.")
+@click.option("--report", type=click.Path(dir_okay=False), help="Also write the job report (HTML).")
 @reports_errors
-def mc(inputs, output, paths, precision, engine, chunks, cluster):
+def mc(inputs, output, paths, precision, engine, chunks, cluster, report):
     """Price Monte-Carlo jobs (LexiFi's generic pricer: Sobol, inverse normal, Brownian bridge, Black-Scholes
     paths, contracts) and write one row per job and model."""
-    table_format(output)
+    _flag("--output", check_output, output)
+    if report:
+        _flag("--report", _report_place, report)
     start = time.perf_counter()
     priced = price_mc(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks, cluster=cluster)
     write_table(priced, output)
     seconds = time.perf_counter() - start
-    click.echo(f"priced {priced['job'].nunique()} jobs, {len(priced)} models, {int(priced['paths'].sum())} paths in "
-               f"{seconds:.2f} s, engines: {', '.join(sorted(set(priced['engine'])))}, wrote {output}")
+    jobs = priced.drop_duplicates("job")
+    click.echo(f"priced {len(jobs)} job{'s' * (len(jobs) != 1)} ({len(priced)} model{'s' * (len(priced) != 1)}) on "
+               f"{int(jobs['paths'].sum())} paths in {seconds:.2f} s, engines: "
+               f"{', '.join(sorted(set(priced['engine'])))}, wrote {output}")
+    if report:
+        from .report import write_report
+
+        write_report(priced, report, portfolio=inputs, timings={"price": seconds}, family="montecarlo")
+        click.echo(f"wrote the job report {report}")
 
 
 @main.group()
@@ -177,9 +295,9 @@ def calibrate():
 def calibrate_heston_command(quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine,
                              cluster):
     """Fit Heston (v0, theta, rho, kappa, eta) to each surface of option quotes by differential evolution."""
-    for path in (output, quotes_output):
+    for flag, path in (("--output", output), ("--quotes-output", quotes_output)):
         if path:
-            check_output(path)
+            _flag(flag, check_output, path)
     start = time.perf_counter()
     surfaces, fitted = calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
                                         quadrature=quadrature, polish=polish, engine=engine, cluster=cluster,
@@ -209,7 +327,7 @@ def _generation_line(progress) -> None:
 @reports_errors
 def calibrate_hull_white_command(quotes, curves, output, cluster):
     """Fit Hull-White mean reversion and volatility of each model to its European swaptions."""
-    check_output(output)
+    _flag("--output", check_output, output)
     start = time.perf_counter()
     models = calibrate_hull_white(quotes, curves, cluster=cluster)
     write_table(models, output)
@@ -358,11 +476,14 @@ def _bench_paths(dataset: str, paths, engine: str, precision: str, repeat: int) 
 @click.option("--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one.")
 @precision_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option("--plot", type=click.Path(dir_okay=False),
+              help="Also draw the book's shape and the plan: .html, or .png (needs Chromium).")
 @reports_errors
-def inspect(portfolio, curves, precision, as_json):
+def inspect(portfolio, curves, precision, as_json, plot):
     """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
     import json
 
+    import numba
     import pandas as pd
 
     from .inspector import describe, plan
@@ -373,9 +494,15 @@ def inspect(portfolio, curves, precision, as_json):
     width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
     gpu = gpu_available()
     chosen = plan(width, height, current_model(precision, gpu), gpu)
+    if plot:
+        from .report import draw_shape
+
+        draw_shape(plot, width, height, plan=chosen)
     ids = pd.Series(prepared.table["id"].to_numpy()[valid])
+    execution = (f"this process: {chosen.model.device}" if gpu else
+                 f"this process: the CPU engine on {numba.get_num_threads()} threads")
     report = {
-        "shape": describe(width, height), "invalid_rows": int((~valid).sum()),
+        "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
         "model": {"device": chosen.model.device, "precision": precision, "source": chosen.model.source},
         "plan": {"predicted_seconds": chosen.seconds,
                  "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),
@@ -394,7 +521,8 @@ def inspect(portfolio, curves, precision, as_json):
         if q:
             click.echo(f"{name:6} " + "  ".join(f"{k} {v:.4g}" for k, v in q.items()))
     click.echo(f"model: {chosen.model.device}, {precision}, {chosen.model.source}")
-    click.echo(f"plan: predicted {chosen.seconds:.4g} s")
+    click.echo(f"plan: predicted {chosen.seconds:.4g} s for pricing in {execution} (a cluster of n such workers "
+               f"prices it in about 1/n of that, plus its start)")
     for part in report["plan"]["parts"]:
         extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part)
         click.echo(f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "

@@ -53,6 +53,8 @@ class InvalidInputError(DistpriceError, ValueError):
 class OptionError(DistpriceError, ValueError):
     """An option (a function argument, a command-line flag or a config value) that cannot be used."""
 
+    exit_status = 2
+
 
 class ConfigError(OptionError):
     """A config that cannot be used; the message has one line per problem: ``source: key.path: rule``."""
@@ -73,9 +75,22 @@ class ClusterError(DistpriceError, RuntimeError):
 
 
 class SchedulerUnreachableError(DistpriceError, ConnectionError):
-    """The scheduler named by a config or address did not answer in time."""
+    """The scheduler named by a config or address did not answer in time, or went away during a job."""
 
     exit_status = 3
+
+
+class NoWorkersError(ClusterError):
+    """The cluster had no worker for longer than its ``no_workers_timeout`` (before or during a job); the
+    job's tasks were cancelled."""
+
+    exit_status = 5
+
+
+class JobTimeoutError(DistpriceError, TimeoutError):
+    """A job ran past its ``timeout``; its tasks were cancelled and nothing was written."""
+
+    exit_status = 6
 
 
 def shown(value) -> str:

@@ -6,6 +6,7 @@ A plan (:mod:`distprice.inspector`) is a list of parts, each a set of rows and t
 from __future__ import annotations
 
 import collections
+import math
 import time
 
 import numpy as np
@@ -18,9 +19,15 @@ from .lattice.engines import AUTO, GPU_ENGINES
 from .lattice.gpu import gpu_available, start_gpu, upload
 from .lattice.instruments import Instruments
 from .lattice.reference import price_reference
+from .planner import cut_by_cost
 from .precision import precision_name
 from .tuning import current_model
 
+HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 2e9}
+"""Node-steps of a piece of a host part: about a second of the reference engine, or of a CPU core's work
+(a fraction of a second of a whole machine's) for the CPU engine."""
+HOST_PIECE_ROWS = {"reference": 1, "cpu": 512}
+"""Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
 GPU_IN_FLIGHT = 2
 """Launches queued on the GPU at once: enough to keep it busy while the host waits for the oldest, few
 enough that a job under many scenarios holds the device memory of two runs, not of all."""
@@ -42,36 +49,56 @@ def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bo
 
 
 def _price_on_host(instruments: Instruments, part: Part, curve_sets, real, bond: np.ndarray,
-                   option: np.ndarray) -> float:
-    """Prices a ``reference`` or ``cpu`` part into ``bond`` and ``option`` under every curve set (the CPU
-    engine's event tables laid out once); returns the seconds spent in the engine, layout excluded."""
-    rows = instruments.take(part.rows)
-    if part.engine == "reference":
-        def engine(curves):
-            return price_reference(rows, curves)
-    else:
-        batch = pack(rows, curve_sets[0], real)
-
-        def engine(curves):
-            return price_cpu(batch.with_curves(curves))
+                   option: np.ndarray, progress) -> float:
+    """Prices a ``reference`` or ``cpu`` part into ``bond`` and ``option`` under every curve set, piece by
+    piece (:func:`host_pieces`; each piece's event tables laid out once); returns the seconds spent in the
+    engine, layout excluded. ``progress`` is told the node-steps of each piece priced under a curve set."""
     seconds = 0.0
-    for s, curves in enumerate(curve_sets):
-        tick = time.perf_counter()
-        bond[s, part.rows], option[s, part.rows] = engine(curves)
-        seconds += time.perf_counter() - tick
+    for piece in host_pieces(instruments, part.rows, part.engine):
+        rows = instruments.take(piece)
+        if part.engine == "reference":
+            def engine(curves):
+                return price_reference(rows, curves)
+        else:
+            batch = pack(rows, curve_sets[0], real)
+
+            def engine(curves):
+                return price_cpu(batch.with_curves(curves))
+        for s, curves in enumerate(curve_sets):
+            tick = time.perf_counter()
+            bond[s, piece], option[s, piece] = engine(curves)
+            seconds += time.perf_counter() - tick
+            progress(float(rows.node_steps))
     return seconds
 
 
-def _finish(pending, bond: np.ndarray, option: np.ndarray) -> float:
-    """Waits for a launched run (rows, curve set, :class:`~.lattice.gpu.PendingRun`), stores its prices;
-    returns its kernel seconds."""
-    rows, s, launched = pending
+def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list[np.ndarray]:
+    """``rows`` cut into consecutive pieces of about HOST_PIECE_NODE_STEPS of ``engine`` each and at least
+    HOST_PIECE_ROWS rows, so that a long job in this process shows progress and answers Ctrl-C between
+    pieces."""
+    g = instruments.geometry
+    cost = 2.0 * g.width[rows] * g.height[rows]
+    pieces = min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]),
+                 math.ceil(len(rows) / HOST_PIECE_ROWS[engine]))
+    return [rows[s] for s in cut_by_cost(cost, max(1, pieces))]
+
+
+def _finish(pending, bond: np.ndarray, option: np.ndarray, progress) -> float:
+    """Waits for a launched run (rows, curve set, node-steps, :class:`~.lattice.gpu.PendingRun`), stores its
+    prices and tells ``progress`` its node-steps; returns its kernel seconds."""
+    rows, s, node_steps, launched = pending
     run = launched.finish()
     bond[s, rows], option[s, rows] = run.bond, run.option
+    progress(node_steps)
     return run.seconds["kernel"]
 
 
-def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], parts, real):
+def _unwatched(node_steps: float) -> None:
+    """The progress of a job nobody watches."""
+
+
+def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], parts, real,
+                progress=_unwatched):
     """Prices each part (``engine``, ``rows`` of ``instruments``, ``waves``) with its engine under every curve
     set, in precision ``real``; returns bond and option prices, arrays of (curve sets, rows) in instrument
     order, and the kernel seconds: the GPU kernels' time (CUDA events) plus the time in the CPU engines'
@@ -83,13 +110,16 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
     (:func:`~.lattice.batch.pack_parts`) the next waves while the GPU prices wave k, so most of the host work
     hides behind the kernels; at most GPU_IN_FLIGHT launches wait on the GPU at once. Waves take every k-th
     row, so each is a sample of the whole part and packs into bins as well as the whole would.
+
+    ``progress(node_steps)`` is called as each piece (host parts) or launch (GPU parts) is priced; whatever
+    it raises (a timeout, Ctrl-C) stops the pricing there.
     """
     shape = (len(curve_sets), len(instruments))
     bond, option = np.full(shape, np.nan), np.full(shape, np.nan)
     kernel_seconds = 0.0
     for part in parts:
         if part.engine not in GPU_ENGINES:
-            kernel_seconds += _price_on_host(instruments, part, curve_sets, real, bond, option)
+            kernel_seconds += _price_on_host(instruments, part, curve_sets, real, bond, option, progress)
             continue
         kernel = part.engine.removeprefix("gpu-")
         block = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and kernel == "flat"}
@@ -97,22 +127,25 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
         in_flight = collections.deque()
         for rows, batch in zip(waves, pack_parts(instruments, waves, curve_sets[0], real)):
             on_device, layouts = upload(batch), None
+            node_steps = float(2.0 * (batch.geometry.width * batch.geometry.height).sum())
             for s, curves in enumerate(curve_sets):
                 scenario = batch.with_curves(curves) if s else batch
                 launched = start_gpu(scenario, kernel, device_batch=on_device.with_curves(scenario) if s else on_device,
                                      layouts=layouts, **block)
                 layouts = launched.layouts
-                in_flight.append((rows, s, launched))
+                in_flight.append((rows, s, node_steps, launched))
                 while len(in_flight) > GPU_IN_FLIGHT:
-                    kernel_seconds += _finish(in_flight.popleft(), bond, option)
+                    kernel_seconds += _finish(in_flight.popleft(), bond, option, progress)
         while in_flight:
-            kernel_seconds += _finish(in_flight.popleft(), bond, option)
+            kernel_seconds += _finish(in_flight.popleft(), bond, option, progress)
     return bond, option, kernel_seconds
 
 
-def price_plan(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], engine: str, real):
+def price_plan(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], engine: str, real,
+               progress=_unwatched):
     """Prices ``instruments`` under each curve set with ``engine`` (``auto``: the inspector's plan); returns
-    bond and option prices (curve sets x rows), the plan and the kernel seconds."""
+    bond and option prices (curve sets x rows), the plan and the kernel seconds (``progress`` as for
+    :func:`price_parts`)."""
     chosen = choose_plan(instruments, engine, real)
-    bond, option, kernel_seconds = price_parts(instruments, curve_sets, chosen.parts, real)
+    bond, option, kernel_seconds = price_parts(instruments, curve_sets, chosen.parts, real, progress)
     return bond, option, chosen, kernel_seconds

@@ -50,6 +50,9 @@ class JobOptions:
     ``allow_empty`` prices a portfolio of no rows (else it is an error); ``max_invalid`` stops a ``report`` job
     before pricing when more rows than that are invalid. ``models``: a model table (or path) from which rows
     naming a ``model`` take their Hull-White a and sigma (see :func:`distprice.calibrate_hull_white`).
+    ``base_scenario``: with ``scenarios``, the base curves are priced too, first, as the scenario ``base``.
+    ``timeout``: seconds the job may take (reading and checking included); past it the job stops with
+    :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit.
     """
 
     curves: object = None
@@ -64,6 +67,8 @@ class JobOptions:
     allow_empty: bool = False
     max_invalid: int | None = None
     models: object = None
+    timeout: float | None = None
+    base_scenario: bool = True
 
     @classmethod
     def of(cls, **options) -> "JobOptions":
@@ -83,6 +88,12 @@ class JobOptions:
         resolve(self.engine, real_dtype(self.precision))
         if self.scenarios is not None and self.shifts_bp is not None:
             raise OptionError("give scenarios or shifts_bp, not both")
+        if self.timeout is not None and not (isinstance(self.timeout, (int, float)) and not isinstance(
+                self.timeout, bool) and 0 < self.timeout < np.inf):
+            raise OptionError(f"timeout must be a number of seconds > 0, not {self.timeout!r}")
+        if self.max_invalid is not None and not (isinstance(self.max_invalid, (int, np.integer)) and not isinstance(
+                self.max_invalid, bool) and self.max_invalid >= 0):
+            raise OptionError(f"max_invalid must be an integer >= 0, not {self.max_invalid!r}")
         shifts = None if self.shifts_bp is None else parse_shifts(self.shifts_bp)
         return dataclasses.replace(self, shifts_bp=shifts, as_of=valuation_day(self.as_of))
 
@@ -93,7 +104,7 @@ class JobOptions:
 
     def market(self) -> Market:
         """The market these options name (curves read and checked)."""
-        return market(self.curves, self.scenarios, self.shifts_bp)
+        return market(self.curves, self.scenarios, self.shifts_bp, self.base_scenario)
 
 
 @dataclass(frozen=True)
@@ -294,7 +305,9 @@ def predicted(prepared: Prepared, options: JobOptions) -> str:
 
 @dataclass(frozen=True)
 class Summary:
-    """What a job did: rows of the portfolio, rows priced, node-steps (all scenarios), seconds, workers."""
+    """What a job did: rows of the portfolio, rows priced under every scenario, scenarios, prices (row and
+    scenario pairs priced), the total value under each scenario, node-steps (all scenarios), seconds,
+    workers (0: this process) and the rows each engine priced."""
 
     rows: int
     priced: int
@@ -302,13 +315,22 @@ class Summary:
     seconds: float
     workers: int
     engines: dict
+    scenarios: int = 1
+    prices: int = 0
+    values: dict = dataclasses.field(default_factory=dict)
 
-    def line(self) -> str:
+    def line(self, wall: float | None = None) -> str:
+        """The summary in one line; ``wall``: the command's whole time (a cluster's start included)."""
         rate = self.node_steps / self.seconds if self.seconds > 0 else 0.0
         engines = ", ".join(f"{k} {v}" for k, v in self.engines.items()) or "none"
         where = f"on {self.workers} workers" if self.workers else "in this process"
-        return (f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid), "
-                f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}, "
+        under = f" under {self.scenarios} scenarios ({self.prices} prices)" if self.scenarios > 1 else ""
+        totals = list(self.values.values())
+        value = (f"total value {totals[0]:.10g}" if len(totals) == 1 else
+                 f"total value {min(totals):.10g} to {max(totals):.10g} across scenarios" if totals else "no value")
+        wall = f", {wall:.2f} s in all" if wall is not None else ""
+        return (f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid){under}, {value}, "
+                f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}{wall}, "
                 f"engines: {engines}")
 
 
@@ -318,6 +340,7 @@ class Tally:
 
     def __init__(self, rows: int, scenarios: int = 1):
         self.rows, self.scenarios, self.prices, self.node_steps, self.engines = rows, scenarios, 0, 0.0, {}
+        self.values: dict = {}
 
     def add(self, priced: pd.DataFrame) -> pd.DataFrame:
         done = priced["error"].isna()
@@ -325,9 +348,16 @@ class Tally:
         self.node_steps += float((2 * priced["width"][done].astype(float) * priced["height"][done].astype(float)).sum())
         for name, count in priced["engine"].value_counts().items():
             self.engines[name] = self.engines.get(name, 0) + int(count)
+        value = priced["value"].to_numpy(dtype=np.float64, na_value=np.nan)
+        if SCENARIO_COLUMN in priced.columns:
+            for name, total in pd.Series(value).groupby(priced[SCENARIO_COLUMN].to_numpy(), sort=False).sum().items():
+                self.values[name] = self.values.get(name, 0.0) + float(total)
+        else:
+            self.values[None] = self.values.get(None, 0.0) + float(np.nansum(value))
         return priced
 
     def summary(self, seconds: float, workers: int) -> Summary:
         per_row = max(self.scenarios, 1)
         return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,
-                       {name: count // per_row for name, count in self.engines.items()})
+                       {name: count // per_row for name, count in self.engines.items()}, self.scenarios,
+                       self.prices, dict(self.values))

@@ -107,13 +107,25 @@ class Market:
     scenarios: list[str] | None = None
 
 
-def market(curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None) -> Market:
+BASE_SCENARIO = "base"
+"""The name of the base market among the scenarios of a scenarios input."""
+
+
+def market(curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None,
+           base_scenario: bool = True) -> Market:
     """The market of a job: base ``curves`` (see :func:`~distprice.curves.load_curves`), and either
-    ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path) or ``shifts_bp`` (parallel shifts of
-    every base curve, basis points, as :func:`parse_shifts` gives them)."""
+    ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path; with ``base_scenario`` the base curves
+    come first as the scenario ``base``) or ``shifts_bp`` (parallel shifts of every base curve, basis points,
+    as :func:`parse_shifts` gives them; the shift 0 is the base)."""
     base = load_curves(curves)
     if scenarios is not None:
         sets = read_scenarios(scenarios, base)
+        if base_scenario:
+            if BASE_SCENARIO in sets:
+                raise InvalidInputError([Problem(None, "scenarios input", "scenario",
+                                                 f"the scenario name {BASE_SCENARIO!r} is the base market's: rename "
+                                                 f"it, or leave the base out (base_scenario false, --no-base)")])
+            sets = {BASE_SCENARIO: base, **sets}
     elif shifts_bp is not None:
         sets = shifted(base, shifts_bp)
     else:

@@ -41,26 +41,31 @@ def table_format(path) -> str:
         raise OptionError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}") from None
 
 
-def read_table(path) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame; :class:`InvalidInputError` for a file that cannot be read
-    as one."""
+def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS) -> pd.DataFrame:
+    """Read a CSV or Parquet file into a DataFrame, the ``text`` columns of a CSV file as strings;
+    :class:`InvalidInputError` for a file that cannot be read as one."""
     fmt = table_format(path)
     try:
         if fmt == "parquet":
             return pd.read_parquet(path)
         options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
-                                      column_types=dict.fromkeys(TEXT_COLUMNS, pa.string()))
+                                      column_types=dict.fromkeys(text, pa.string()))
         return pcsv.read_csv(path, convert_options=options).to_pandas()
     except (OSError, ValueError, pa.ArrowException) as error:
         raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
 
 
 def check_output(path, create_dirs: bool = False) -> Path:
-    """Checks, before any pricing, that an output table can be written at ``path``: a known format, a folder that
-    exists (created with ``create_dirs``) and takes new files, and no folder in the way. :class:`OptionError`
-    says what is wrong."""
-    path = Path(path)
+    """Checks, before any pricing, that an output table can be written at ``path``: a known format and
+    :func:`check_place`."""
     table_format(path)
+    return check_place(path, create_dirs)
+
+
+def check_place(path, create_dirs: bool = False) -> Path:
+    """Checks, before any pricing, that a file can be written at ``path``: a folder that exists (created with
+    ``create_dirs``) and takes new files, and no folder in the way. :class:`OptionError` says what is wrong."""
+    path = Path(path)
     parent = path.parent
     if not parent.exists() and create_dirs:
         try:
@@ -90,6 +95,23 @@ def _new_file_mode(path: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def write_file(content: str | bytes, path) -> Path:
+    """``content`` (text as UTF-8) to ``path`` atomically: a temporary file in the same folder, then a rename;
+    the file gets the mode of the file it replaces, or the one the umask gives a new file."""
+    path = check_place(path)
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(content.encode("utf-8") if isinstance(content, str) else content)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
 
 
 def write_table(table: pd.DataFrame, path) -> None:

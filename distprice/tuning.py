@@ -77,11 +77,9 @@ def load_model(device: str, precision: str = "fp64") -> CostModel:
 
 
 def current_model(precision: str, gpu: bool) -> CostModel:
-    """The model for this machine: its GPU's (tuned or shipped); without a GPU only the CPU engine is a
-    candidate, so the shipped CPU figures serve without a warning."""
-    if not gpu:
-        return shipped_default(CPU_DEVICE, precision)
-    return load_model(device_name(), precision)
+    """The model for this machine: its GPU's, or without one its CPU's, as ``distprice tune`` measured it
+    (else the shipped figures, with a warning)."""
+    return load_model(device_name() if gpu else CPU_DEVICE, precision)
 
 
 # ---- micro-benchmarks ----

@@ -56,17 +56,26 @@ def local():
 
 
 @pytest.fixture
-def processes():
-    """A ``dask scheduler`` and two ``dask worker`` processes (no nanny: a killed worker stays dead); yields
-    the scheduler's address and the workers' processes."""
+def scheduler():
+    """A ``dask scheduler`` process on loopback, with no worker; yields its address and its process."""
     from distributed.utils_test import popen
 
     port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
+    quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
+                "--dashboard-address", ":0"], **quiet) as process:
+        yield f"tcp://127.0.0.1:{port}", process
+
+
+@pytest.fixture
+def processes(scheduler):
+    """Two ``dask worker`` processes of :func:`scheduler` (no nanny: a killed worker stays dead); yields the
+    scheduler's address and the workers' processes."""
+    from distributed.utils_test import popen
+
+    address, _ = scheduler
     with contextlib.ExitStack() as started:
         quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        started.enter_context(popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-                                     "--port", str(port), "--dashboard-address", ":0"], **quiet))
         workers = [started.enter_context(popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
                                                 "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1"], **quiet))
                    for _ in range(2)]

@@ -59,8 +59,8 @@ def test_invalid_input_report_prices_the_rest(runner, tmp_path):
     pd.DataFrame([dict(HULL_PUT, id="a"), dict(HULL_PUT, id="b", strike=-5)]).to_csv(tmp_path / "b.csv", index=False)
     result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv"),
                                   "--on-invalid", "report"])
-    assert result.exit_code == 0, result.output
-    assert "priced 1 of 2 rows (1 invalid)" in result.output
+    assert result.exit_code == 4, result.output
+    assert "priced 1 of 2 rows (1 invalid)" in result.output and "1 rows have an error" in result.output
     priced = pd.read_csv(tmp_path / "o.csv")
     assert np.isfinite(priced.loc[0, "price"]) and np.isnan(priced.loc[1, "price"])
     assert "strike" in priced.loc[1, "error"]
@@ -69,7 +69,8 @@ def test_invalid_input_report_prices_the_rest(runner, tmp_path):
 def test_unknown_output_format_is_a_clear_error(runner, tmp_path):
     pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
     result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.xlsx")])
-    assert result.exit_code == 1 and "unknown table format" in result.output
+    assert result.exit_code == 2 and "Invalid value for --output" in result.output
+    assert "unknown table format" in result.output
 
 
 def test_generate_and_price(runner, tmp_path):

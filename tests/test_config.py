@@ -159,7 +159,7 @@ def test_bad_shifts(shifts, rule):
     ({"cluster": {"security": "certs/"}}, "x.yaml: cluster.security: must be a mapping of settings, not 'certs/'"),
     ({"cluster": {"nworkers": 4}}, "x.yaml: cluster.nworkers: unknown key (did you mean n_workers?); allowed keys: "
                                    "kind, n_workers, threads_per_worker, processes, memory_limit, dashboard_address, "
-                                   "address, security, timeout, jobqueue"),
+                                   "address, security, timeout, no_workers_timeout, jobqueue"),
     ({"clusters": {}}, "x.yaml: clusters: unknown key (did you mean cluster?); allowed keys: cluster, job"),
     ({"cluster": ["local"]}, "x.yaml: cluster: must be a mapping of settings, not a list"),
     ({"job": {"engine": "gpu-fast"}},

@@ -67,7 +67,7 @@ def test_cluster_script_command():
     assert result.exit_code == 0, result.output
     assert result.output.startswith("#!/usr/bin/env bash\n") and "#SBATCH --gres=gpu:4\n" in result.output
     result = runner.invoke(main, ["cluster-script", str(CONFIGS / "local-cpu.yaml")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cluster kind local runs no batch jobs; job scripts are for kinds slurm, pbs" in result.output
 
 

@@ -41,8 +41,12 @@ def openssl(*args: str) -> str:
 def test_make_certs_makes_a_ca_and_certificates_it_signed(tmp_path):
     certs = make_certs(tmp_path / "certs", "scheduler.example.org")
     names = ["scheduler", "worker", "client"]
-    for name in ["ca", *names]:
+    for name in names:
         assert stat.S_IMODE((certs / f"{name}-key.pem").stat().st_mode) == 0o600
+    ca_dir = tmp_path / "certs.ca"  # the CA key is kept apart from what is handed out
+    assert not (certs / "ca-key.pem").exists() and not list(certs.glob("*.srl"))
+    assert stat.S_IMODE((ca_dir / "ca-key.pem").stat().st_mode) == 0o600
+    assert stat.S_IMODE(ca_dir.stat().st_mode) == 0o700
     assert openssl("verify", "-CAfile", str(certs / "ca.pem"), *(str(certs / f"{n}.pem") for n in names)).count(
         ": OK") == 3
     scheduler = openssl("x509", "-in", str(certs / "scheduler.pem"), "-noout", "-subject", "-ext",
@@ -57,6 +61,9 @@ def test_make_certs_makes_a_ca_and_certificates_it_signed(tmp_path):
         "x509", "-in", str(certs / "scheduler.pem"), "-noout", "-ext", "subjectAltName")
     usage = subprocess.run(["bash", str(MAKE_CERTS), str(certs)], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
+    same = subprocess.run(["bash", str(MAKE_CERTS), str(certs), "h"], capture_output=True, text=True,
+                          env={"CA_DIR": str(certs), "PATH": "/usr/bin:/bin"})
+    assert same.returncode == 2 and "CA_DIR must not be OUTPUT_DIR" in same.stderr
 
 
 def test_a_tls_cluster_prices_and_refuses_clients_without_a_certificate_of_its_ca(tmp_path, small_book,

@@ -25,7 +25,7 @@ def test_the_command_writes_one_row_per_job_and_model(tmp_path):
     result = CliRunner().invoke(main, ["mc", "--input", str(MEDIUM), "--output", str(output), "--paths", "20000",
                                        "--engine", "cpu"])
     assert result.exit_code == 0, result.output
-    assert "priced 1 jobs, 1 models, 20000 paths" in result.output
+    assert "priced 1 job (1 model) on 20000 paths" in result.output
     written = pd.read_csv(output)
     expected = distprice.price_mc(MEDIUM, paths=20000, engine="cpu")
     assert list(written.columns[:5]) == ["job", "model", "contract", "price", "stderr_batches"]

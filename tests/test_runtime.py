@@ -65,7 +65,13 @@ def test_scenario_table_prices_each_scenario(local):
     scenarios = pd.concat([flat(0.05).assign(scenario="flat5"), flat(0.07).assign(scenario="flat7")])
     with Pricer(local) as pricer:
         priced = pricer.price(rows, scenarios=scenarios, engine="cpu")
-    assert priced["scenario"].tolist() == ["flat5", "flat7"]
+        alone = pricer.price(rows, scenarios=scenarios, engine="cpu", base_scenario=False)
+    assert priced["scenario"].tolist() == ["base", "flat5", "flat7"]  # the base market first, unless left out
+    assert alone["scenario"].tolist() == ["flat5", "flat7"]
+    np.testing.assert_allclose(priced["price"].iloc[0], distprice.price(rows, engine="cpu")["price"].iloc[0],
+                               rtol=1e-14)
+    with pytest.raises(distprice.InvalidInputError, match="'base' is the base market's"):
+        distprice.price(rows, scenarios=scenarios.assign(scenario="base"))
     for name, rate in (("flat5", 0.05), ("flat7", 0.07)):
         curve = pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
         alone = distprice.price(rows, curve, engine="reference")

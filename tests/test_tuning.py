@@ -3,6 +3,7 @@ import dataclasses
 import json
 import warnings
 
+import numba
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from distprice import tuning
 from distprice.cli import main
 from distprice.inspector import CostModel
+from distprice.lattice import datasets
 from distprice.lattice.gpu import gpu_available
 from distprice.tuning import CPU_DEVICE, load_model, model_path, save_model, shipped_default
 
@@ -58,3 +60,15 @@ def test_tune_on_the_cpu_fits_and_stores(config):
     assert 1e-13 < model.cpu_node_step < 1e-8 and model.cpu_row >= 0
     # the layout of a row's coupon and exercise tables grows with its maturity
     assert model.pack_step > 0 and model.pack(np.array([1200])) > model.pack(np.array([12]))
+    # the measured CPU model is the one the inspector and inspect use on a machine without a GPU
+    assert tuning.current_model("fp64", gpu=False) == model
+    datasets.generate("R1", 50).to_csv(config / "book.csv", index=False)
+    inspected = CliRunner().invoke(main, ["inspect", str(config / "book.csv"), "--json"])
+    shown = json.loads(inspected.output)
+    assert shown["model"]["source"] == model.source
+    assert shown["execution"] == f"this process: the CPU engine on {numba.get_num_threads()} threads"
+
+
+def test_without_a_gpu_the_untuned_cpu_model_says_so(config):
+    with pytest.warns(UserWarning, match="no tuning for cpu.*distprice tune"):
+        assert tuning.current_model("fp64", gpu=False).source == "default (cpu)"

@@ -39,7 +39,8 @@ GOOD = dict(HULL_PUT, id="good")
     (dict(mean_reversion=None), "mean_reversion", "is required"),
     (dict(volatility=-0.01), "volatility", "must be > 0"),
     (dict(steps_per_year=0), "steps_per_year", "must be >= 1"),
-    (dict(curve="gbp"), "curve", "names no curve"),
+    (dict(curve="gbp"), "curve", "names the curve 'gbp', which is not in the curves input: no curves were given "
+                                 "(--curves, or curves=); the built-in curve is 'hull'"),
     (dict(quantity="many"), "quantity", "must be a number"),
     (dict(mean_reversion=1e-5), "mean_reversion", "gives a tree wider than 32769 nodes"),
     (dict(maturity=100.0, steps_per_year=2500), "maturity", "gives a tree taller than 200000 steps"),
@@ -90,8 +91,12 @@ def test_defaults_and_implied_option_type():
 
 def test_default_curve_needs_a_curves_input():
     book = pd.DataFrame([{k: v for k, v in GOOD.items() if k != "curve"}])
-    with pytest.raises(InvalidInputError, match="curve.*names no curve"):
+    with pytest.raises(InvalidInputError, match="curve.*names no curve, and the curves input has no curve 'default': "
+                                                "no curves were given"):
         distprice.price(book)
+    other = pd.DataFrame(dict(curve=["usd"], t=[1.0], zero_rate=[0.03]))
+    with pytest.raises(InvalidInputError, match=r"has no curve 'default' \(hull, usd\)"):
+        distprice.price(book, other)
     curves = pd.DataFrame(dict(curve=["default"], t=[1.0], zero_rate=[0.03]))
     flat = distprice.price(book, curves)
     assert flat.loc[0, "bond_price"] == pytest.approx(100 * np.exp(-0.03 * 9), rel=1e-13)

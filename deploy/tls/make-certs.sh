@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Makes the TLS files of a distprice cluster with openssl:
 #   make-certs.sh OUTPUT_DIR SCHEDULER_HOST
-# OUTPUT_DIR/ca.pem, ca-key.pem        the cluster's own certificate authority (made once, kept if present)
+# CA_DIR/ca-key.pem                    the key of the cluster's own certificate authority, kept apart from
+#                                      what is handed out (CA_DIR defaults to OUTPUT_DIR.ca, mode 700); keep it
+#                                      offline: whoever holds it can make certificates the cluster accepts
+# OUTPUT_DIR/ca.pem                    the CA's certificate (the CA is made once, kept if present)
 # OUTPUT_DIR/scheduler.pem, -key.pem   for `dask scheduler`; CN and subjectAltName SCHEDULER_HOST (plus
 #                                      localhost and 127.0.0.1, for SSH tunnels and tests)
 # OUTPUT_DIR/worker.pem, -key.pem      for every `dask worker` / `dask cuda worker`
@@ -12,14 +15,20 @@
 set -euo pipefail
 
 if [ "$#" -ne 2 ]; then
-    echo "usage: $0 OUTPUT_DIR SCHEDULER_HOST" >&2
+    echo "usage: [CA_DIR=folder] $0 OUTPUT_DIR SCHEDULER_HOST" >&2
     exit 2
 fi
-out=$1
+out=${1%/}
 host=$2
+ca_dir=${CA_DIR:-$out.ca}
 days=${DAYS:-825}
 umask 077
-mkdir -p "$out"
+mkdir -p "$out" "$ca_dir"
+chmod 700 "$ca_dir"
+if [ "$(cd "$ca_dir" && pwd -P)" = "$(cd "$out" && pwd -P)" ]; then
+    echo "CA_DIR must not be OUTPUT_DIR: the CA key stays apart from the certificates handed out" >&2
+    exit 2
+fi
 
 if [[ $host =~ ^[0-9.]+$ || $host == *:* ]]; then
     host_san="IP:$host"
@@ -31,9 +40,9 @@ for local in DNS:localhost IP:127.0.0.1; do
     [ "$local" = "$host_san" ] || scheduler_san="$scheduler_san,$local"
 done
 
-if [ ! -f "$out/ca.pem" ] || [ ! -f "$out/ca-key.pem" ]; then
+if [ ! -f "$out/ca.pem" ] || [ ! -f "$ca_dir/ca-key.pem" ]; then
     openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -days "$((days * 2))" \
-        -subj "/CN=distprice cluster CA" -keyout "$out/ca-key.pem" -out "$out/ca.pem" \
+        -subj "/CN=distprice cluster CA" -keyout "$ca_dir/ca-key.pem" -out "$out/ca.pem" \
         -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
 fi
 
@@ -42,7 +51,8 @@ issue() {
     local name=$1 cn=$2 san=$3
     openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -subj "/CN=$cn" \
         -keyout "$out/$name-key.pem" -out "$out/$name.csr"
-    openssl x509 -req -in "$out/$name.csr" -CA "$out/ca.pem" -CAkey "$out/ca-key.pem" -CAcreateserial \
+    openssl x509 -req -in "$out/$name.csr" -CA "$out/ca.pem" -CAkey "$ca_dir/ca-key.pem" \
+        -CAserial "$ca_dir/ca.srl" -CAcreateserial \
         -sha256 -days "$days" -out "$out/$name.pem" -extfile <(printf '%s\n' \
             "basicConstraints=critical,CA:FALSE" \
             "keyUsage=critical,digitalSignature,keyAgreement" \
@@ -55,6 +65,6 @@ issue scheduler "$host" "$scheduler_san"
 issue worker "distprice-worker" "DNS:distprice-worker"
 issue client "distprice-client" "DNS:distprice-client"
 
-chmod 600 "$out"/*-key.pem
+chmod 600 "$out"/*-key.pem "$ca_dir/ca-key.pem"
 chmod 644 "$out/ca.pem" "$out/scheduler.pem" "$out/worker.pem" "$out/client.pem"
-echo "wrote the CA, scheduler ($host), worker and client certificates and keys to $out"
+echo "wrote the CA certificate, scheduler ($host), worker and client certificates and keys to $out; the CA key is in $ca_dir"

@@ -2,7 +2,9 @@
 
 ``config`` (cluster and job settings from YAML), ``start`` (clusters from a config), ``jobqueue`` (workers in
 SLURM / PBS jobs), ``tasks`` (what runs on the workers), ``pricer`` (:class:`Pricer`, the client side of a
-job) and ``metrics`` (pricing counters on the scheduler's Prometheus endpoint).
+job), ``watch`` (waits that end on no workers, a timeout or a lost scheduler), ``progress`` (a stage's bar on
+the terminal), ``metrics`` (pricing counters on the scheduler's Prometheus endpoint) and ``dashboard`` (the
+distprice page of the Dask dashboard).
 """
 from .pricer import Pricer
 

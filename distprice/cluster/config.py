@@ -105,6 +105,9 @@ class ClusterConfig:
     (local, slurm, pbs) uses TLS with it."""
     timeout: float = 10.0
     """Seconds to wait for the scheduler to answer."""
+    no_workers_timeout: float = 60.0
+    """Seconds a job waits on a cluster without workers (for the first to join, or after the last has gone)
+    before it stops with exit status 5."""
     jobqueue: JobQueue | None = None
     """The batch jobs of kind ``slurm`` or ``pbs`` (required there, refused elsewhere)."""
 
@@ -132,8 +135,9 @@ class ClusterConfig:
 class JobConfig(JobOptions):
     """What to price (``portfolio``, ``output``) and how: the job's :class:`~distprice.job.JobOptions` (the
     ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
-    ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``) and ``chunks_per_worker``, the chunks a
-    job is cut into per worker. ``distprice run`` takes these as the defaults of its options of the same names.
+    ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``, ``as_of``, ``exercise_schedule``,
+    ``models``, ``allow_empty``, ``max_invalid``, ``timeout``) and ``chunks_per_worker``, the chunks a job is
+    cut into per worker. ``distprice run`` takes these as the defaults of its options of the same names.
     """
 
     portfolio: str | None = None
@@ -256,6 +260,12 @@ def _integer(value):
     return value
 
 
+def _count(value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"must be an integer >= 0, not {shown(value)}")
+    return value
+
+
 def _boolean(value):
     if not isinstance(value, bool):
         raise ValueError(f"must be true or false, not {shown(value)}")
@@ -361,10 +371,13 @@ _CHECKS = {
     ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
                     "threads_per_worker": _integer, "processes": _boolean, "memory_limit": _memory,
                     "dashboard_address": _dashboard, "address": _optional(_address),
-                    "security": None, "timeout": _seconds, "jobqueue": None},  # sections of their own
+                    "security": None, "timeout": _seconds, "no_workers_timeout": _seconds,
+                    "jobqueue": None},  # sections of their own
     JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
                 "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
-                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date},
+                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date,
+                "allow_empty": _boolean, "max_invalid": _optional(_count), "timeout": _optional(_seconds),
+                "base_scenario": _boolean},
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}

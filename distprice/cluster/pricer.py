@@ -12,21 +12,23 @@ A job runs in stages, each a kind of task named for the dashboard's task stream 
   engines), and once every slice is known valid the ``price_*`` tasks price the slices where they lie. The
   client holds the plan and one priced slice at a time, not the portfolio.
 
-Every row is priced exactly once, whichever workers come and go.
+Every row is priced exactly once, whichever workers come and go. Every wait is watched (:mod:`~.watch`): a
+job with no worker for ``cluster.no_workers_timeout`` seconds, past its ``timeout``, or whose scheduler goes
+away stops with its own error, and an interrupted job's tasks are cancelled.
 """
 from __future__ import annotations
 
 import concurrent.futures
-import threading
+import contextlib
+import logging
 import time
-import uuid
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..errors import InvalidInputError, Problem
+from ..errors import InvalidInputError, NoWorkersError, Problem
 from ..execute import choose_plan
 from ..inspector import CostModel
 from ..job import Job, JobOptions, Summary, Tally, check_columns, prepare_job
@@ -34,11 +36,17 @@ from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
-from ..tables import read_table, table_format, write_tables
+from ..tables import check_output, read_table, table_format, write_tables
+from . import dashboard
+from .config import ClusterConfig
 from .metrics import PricingMetrics
+from .progress import follow
 from .start import cluster_config, start
 from .tasks import (describe_worker, fit_heston_surface, fit_hull_white_model, gather, inspect_chunk, mc_task_name,
                     price_chunk, price_paths, price_read_chunk, read_chunk, task_name)
+from .watch import Watch, connected
+
+log = logging.getLogger(__name__)
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many rows are read by the workers, not the client."""
@@ -51,7 +59,8 @@ class Pricer:
 
     ``cluster``: None (a local cluster sized to this machine), a config file, a scheduler address, a
     :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
-    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker. Use as a context manager::
+    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker; ``progress``: a progress
+    bar of each stage on stderr, when it is a terminal. Use as a context manager::
 
         with distprice.Pricer("configs/local-cuda.yaml") as pricer:
             for book in books:
@@ -64,10 +73,21 @@ class Pricer:
 
         if isinstance(cluster, Client):
             self.client, self._cluster, self._owns_client = cluster, None, False
+            config = ClusterConfig()
         else:
-            self.client, self._cluster = start(cluster_config(cluster))
+            config = cluster_config(cluster)
+            self.client, self._cluster = start(config)
             self._owns_client = True
-        self.client.register_plugin(PricingMetrics())
+        self.no_workers_timeout = config.no_workers_timeout
+        with connected(self.client):
+            self.client.register_plugin(PricingMetrics())
+            self.page = dashboard.register(self.client)
+            """The URL of the dashboard's distprice page (the current job live), or None without a dashboard."""
+            log.info("cluster %s: %d workers%s", config.kind, self.workers,
+                     f", dashboard: {self.dashboard_link}, this job: {self.page}" if self.page else "")
+        self.last_job: str | None = None
+        """The id of the latest job (:func:`.dashboard.job_workers` gives what each worker did of it)."""
+        self._posted: set[str] = set()
         self.chunks_per_worker = chunks_per_worker
         self.read_on_workers_rows = read_on_workers_rows
         self.progress = progress
@@ -95,13 +115,15 @@ class Pricer:
 
     @property
     def workers(self) -> int:
-        return len(self.client.scheduler_info()["workers"])
+        return self.client.scheduler_info(n_workers=0)["n_workers"]
 
     # -- jobs --
 
     def price(self, portfolio, curves=None, **options) -> pd.DataFrame:
         """Prices a portfolio on the cluster: the arguments and the table of :func:`distprice.price`."""
-        frames = list(self._run(portfolio, JobOptions.of(curves=curves, **options).checked())[1])
+        checked = JobOptions.of(curves=curves, **options).checked()
+        with self._watched(checked.timeout) as watch:
+            frames = list(self._run(portfolio, checked, watch)[1])
         return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
 
     def submit(self, portfolio, curves=None, **options) -> concurrent.futures.Future:
@@ -112,11 +134,12 @@ class Pricer:
     def run(self, portfolio, curves=None, *, output, **options) -> Summary:
         """Prices a portfolio and writes the priced table to ``output`` (CSV or Parquet) atomically: nothing
         is written when a row is invalid in strict mode or the job fails. Returns what the job did."""
-        table_format(output)
+        check_output(output)
         checked = JobOptions.of(curves=curves, **options).checked()
         tick = time.perf_counter()
-        tally, frames = self._run(portfolio, checked)
-        write_tables(frames, output)
+        with self._watched(checked.timeout) as watch:
+            tally, frames = self._run(portfolio, checked, watch)
+            write_tables(frames, output)
         return tally.summary(time.perf_counter() - tick, self.workers)
 
     def price_mc(self, inputs, *, paths: int | None = None, precision: str | None = None,
@@ -126,23 +149,32 @@ class Pricer:
         ranges per worker, each a ``mc_paths_<engine>_<precision>`` task). The ranges start at multiples of
         PATH_BLOCK paths, so the prices are the same bits on any number of workers; jobs share the cluster."""
         jobs = [with_options(job, paths=paths, precision=precision) for job in validate(read_inputs(inputs))]
-        worker = self._worker("fp64")
-        token = uuid.uuid4().hex
+        with self._watched() as watch:
+            return self._price_paths(jobs, engine, watch)
+
+    def _price_paths(self, jobs, engine: str, watch: Watch) -> pd.DataFrame:
+        worker = self._worker("fp64", watch)
+        token = watch.job
         tick = time.perf_counter()
         submitted = []
+        ranges_of = []
         for job in jobs:
-            used = ("gpu" if worker["gpu"] else "cpu") if engine == "auto" else engine
             per_range = -(-job.paths // (max(self.workers, 1) * self.chunks_per_worker))
             per_range = -(-per_range // PATH_BLOCK) * PATH_BLOCK
             ranges = [(first, min(per_range, job.paths - first)) for first in range(0, job.paths, per_range)]
-            futures = [self.client.submit(price_paths, job, first, count, used,
-                                          key=f"{mc_task_name(used, job.precision)}-{job.name}-{i}-{token}")
+            ranges_of.append(ranges)
+        self._post(token, name="monte carlo: " + ", ".join(job.name for job in jobs), rows=len(jobs),
+                   chunks=sum(map(len, ranges_of)), predicted_seconds=0.0)
+        used = ("gpu" if worker["gpu"] else "cpu") if engine == "auto" else engine
+        for job, ranges in zip(jobs, ranges_of):
+            futures = [watch.submit(price_paths, job, first, count, used,
+                                    key=f"{mc_task_name(used, job.precision)}-{job.name}-{i}-{token}")
                        for i, (first, count) in enumerate(ranges)]
             submitted.append((job, used, futures))
-        self._show_progress([f for _, _, futures in submitted for f in futures])
+        self._show_progress([f for _, _, futures in submitted for f in futures], "pricing paths")
         rows = []
         for job, used, futures in submitted:
-            estimate = combine(self.client.gather(futures))
+            estimate = combine(watch.gather(futures))
             for m, model in enumerate(job.models):
                 rows.append(dict(job=job.name, model=model, contract=job.contract.name, price=estimate.price[m],
                                  stderr_batches=estimate.stderr_batches[m], paths=job.paths,
@@ -155,33 +187,69 @@ class Pricer:
         ``progress``) and the tables of :func:`distprice.calibrate_heston`."""
         table = read_quotes(quotes) if not isinstance(quotes, pd.DataFrame) else quotes
         surfaces = heston_surfaces(table)
-        token = uuid.uuid4().hex
-        futures = [self.client.submit(fit_heston_surface, surface, options, key=f"fit_heston-{i}-{token}")
-                   for i, surface in enumerate(surfaces)]
-        self._show_progress(futures)
-        return heston_tables(table, surfaces, self.client.gather(futures))
+        with self._watched() as watch:
+            self._worker("fp64", watch)
+            futures = [watch.submit(fit_heston_surface, surface, options, key=f"fit_heston-{i}-{watch.job}")
+                       for i, surface in enumerate(surfaces)]
+            self._show_progress(futures, "fitting surfaces")
+            return heston_tables(table, surfaces, watch.gather(futures))
 
     def calibrate_hull_white(self, quotes, curves) -> pd.DataFrame:
         """Fits every Hull-White model of ``quotes`` at once, one ``fit_hull_white`` task each: the table of
         :func:`distprice.calibrate_hull_white`."""
         table = read_table(quotes) if not isinstance(quotes, pd.DataFrame) else quotes
-        token = uuid.uuid4().hex
-        futures = [self.client.submit(fit_hull_white_model, swaptions, key=f"fit_hull_white-{i}-{token}")
-                   for i, swaptions in enumerate(swaption_sets(table, curves))]
-        return model_table(self.client.gather(futures))
+        with self._watched() as watch:
+            self._worker("fp64", watch)
+            futures = [watch.submit(fit_hull_white_model, swaptions, key=f"fit_hull_white-{i}-{watch.job}")
+                       for i, swaptions in enumerate(swaption_sets(table, curves))]
+            self._show_progress(futures, "fitting models")
+            return model_table(watch.gather(futures))
 
-    def _run(self, portfolio, options: JobOptions):
+    @contextlib.contextmanager
+    def _watched(self, timeout: float | None = None):
+        """The :class:`~.watch.Watch` of one job; whatever stops the job (an error, Ctrl-C) cancels its tasks."""
+        watch = Watch(self.client, self.no_workers_timeout, timeout)
+        self.last_job = watch.job
+        try:
+            with connected(self.client):
+                yield watch
+        except BaseException as error:
+            watch.cancel()
+            self._end(watch.job, str(error) or type(error).__name__)
+            raise
+        self._end(watch.job, None)
+
+    def _post(self, job: str, **figures) -> None:
+        """Tells the dashboard's distprice page about a job (:func:`.dashboard.post_job`)."""
+        if self.page:
+            dashboard.post_job(self.client, job, **figures)
+            self._posted.add(job)
+
+    def _end(self, job: str, error: str | None) -> None:
+        if job in self._posted and self.client.status == "running":
+            self._posted.discard(job)
+            dashboard.end_job(self.client, job, error)
+
+    def _run(self, portfolio, options: JobOptions, watch: Watch):
         """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced
         table in order (the tally is complete once the generator is exhausted)."""
-        worker = self._worker(options.precision)
+        worker = self._worker(options.precision, watch)
         if self._read_on_workers(portfolio):
-            return self._price_file(str(portfolio), options, worker)
-        return self._price_job(prepare_job(portfolio, options), options.engine, worker)
+            return self._price_file(str(portfolio), options, worker, watch)
+        job = prepare_job(portfolio, options)
+        watch.check()
+        return self._price_job(job, options.engine, worker, watch)
 
-    def _worker(self, precision: str) -> dict:
-        """The device and model of the cluster's workers (the first to answer speaks for all)."""
+    def _worker(self, precision: str, watch: Watch) -> dict:
+        """The device and model of the cluster's workers (the first to answer speaks for all); waits up to
+        ``no_workers_timeout`` seconds for one to join."""
         if precision not in self._workers:
-            self.client.wait_for_workers(1, timeout=60)
+            try:
+                self.client.wait_for_workers(1, timeout=self.no_workers_timeout)
+            except TimeoutError:
+                raise NoWorkersError(f"no worker joined the cluster at {self.client.scheduler.address} within "
+                                     f"{self.no_workers_timeout:g} s (cluster.no_workers_timeout)") from None
+            watch.check()
             self._workers[precision] = next(iter(self.client.run(describe_worker, precision).values()))
         return self._workers[precision]
 
@@ -192,14 +260,12 @@ class Pricer:
 
         return pq.ParquetFile(portfolio).metadata.num_rows >= self.read_on_workers_rows
 
-    def _show_progress(self, futures) -> None:
+    def _show_progress(self, futures, label: str) -> None:
         """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""
         if self.progress:
-            from distributed import progress
+            follow(self.client, futures, label)
 
-            threading.Thread(target=progress, args=(futures,), daemon=True, name="distprice-progress").start()
-
-    def _price_job(self, job: Job, engine: str, worker: dict):
+    def _price_job(self, job: Job, engine: str, worker: dict, watch: Watch):
         """Prices a validated job's valid rows in cost-balanced chunks, scenario block by scenario block; its
         tally and a generator of the priced table's pieces, in order."""
         instruments = job.instruments()
@@ -211,21 +277,23 @@ class Pricer:
         if not chunks:
             empty = np.zeros((len(sets), 0))
             return tally, self._frames(job, [(empty, empty, np.empty(0, dtype=object))], [range(len(sets))], tally)
-        model, token = CostModel.from_json(worker["model"]), uuid.uuid4().hex
+        model, token = CostModel.from_json(worker["model"]), watch.job
         pieces = [instruments.take(p) for p in chunks]
         plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"]) for piece in pieces]
+        self._post(token, rows=len(job.table), invalid=len(job.table) - len(instruments), scenarios=len(sets),
+                   chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
+                   predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(self.workers, 1))
         gathered = []
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*large graph.*")
             for b, block in enumerate(blocks):
-                futures = [self.client.submit(
+                futures = [watch.submit(
                     price_chunk, piece, sets[block.start:block.stop], plan.parts, job.real,
                     key=f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}-{token}",
                     priority=-b) for i, (piece, plan) in enumerate(zip(pieces, plans))]
-                gathered.append(self.client.submit(gather, chunks, *futures, key=f"gather-{b}-{token}",
-                                                   priority=-b))
-        self._show_progress(gathered)
-        return tally, self._frames(job, self._ordered(gathered), blocks, tally)
+                gathered.append(watch.submit(gather, chunks, *futures, key=f"gather-{b}-{token}", priority=-b))
+        self._show_progress(gathered, "pricing")
+        return tally, self._frames(job, self._ordered(gathered, watch), blocks, tally)
 
     @staticmethod
     def _frames(job: Job, prices, blocks: list[range], tally: Tally):
@@ -236,7 +304,7 @@ class Pricer:
                     frame.index = job.table.index
                 yield tally.add(frame)
 
-    def _price_file(self, path: str, options: JobOptions, worker: dict):
+    def _price_file(self, path: str, options: JobOptions, worker: dict, watch: Watch):
         """Prices a big Parquet file that the workers read: its tally and a generator of the priced slices in
         file order (the tally is complete once the generator is exhausted)."""
         import pyarrow.parquet as pq
@@ -246,42 +314,49 @@ class Pricer:
         groups = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         market = options.market()  # read and checked here, before any task, and shipped to the workers
         slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))
-        token = uuid.uuid4().hex
-        read = [self.client.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
+        token = watch.job
+        figures = dict(rows=sum(groups), chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0)
+        self._post(token, **figures)
+        read = [watch.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
                                    key=f"read-chunk-{i}-{token}", priority=-i)
                 for i, piece in enumerate(slices)]
-        inspected = [self.client.submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
+        inspected = [watch.submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
                      for i, f in enumerate(read)]
-        self._show_progress(inspected)
-        summaries = self.client.gather(inspected)
+        self._show_progress(inspected, "reading and checking")
+        summaries = watch.gather(inspected)
         problems = [p for s in summaries for p in s["problems"]]
         duplicates = _duplicate_problems(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
         if (problems or duplicates) and options.on_invalid == "strict":
-            self.client.cancel(read + inspected)
             raise InvalidInputError(problems + duplicates)
+        self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
         del inspected
         # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
         # client writes each one as it comes instead of waiting for the first
-        priced = [self.client.submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
+        priced = [watch.submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
                                      key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}",
                                      priority=-i)
                   for i, (f, s) in enumerate(zip(read, summaries))]
         del read
-        self._show_progress(priced)
+        self._show_progress(priced, "pricing")
         tally = Tally(sum(groups), len(market.curve_sets))
-        return tally, (tally.add(frame) for frame in self._ordered(priced))
+        return tally, (tally.add(frame) for frame in self._ordered(priced, watch))
 
     @staticmethod
-    def _ordered(futures):
+    def _ordered(futures, watch: Watch):
         """The results of ``futures`` in their order, each released once handed on; the next result is
-        fetched from its worker while the caller uses this one (writes it, say)."""
+        fetched from its worker while the caller uses this one (writes it, say). Whatever stops the caller
+        (an error, a signal, the generator closed early) cancels the job before the fetching thread is joined."""
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
-            ahead = fetch.submit(futures[0].result) if futures else None
-            for i in range(len(futures)):
-                frame = ahead.result()
-                futures[i] = None
-                ahead = fetch.submit(futures[i + 1].result) if i + 1 < len(futures) else None
-                yield frame
+            try:
+                ahead = fetch.submit(watch.result, futures[0]) if futures else None
+                for i in range(len(futures)):
+                    frame = ahead.result()
+                    futures[i] = None
+                    ahead = fetch.submit(watch.result, futures[i + 1]) if i + 1 < len(futures) else None
+                    yield frame
+            except BaseException:
+                watch.cancel()
+                raise
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueue`)."""
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
@@ -22,8 +23,9 @@ def start(config: ClusterConfig):
 
     Raises :class:`SchedulerUnreachableError` when a scheduler address does not answer within
     ``config.timeout`` seconds. Batch kinds (``slurm``, ``pbs``) submit ``jobqueue.jobs`` jobs and wait for the
-    first one's workers; :class:`~distprice.errors.ClusterError` when none joins within ``jobqueue.start_timeout`` seconds (the jobs are
-    cancelled then).
+    first one's workers; :class:`~distprice.errors.ClusterError` when none joins within
+    ``jobqueue.start_timeout`` seconds (the jobs are cancelled then). A local cluster without ``security``
+    speaks TLS with temporary certificates, so no other process of the machine can join it or run code in it.
     """
     from distributed import Client, LocalCluster
 
@@ -50,8 +52,12 @@ def start(config: ClusterConfig):
                 f"were cancelled. They may have waited in the queue (raise cluster.jobqueue.start_timeout) or "
                 f"failed (see their output files)") from None
         return client, cluster
+    if security is None:  # a cluster of this machine speaks TLS with certificates of its own, made for it
+        from distributed.security import Security
+
+        security = Security.temporary()
     options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
-                   dashboard_address=config.dashboard_address, security=security)
+                   dashboard_address=config.dashboard_address, security=security, protocol="tls")
     if config.kind == "local-cuda":
         try:
             from dask_cuda import LocalCUDACluster
@@ -59,8 +65,16 @@ def start(config: ClusterConfig):
             raise ClusterError("cluster kind local-cuda needs dask-cuda: pip install 'distprice[gpu]'") from None
         cluster = LocalCUDACluster(n_workers=config.n_workers, **options)
     else:
-        cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
-                               **options)
+        try:
+            cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
+                                   **options)
+        except Exception as error:
+            if not config.processes:
+                raise
+            raise ClusterError(f"the local cluster's worker processes did not start ({error}). In a script, start "
+                               f"the cluster (distprice.Pricer, or cluster= of distprice.price) under "
+                               f"`if __name__ == \"__main__\":`, since each worker process imports the script "
+                               f"again") from None
     return Client(cluster, security=security), cluster
 
 
@@ -79,3 +93,22 @@ def cluster_config(cluster) -> ClusterConfig:
         return load_config(cluster).cluster
     raise OptionError(f"cluster must be None, a config file, an address, a Config or a distributed.Client, "
                     f"not {type(cluster).__name__}")
+
+
+def one_line_logs() -> None:
+    """Dask's log lines in this process without their tracebacks (each keeps its message), so that a job's
+    log is one line per event for whoever reads it (a batch scheduler's log, a person)."""
+    import distributed  # noqa: F401  (Dask sets up its log handlers on import)
+
+    for handler in logging.getLogger("distributed").handlers:
+        if _one_line not in handler.filters:
+            handler.addFilter(_one_line)
+
+
+def _one_line(record: logging.LogRecord) -> bool:
+    if record.exc_info or record.exc_text or record.stack_info:
+        cause = record.exc_info[1] if record.exc_info else None
+        if cause is not None and not record.getMessage().strip():
+            record.msg, record.args = f"{type(cause).__name__}: {cause}", ()
+        record.exc_info = record.exc_text = record.stack_info = None
+    return True

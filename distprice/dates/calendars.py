@@ -1,10 +1,11 @@
-"""Business days of the calendars: tests, the business-day conventions, advancing by business days, the last
+"""Business days of the calendars: the business-day test, the conventions, advancing by business days, the last
 business day of a month and the business days between two dates.
 
-Kernels read one table of bits (:func:`business_table`), built from the shipped holiday lists and the
-Saturday-Sunday weekend; outside 1901-2199, where no holidays are known, a calendar other than ``none`` has only
-its weekend. The functions without a leading underscore take names or
-codes (scalars or one per date) and arrays of day numbers, and return arrays.
+One table of bits (:func:`business_table`) holds every calendar's business days, built from the shipped holiday
+lists and the Saturday-Sunday weekend; outside 1901-2199, where no holidays are known, a calendar other than
+``none`` has only its weekend. Kernels take one date and the table (or :func:`business_view`); the functions
+``is_business_day``, ``adjust_days``, ``advance_days``, ``last_business_days`` and ``business_days`` take calendar
+names or codes (one, or one per date) and arrays of day numbers, and return arrays.
 """
 from __future__ import annotations
 
@@ -12,12 +13,21 @@ import functools
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
 
 from .civil import month_end, weekday
 from .csr import DateTable, offsets_of
 from .holidays import FIRST_DAY, LAST_DAY, LISTED, shipped
-from .registry import (CALENDARS, CONVENTIONS, FOLLOWING, MODIFIED_FOLLOWING, NO_CALENDAR, PRECEDING,
-                       UNADJUSTED, WEEKENDS)
+from .parallel import over_rows
+from .registry import CALENDARS, CONVENTIONS, MODIFIED_FOLLOWING, NO_CALENDAR, PRECEDING, UNADJUSTED, WEEKENDS
+
+ROW_BYTES = (LAST_DAY - FIRST_DAY + 8) // 8
+"""Bytes of one calendar's bits in the table."""
+CALENDAR_COUNT = len(CALENDARS.names)
+LONGEST_CLOSURE = 27
+"""The most consecutive non-business days a calendar may have. Schedule dates a month or more apart then never
+adjust to the same day (QuantLib's rule that drops such duplicates never applies), which the schedules rely on."""
 
 
 @functools.cache
@@ -26,7 +36,7 @@ def business_table() -> np.ndarray:
     is a business day of the calendar (82 KB for all six calendars: it stays in a core's cache)."""
     days = np.arange(FIRST_DAY, LAST_DAY + 1, dtype=np.int64)
     workday = (days + 3) % 7 < 5
-    table = np.empty((len(CALENDARS.names), len(days)), dtype=bool)
+    table = np.empty((CALENDAR_COUNT, len(days)), dtype=bool)
     table[NO_CALENDAR] = True
     table[WEEKENDS] = workday
     assert set(shipped()) == set(LISTED)
@@ -34,12 +44,42 @@ def business_table() -> np.ndarray:
         row = workday.copy()
         row[holidays - FIRST_DAY] = False
         table[CALENDARS.code(name)] = row
+    for code, row in enumerate(table):
+        if longest_closure(row) > LONGEST_CLOSURE:
+            raise ValueError(f"calendar {CALENDARS.name(code)} has more than {LONGEST_CLOSURE} non-business days "
+                             "in a row: its schedules would need QuantLib's rule for duplicate dates")
     return np.packbits(table, axis=1, bitorder="little")
 
 
-# ---- kernels: one date, the table passed in ----
+def longest_closure(business: np.ndarray) -> int:
+    """The most consecutive False values in a row of business-day flags."""
+    edges = np.diff(np.concatenate([[1], business.astype(np.int8), [1]]))
+    return int(np.max(np.flatnonzero(edges == 1) - np.flatnonzero(edges == -1), initial=0))
+
+
+def business_address() -> int:
+    """The address of :func:`business_table`'s bits (kept alive by the cache), for :func:`business_view`."""
+    return business_table().ctypes.data
+
+
+@intrinsic
+def _bytes_at(typingctx, address):
+    def codegen(context, builder, signature, arguments):
+        return builder.inttoptr(arguments[0], context.get_value_type(types.CPointer(types.uint8)))
+    return types.CPointer(types.uint8)(types.intp), codegen
+
 
 @numba.njit(cache=True)
+def business_view(address):
+    """:func:`business_table` seen from a kernel through its address: the same array, but one that no
+    reference count follows. The row kernels here pass it on rather than the table itself, whose count every
+    call would change, an atomic operation on a counter that every thread shares (costlier than the lookup)."""
+    return numba.carray(_bytes_at(address), (CALENDAR_COUNT, ROW_BYTES))
+
+
+# ---- kernels: one date; ``business`` is :func:`business_table` or its :func:`business_view` ----
+
+@numba.njit(cache=True, inline="always")
 def is_business(business, calendar, day):
     """Whether ``day`` is a business day of ``calendar``."""
     i = numba.uint64(day - FIRST_DAY)
@@ -48,7 +88,7 @@ def is_business(business, calendar, day):
     return calendar == NO_CALENDAR or weekday(day) < 5
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def following(business, calendar, day):
     """The first business day on or after ``day``."""
     while not is_business(business, calendar, day):
@@ -56,7 +96,7 @@ def following(business, calendar, day):
     return day
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def preceding(business, calendar, day):
     """The last business day on or before ``day``."""
     while not is_business(business, calendar, day):
@@ -64,15 +104,22 @@ def preceding(business, calendar, day):
     return day
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def adjust(business, calendar, day, convention):
-    """``day`` moved by a business-day convention (a code of ``CONVENTIONS``)."""
-    if convention == UNADJUSTED:
+    """``day`` moved by a business-day convention (a code of ``CONVENTIONS``). Inlined: the common case, a
+    business day, costs a bit test; a holiday calls :func:`move`."""
+    if convention == UNADJUSTED or is_business(business, calendar, day):
         return day
+    return move(business, calendar, day, convention)
+
+
+@numba.njit(cache=True)
+def move(business, calendar, day, convention):
+    """A holiday ``day`` moved by ``convention`` (following, modified following or preceding)."""
     if convention == PRECEDING:
         return preceding(business, calendar, day)
     moved = following(business, calendar, day)
-    if convention == MODIFIED_FOLLOWING and moved != day and moved > month_end(day):
+    if convention == MODIFIED_FOLLOWING and moved > month_end(day):
         return preceding(business, calendar, day)
     return moved
 
@@ -99,9 +146,10 @@ def last_business_day(business, calendar, day):
 
 # ---- vectorised ----
 
-@numba.njit(cache=True)
-def _apply(business, calendars, days, arguments, what, out):
-    for i in range(len(days)):
+@numba.njit(cache=True, nogil=True)
+def _apply(lo, hi, address, calendars, days, arguments, what, out):
+    business = business_view(address)
+    for i in range(lo, hi):
         c, d, a = calendars[i], days[i], arguments[i]
         if what == 0:
             out[i] = is_business(business, c, d)
@@ -120,7 +168,7 @@ def _vectorised(calendar, days, argument, what) -> np.ndarray:
     flat = [np.ascontiguousarray(np.broadcast_to(a, shape).ravel())
             for a in (codes, days, np.asarray(argument, dtype=np.int64))]
     out = np.empty(shape, dtype=np.int64)
-    _apply(business_table(), *flat, what, out.reshape(-1))
+    over_rows(_apply, out.size, business_address(), *flat, what, out.reshape(-1))
     return out
 
 
@@ -144,9 +192,10 @@ def last_business_days(calendar, days) -> np.ndarray:
     return _vectorised(calendar, days, 0, 3)
 
 
-@numba.njit(cache=True)
-def _business_days(business, calendars, start, end, offsets, days):
-    for r in range(len(start)):
+@numba.njit(cache=True, nogil=True)
+def _business_days(lo, hi, address, calendars, start, end, offsets, days):
+    business = business_view(address)
+    for r in range(lo, hi):
         k = offsets[r]
         for d in range(start[r], end[r] + 1):
             if is_business(business, calendars[r], d):
@@ -154,9 +203,10 @@ def _business_days(business, calendars, start, end, offsets, days):
                 k += 1
 
 
-@numba.njit(cache=True)
-def _business_counts(business, calendars, start, end, counts):
-    for r in range(len(start)):
+@numba.njit(cache=True, nogil=True)
+def _business_counts(lo, hi, address, calendars, start, end, counts):
+    business = business_view(address)
+    for r in range(lo, hi):
         for d in range(start[r], end[r] + 1):
             counts[r] += is_business(business, calendars[r], d)
 
@@ -166,10 +216,10 @@ def business_days(calendar, start, end) -> DateTable:
     start, end = np.broadcast_arrays(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64))
     start, end = np.ascontiguousarray(start.ravel()), np.ascontiguousarray(end.ravel())
     codes = np.ascontiguousarray(np.broadcast_to(CALENDARS.codes(calendar), start.shape))
-    business = business_table()
+    business = business_address()
     counts = np.zeros(len(start), dtype=np.int64)
-    _business_counts(business, codes, start, end, counts)
+    over_rows(_business_counts, len(start), business, codes, start, end, counts)
     offsets = offsets_of(counts)
     days = np.empty(offsets[-1], dtype=np.int64)
-    _business_days(business, codes, start, end, offsets, days)
+    over_rows(_business_days, len(start), business, codes, start, end, offsets, days)
     return DateTable(offsets, days)

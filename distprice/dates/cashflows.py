@@ -1,5 +1,6 @@
-"""Cash flows of dated bonds: coupons (payment dates, amounts, reference periods), the redemption, the
-settlement date, accrued interest, and the live cash flows after settlement. Amounts are in face units.
+"""Cash flows of dated bonds: coupons (accrual periods, payment dates, amounts, reference periods), the
+redemption, the settlement date, accrued interest, and the live cash flows after settlement. Amounts are in face
+units.
 
 - Coupon i pays ``face * coupon * yf(d(i-1), d(i); reference)`` on ``p(i)`` = d(i) moved by the payment
   convention. Its reference period is its accrual period, except an irregular first period: (b, d1) with
@@ -19,25 +20,24 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .calendars import adjust, advance_days, business_table, last_business_day
+from .calendars import adjust, advance_days, business_address, business_view, last_business_day
 from .civil import add_months, month_end
 from .convert import NO_DATE
 from .csr import offsets_of
 from .daycounts import year_fraction
+from .parallel import over_rows
 from .registry import UNADJUSTED
-from .schedules import Schedule, schedule, tenor_months
+from .schedules import schedule_date, shape
 from .terms import BondTerms
 
 
 @dataclass(frozen=True)
 class Coupons:
     """Coupons of every row (CSR, in payment order): row r owns ``[offsets[r], offsets[r + 1])`` of
-    ``accrual_start``, ``accrual_end``, ``payment`` (day numbers) and ``amount`` (face units).
-
-    Per row: ``reference_start``, where the reference period of the row's first coupon here starts (it ends at
-    the coupon's accrual end; it differs from the accrual start only for an irregular first period; every later
-    coupon's reference period is its accrual period), and ``after``, the date on or before which paid coupons
-    were left out (``NO_DATE``: none were)."""
+    ``accrual_start``, ``accrual_end``, ``payment`` (day numbers), ``amount`` (face units) and
+    ``reference_start`` (day numbers: the reference period ends at the accrual end, and starts elsewhere than
+    the accrual start only for an irregular first period). ``after`` (per row) is the date on or before which
+    paid coupons were left out (``NO_DATE``: none were)."""
 
     offsets: np.ndarray
     accrual_start: np.ndarray
@@ -84,72 +84,80 @@ def _reference_start(business, d1, tenor, calendar, convention, end_of_month):
     return adjust(business, calendar, b, convention)
 
 
-@numba.njit(cache=True)
-def _first_paid_after(business, dates, lo, hi, day, calendar, convention):
-    """The smallest i in lo + 1 .. hi - 1 whose payment date adjust(dates[i]) is after ``day`` (hi: none);
-    payment dates increase with i."""
-    a, b = lo + 1, hi
-    while a < b:
-        m = (a + b) // 2
-        if adjust(business, calendar, dates[m], convention) > day:
-            b = m
-        else:
-            a = m + 1
-    return a
+@numba.njit(cache=True, nogil=True)
+def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
+           end_of_month, after, counts, redemption):
+    business = business_view(address)
+    for r in range(lo, hi):
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
+                    end_of_month[r])
+        a, b = 1, row.periods + 1        # the first coupon i in 1..N paid after ``after`` (N + 1: none)
+        while a < b:
+            i = (a + b) // 2
+            end = schedule_date(business, row, i, issue[r], calendar[r], accrual_convention[r])
+            if adjust(business, calendar[r], end, payment_convention[r]) > after[r]:
+                b = i
+            else:
+                a = i + 1
+        counts[r] = row.periods + 1 - a
+        last = schedule_date(business, row, row.periods, issue[r], calendar[r], accrual_convention[r]) \
+            if row.periods > 0 else maturity[r]
+        redemption[r] = adjust(business, calendar[r], last, payment_convention[r])
 
 
-@numba.njit(cache=True)
-def _count_live(business, slots, dates_per_row, dates, after, calendar, convention, counts):
-    for r in range(len(after)):
-        lo, hi = slots[r], slots[r] + dates_per_row[r]
-        counts[r] = 0
-        if hi - lo >= 2:
-            counts[r] = hi - _first_paid_after(business, dates, lo, hi, after[r], calendar[r], convention[r])
-
-
-@numba.njit(cache=True, parallel=True)
-def _fill_live(business, slots, dates_per_row, dates, regular, out_offsets, frequency, day_count, calendar,
-               accrual_convention, payment_convention, end_of_month, face, coupon, start, end, payment, amount,
-               reference):
-    for r in numba.prange(len(out_offsets) - 1):
-        lo, hi, k = slots[r], slots[r] + dates_per_row[r], out_offsets[r]
-        first = hi - (out_offsets[r + 1] - k)
-        reference[r] = NO_DATE
-        for i in range(first, hi):
-            d0, d1 = dates[i - 1], dates[i]
+@numba.njit(cache=True, nogil=True)
+def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
+          end_of_month, day_count, face, offsets, start, end, payment, amount, reference):
+    business = business_view(address)
+    for r in range(lo, hi):
+        k, n = offsets[r], offsets[r + 1] - offsets[r]
+        if n == 0:
+            continue
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
+                    end_of_month[r])
+        first = row.periods + 1 - n
+        d0 = schedule_date(business, row, first - 1, issue[r], calendar[r], accrual_convention[r])
+        for i in range(first, row.periods + 1):
+            d1 = schedule_date(business, row, i, issue[r], calendar[r], accrual_convention[r])
             b = d0
-            if i == lo + 1 and not regular[r]:
-                b = _reference_start(business, d1, tenor_months(frequency[r]), calendar[r],
-                                     accrual_convention[r], end_of_month[r])
-            if i == first:
-                reference[r] = b
-            start[k], end[k] = d0, d1
+            if i == 1 and not row.regular:
+                b = _reference_start(business, d1, row.tenor, calendar[r], accrual_convention[r], end_of_month[r])
+            start[k], end[k], reference[k] = d0, d1, b
             payment[k] = adjust(business, calendar[r], d1, payment_convention[r])
             amount[k] = face[r] * coupon[r] * year_fraction(day_count[r], d0, d1, b, d1)
             k += 1
+            d0 = d1
 
 
-def coupons(terms: BondTerms, dates: Schedule, after=None) -> Coupons:
-    """The coupons of every row paid after ``after`` (day numbers per row, or one for all; None: every
-    coupon), from the rows' schedules."""
-    after = np.full(len(terms), NO_DATE, np.int64) if after is None else np.ascontiguousarray(
-        np.broadcast_to(np.asarray(after, dtype=np.int64), (len(terms),)))
-    business = business_table()
-    counts = np.empty(len(terms), dtype=np.int64)
-    _count_live(business, dates.slots, dates.counts, dates.buffer, after, terms.calendar, terms.payment_convention,
-                counts)
+def _coupons(terms: BondTerms, after) -> tuple[Coupons, np.ndarray]:
+    n = len(terms)
+    after = np.full(n, NO_DATE, np.int64) if after is None else np.ascontiguousarray(
+        np.broadcast_to(np.asarray(after, dtype=np.int64), (n,)))
+    business = business_address()
+    rules = (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
+             terms.payment_convention, terms.end_of_month)
+    counts, redemption = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    over_rows(_count, n, business, *rules, after, counts, redemption)
     offsets = offsets_of(counts)
-    columns = [np.empty(offsets[-1], dtype=dtype) for dtype in (np.int64,) * 3 + (np.float64,)]
-    reference = np.empty(len(terms), dtype=np.int64)
-    _fill_live(business, dates.slots, dates.counts, dates.buffer, dates.regular, offsets, terms.frequency,
-               terms.day_count, terms.calendar, terms.accrual_convention, terms.payment_convention,
-               terms.end_of_month, terms.face, terms.coupon, *columns, reference)
-    return Coupons(offsets, *columns, reference, after)
+    columns = [np.empty(offsets[-1], dtype=dtype) for dtype in (np.int64,) * 3 + (np.float64, np.int64)]
+    over_rows(_fill, n, business, *rules, terms.day_count, terms.face, offsets, *columns)
+    return Coupons(offsets, *columns, after), redemption
 
 
-@numba.njit(cache=True, parallel=True)
-def _accrued(offsets, start, end, payment, reference, rows, days, day_count, face, coupon, out):
-    for j in numba.prange(len(days)):
+def coupons(terms: BondTerms, after=None) -> Coupons:
+    """The coupons of every row paid after ``after`` (day numbers per row, or one for all; None: every
+    coupon). Rows are expected to pass :func:`~distprice.dates.terms.check_terms`."""
+    return _coupons(terms, after)[0]
+
+
+def redemption_dates(terms: BondTerms) -> np.ndarray:
+    """The redemption's payment date of each row (day numbers)."""
+    return _coupons(terms, np.iinfo(np.int64).max)[1]
+
+
+@numba.njit(cache=True, nogil=True)
+def _accrued(lo, hi, offsets, start, end, payment, reference, rows, days, day_count, face, coupon, out):
+    for j in range(lo, hi):
         r, d = rows[j], days[j]
         out[j] = 0.0
         a, b = offsets[r], offsets[r + 1]
@@ -160,8 +168,7 @@ def _accrued(offsets, start, end, payment, reference, rows, days, day_count, fac
             else:
                 a = m + 1
         if a < offsets[r + 1] and d > start[a]:
-            b = reference[r] if a == offsets[r] else start[a]
-            out[j] = face[r] * coupon[r] * year_fraction(day_count[r], start[a], min(d, end[a]), b, end[a])
+            out[j] = face[r] * coupon[r] * year_fraction(day_count[r], start[a], min(d, end[a]), reference[a], end[a])
 
 
 def accrued(terms: BondTerms, table: Coupons, rows, days) -> np.ndarray:
@@ -169,15 +176,15 @@ def accrued(terms: BondTerms, table: Coupons, rows, days) -> np.ndarray:
     row's exercise dates). ValueError for a day before the table's ``after`` date of its row: coupons paid before
     it were left out."""
     rows, days = np.broadcast_arrays(np.asarray(rows, dtype=np.int64), np.asarray(days, dtype=np.int64))
-    shape = rows.shape
+    dims = rows.shape
     rows, days = np.ascontiguousarray(rows.ravel()), np.ascontiguousarray(days.ravel())
     early = days < table.after[rows]
     if np.any(early):
         raise ValueError(f"{int(early.sum())} date(s) precede the coupons kept for their row (first at position "
                          f"{int(np.flatnonzero(early)[0])}): use a coupon table cut at or before them")
-    out = np.empty(shape, dtype=np.float64)
-    _accrued(table.offsets, table.accrual_start, table.accrual_end, table.payment, table.reference_start, rows,
-             days, terms.day_count, terms.face, terms.coupon, out.reshape(-1))
+    out = np.empty(dims, dtype=np.float64)
+    over_rows(_accrued, len(days), table.offsets, table.accrual_start, table.accrual_end, table.payment,
+              table.reference_start, rows, days, terms.day_count, terms.face, terms.coupon, out.reshape(-1))
     return out
 
 
@@ -187,27 +194,11 @@ def settlement_dates(terms: BondTerms, valuation) -> np.ndarray:
     return np.maximum(terms.issue, advance_days(terms.calendar, valuation, terms.settlement_days))
 
 
-@numba.njit(cache=True)
-def _redemption_dates(business, slots, dates_per_row, dates, maturity, calendar, convention, out):
-    for r in range(len(maturity)):
-        last = dates[slots[r] + dates_per_row[r] - 1] if dates_per_row[r] > 0 else maturity[r]
-        out[r] = adjust(business, calendar[r], last, convention[r])
-
-
-def redemption_dates(terms: BondTerms, dates: Schedule) -> np.ndarray:
-    """The redemption's payment date of each row (day numbers)."""
-    out = np.empty(len(terms), dtype=np.int64)
-    _redemption_dates(business_table(), dates.slots, dates.counts, dates.buffer, terms.maturity, terms.calendar,
-                      terms.payment_convention, out)
-    return out
-
-
 def cash_flows(terms: BondTerms, valuation) -> CashFlows:
     """Settlement, accrued at settlement and the live cash flows of every row valued at ``valuation`` (day
     numbers, per row or one for all). Rows are expected to pass :func:`~distprice.dates.terms.check_terms`."""
     settlement = settlement_dates(terms, valuation)
-    dates = schedule(terms)
-    live = coupons(terms, dates, after=settlement)
+    live, redemption = _coupons(terms, settlement)
     return CashFlows(settlement=settlement, accrued=accrued(terms, live, np.arange(len(terms)), settlement),
-                     coupons=live, redemption_date=redemption_dates(terms, dates),
+                     coupons=live, redemption_date=redemption,
                      redemption_amount=terms.face * terms.redemption / 100.0)

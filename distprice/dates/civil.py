@@ -92,12 +92,19 @@ def month_length(y, m):
 
 
 @numba.njit(cache=True)
+def month_day(months, day, last):
+    """Day ``day`` (clamped to the month's length), or the last day if ``last``, of the month ``months`` months
+    after January of year 0."""
+    y, m = months // 12, months % 12 + 1
+    length = month_length(y, m)
+    return day_number(y, m, length if last else min(day, length))
+
+
+@numba.njit(cache=True)
 def add_months(day, n):
     """``day`` moved by ``n`` months (negative: back), keeping the day of month clamped to the month's length."""
     y, m, d = ymd(day)
-    k = y * 12 + m - 1 + n
-    y, m = k // 12, k % 12 + 1
-    return day_number(y, m, min(d, month_length(y, m)))
+    return month_day(y * 12 + m - 1 + n, d, False)
 
 
 @numba.njit(cache=True)

@@ -1,13 +1,12 @@
 """CSR tables: per-row variable-length results as ``offsets`` (rows + 1, int64) and flat arrays; row r owns
 ``[offsets[r], offsets[r + 1])``.
 
-Kernels fill arrays allocated here by numpy, not arrays of their own: numpy asks the kernel for huge pages,
-which take a five-hundredth of the page faults of a fresh array of the same size."""
+Kernels fill arrays that numpy allocated rather than arrays of their own: numpy asks the operating system for
+huge pages, and a fresh array then takes a small fraction of the page faults."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 
@@ -33,16 +32,3 @@ def offsets_of(counts) -> np.ndarray:
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     return offsets
-
-
-@numba.njit(cache=True, parallel=True)
-def _compact(values, slots, counts, offsets, out):
-    for r in numba.prange(len(counts)):
-        out[offsets[r]:offsets[r] + counts[r]] = values[slots[r]:slots[r] + counts[r]]
-
-
-def compact(values: np.ndarray, slots: np.ndarray, counts: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Rows written into ``values[slots[r]:slots[r] + counts[r]]``, packed at ``offsets``."""
-    out = np.empty(offsets[-1], dtype=values.dtype)
-    _compact(values, slots, counts, offsets, out)
-    return out

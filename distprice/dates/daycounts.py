@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from .civil import add_months, day_number, is_leap, ymd
+from .parallel import over_rows
 from .registry import (ACT_360, ACT_365F, ACT_ACT_ICMA, ACT_ACT_ISDA, DAY_COUNTS, THIRTY_360,
                        THIRTY_E_360)
 
@@ -77,15 +78,22 @@ def _icma(d1, d2, r1, r2):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def year_fraction(day_count, d1, d2, r1, r2):
-    """``yf(d1, d2; r1, r2)`` for a day count code, d1 <= d2 (ACT/ACT-ICMA: d2 <= r2)."""
-    if d1 == d2:
-        return 0.0
+    """``yf(d1, d2; r1, r2)`` for a day count code, d1 <= d2 (ACT/ACT-ICMA: d2 <= r2). Inlined: the actual/fixed
+    counts are a division; the others call :func:`counted`."""
     if day_count == ACT_360:
         return (d2 - d1) / 360.0
     if day_count == ACT_365F:
         return (d2 - d1) / 365.0
+    return counted(day_count, d1, d2, r1, r2)
+
+
+@numba.njit(cache=True)
+def counted(day_count, d1, d2, r1, r2):
+    """``yf`` of the 30/360 and actual/actual day counts."""
+    if d1 == d2:
+        return 0.0
     if day_count == THIRTY_360:
         return _thirty(d1, d2, False)
     if day_count == THIRTY_E_360:
@@ -95,9 +103,9 @@ def year_fraction(day_count, d1, d2, r1, r2):
     return _icma(d1, d2, r1, r2)
 
 
-@numba.njit(cache=True)
-def _year_fractions(day_count, d1, d2, r1, r2, out):
-    for i in range(len(d1)):
+@numba.njit(cache=True, nogil=True)
+def _year_fractions(lo, hi, day_count, d1, d2, r1, r2, out):
+    for i in range(lo, hi):
         out[i] = year_fraction(day_count[i], d1[i], d2[i], r1[i], r2[i])
 
 
@@ -119,5 +127,5 @@ def year_fractions(day_count, start, end, reference_start=None, reference_end=No
     if np.any(icma & (end > r2) & (r2 - r1 > 15)):
         raise ValueError("ACT/ACT-ICMA needs end <= reference_end")
     out = np.empty(shape, dtype=np.float64)
-    _year_fractions(codes, start, end, r1, r2, out.reshape(-1))
+    over_rows(_year_fractions, out.size, codes, start, end, r1, r2, out.reshape(-1))
     return out

@@ -52,15 +52,15 @@ class Registry:
         codes = table[pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy(zero_copy_only=False)]
         return codes, np.flatnonzero(codes < 0).astype(np.int64)
 
-
     def codes(self, values) -> np.ndarray:
         """Codes (int8 array; 0-d for one value) from a name or a code, or a column of either; OptionError
         naming the values that are not of this kind."""
         if isinstance(values, (int, np.integer)) or (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
-            codes = np.asarray(values, dtype=np.int8)
+            codes = np.asarray(values)
             bad = np.unique(codes[(codes < 0) | (codes >= len(self.names))])
             if len(bad):
                 raise OptionError(f"unknown {self.kind} code(s) {bad.tolist()}: codes are 0..{len(self.names) - 1}")
+            codes = codes.astype(np.int8)
         elif isinstance(values, str):
             codes = np.array(self.code(values), dtype=np.int8)
         else:
@@ -81,7 +81,9 @@ def _strings(values) -> pa.Array:
         return pa.nulls(len(values), pa.string())
     if pa.types.is_dictionary(values.type):
         values = values.dictionary_decode()
-    return values if pa.types.is_string(values.type) or pa.types.is_large_string(values.type) else pc.cast(values, pa.string())
+    if pa.types.is_string(values.type) or pa.types.is_large_string(values.type):
+        return values
+    return pc.cast(values, pa.string())
 
 
 DAY_COUNTS = Registry("day count", (

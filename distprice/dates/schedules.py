@@ -11,49 +11,42 @@ month's length. The EOM rule holds when ``end_of_month`` is set and the maturity
 3. In increasing order d0 = issue, ..., dN = maturity.
 4. d0 -> adj(d0), dN -> adj(dN); an inner date di -> adj(last day of di's month) if ``end_of_month`` and the
    maturity is on or after the last business day of its month, else adj(di).
-5. If d(N-1) >= dN, d(N-1) is dropped; if d1 <= d0, d0 is dropped (never met with tenors of a month or more).
+5. If d(N-1) >= dN, d(N-1) is dropped; if d1 <= d0, d0 is dropped.
+
+Dates g are 28 days apart or more, no calendar closes for 28 days (``LONGEST_CLOSURE``, checked when the
+calendars load) and every convention keeps the order of dates: so no two g adjust to the same day, every
+g_k >= issue is kept in step 1, the adjusted dates increase and step 5 drops none. The schedule of a row is then
+fixed by its :func:`shape` (K, the last k with g_k >= issue, and whether a stub follows), and date j is a
+formula of j (:func:`schedule_date`): kernels make the dates they need, such as the coupons after settlement,
+without the others.
 """
 from __future__ import annotations
 
-import functools
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-from .calendars import adjust, business_table, last_business_day
-from .civil import add_months, day_number, month_end, month_length, ymd
+from .calendars import adjust, business_address, business_view, last_business_day
+from .civil import add_months, month_day, month_end, month_length, ymd
 from .convert import NO_DATE
-from .csr import compact, offsets_of
+from .csr import DateTable, offsets_of
+from .parallel import over_rows
 from .terms import BondTerms
+
+Shape = namedtuple("Shape", "periods stub regular tenor month day eom_rule month_ends")
+"""A row's schedule: N (dates d0..dN; 0 for none), whether d0 is the issue date of a front stub, whether the
+first period is regular, the tenor (months), the maturity's month (months since January of year 0) and day of
+month, the EOM rule, and whether inner dates move to month ends (step 4)."""
 
 
 @dataclass(frozen=True)
-class Schedule:
-    """The adjusted accrual dates d0 < ... < dN of every row (none for zero-coupon rows) and whether each row's
-    first period (d0, d1) is regular (``regular``, bool per row).
+class Schedule(DateTable):
+    """The adjusted accrual dates d0 < ... < dN of every row (CSR; none for zero-coupon rows) and whether each
+    row's first period (d0, d1) is regular (``regular``, bool per row)."""
 
-    Row r's dates are ``buffer[slots[r]:slots[r] + counts[r]]`` (each row is written in room reserved for it);
-    ``offsets`` and ``dates`` give the packed CSR table, made on first use."""
-
-    slots: np.ndarray
-    counts: np.ndarray
-    buffer: np.ndarray
     regular: np.ndarray
-
-    def row(self, r: int) -> np.ndarray:
-        """The dates of row ``r``."""
-        return self.buffer[self.slots[r]:self.slots[r] + self.counts[r]]
-
-    @functools.cached_property
-    def offsets(self) -> np.ndarray:
-        """CSR offsets of the packed dates."""
-        return offsets_of(self.counts)
-
-    @functools.cached_property
-    def dates(self) -> np.ndarray:
-        """Every row's dates, packed (CSR with :attr:`offsets`)."""
-        return compact(self.buffer, self.slots, self.counts, self.offsets)
 
 
 @numba.njit(cache=True)
@@ -65,94 +58,73 @@ def tenor_months(frequency):
 
 
 @numba.njit(cache=True)
-def date_bound(issue, maturity, coupon, frequency):
-    """An upper bound of a row's schedule dates: every generated g >= issue lies in a month from the issue's
-    to the maturity's, so at most (months between them) / tenor of them, plus the maturity and a stub."""
+def shape(business, issue, maturity, coupon, frequency, calendar, convention, end_of_month):
+    """The :data:`Shape` of a row's schedule; N = 0 for a row without coupons, or whose issue and maturity leave
+    no period."""
     tenor = tenor_months(frequency)
     if not coupon > 0 or tenor == 0 or issue == NO_DATE or issue >= maturity:
-        return 0
-    yi, mi, _ = ymd(issue)
-    ym, mm, _ = ymd(maturity)
-    return (12 * (ym - yi) + mm - mi) // tenor + 2
-
-
-@numba.njit(cache=True)
-def generate(business, issue, maturity, tenor, calendar, convention, end_of_month, out, lo, room):
-    """Writes the adjusted schedule dates of one row at ``out[lo:lo + room]`` (``room`` from :func:`date_bound`);
-    returns their count and whether the first period is regular.
-
-    Steps 1-2 run backward from the maturity and write each kept date already adjusted as step 4 says (an inner
-    date by the month-end rule when it applies); the last kept date is re-adjusted as d0 when no stub follows."""
+        return Shape(0, False, True, tenor, 0, 0, False, False)
     y, m, d = ymd(maturity)
+    month = y * 12 + m - 1
     eom_rule = end_of_month and d == month_length(y, m)
-    month_ends = end_of_month and maturity >= last_business_day(business, calendar, maturity)
-    last = adjust(business, calendar, maturity, convention)
-    out[lo] = last
-    n = 1
-    kept = maturity                  # the last kept date, unadjusted
-    month = y * 12 + m - 1 - tenor   # months since year 0 of g
-    while n < room - 1:
-        gy, gm = month // 12, month % 12 + 1
-        length = month_length(gy, gm)
-        first = day_number(gy, gm, 1)
-        g = first + (length if eom_rule else min(d, length)) - 1
-        if g < issue:
-            break
-        moved = adjust(business, calendar, g, convention)
-        if moved != last:
-            out[lo + n] = adjust(business, calendar, first + length - 1, convention) if month_ends else moved
-            n += 1
-            last = moved
-            kept = g
-        month -= tenor
+    yi, mi, _ = ymd(issue)
+    last = (month - yi * 12 - mi + 1) // tenor    # K, or K + 1 when g in the issue's month falls before the issue
+    g = month_day(month - last * tenor, d, eom_rule)
+    if g < issue:
+        last -= 1
+        g = month_day(month - last * tenor, d, eom_rule)
+    stub = adjust(business, calendar, g, convention) != adjust(business, calendar, issue, convention)
     regular = True
-    if last != adjust(business, calendar, issue, convention):
-        before = add_months(kept, -tenor)
-        if end_of_month and kept == month_end(kept):
+    if stub:
+        before = add_months(g, -tenor)
+        if end_of_month and g == month_end(g):
             before = month_end(before)
         regular = before == issue
-        out[lo + n] = adjust(business, calendar, issue, convention)
-        n += 1
-    elif n > 1:
-        out[lo + n - 1] = last
-    for i in range(n // 2):
-        out[lo + i], out[lo + n - 1 - i] = out[lo + n - 1 - i], out[lo + i]
-    if n >= 2 and out[lo + n - 2] >= out[lo + n - 1]:
-        out[lo + n - 2] = out[lo + n - 1]
-        n -= 1
-    if n >= 2 and out[lo + 1] <= out[lo]:
-        regular = out[lo + 1] == out[lo]
-        for i in range(n - 1):
-            out[lo + i] = out[lo + i + 1]
-        n -= 1
-    return n, regular
+    periods = last + 1 if stub else last
+    month_ends = end_of_month and maturity >= last_business_day(business, calendar, maturity)
+    return Shape(periods, stub, regular, tenor, month, d, eom_rule, month_ends)
 
 
-@numba.njit(cache=True)
-def _bounds(issue, maturity, coupon, frequency, bounds):
-    for r in range(len(maturity)):
-        bounds[r] = date_bound(issue[r], maturity[r], coupon[r], frequency[r])
+@numba.njit(cache=True, inline="always")
+def schedule_date(business, row, j, issue, calendar, convention):
+    """Date ``j`` (0 .. N) of the adjusted schedule of a row of :data:`Shape` ``row``."""
+    if j == 0 and row.stub:
+        return adjust(business, calendar, issue, convention)
+    to_end = row.eom_rule or (row.month_ends and 0 < j < row.periods)
+    return adjust(business, calendar, month_day(row.month - (row.periods - j) * row.tenor, row.day, to_end),
+                  convention)
 
 
-@numba.njit(cache=True, parallel=True)
-def _generate_all(business, slots, issue, maturity, frequency, calendar, convention, end_of_month, out, counts,
-                  regular):
-    for r in numba.prange(len(maturity)):
-        counts[r], regular[r] = 0, True
-        if slots[r + 1] > slots[r]:
-            counts[r], regular[r] = generate(business, issue[r], maturity[r], tenor_months(frequency[r]),
-                                             calendar[r], convention[r], end_of_month[r], out, slots[r],
-                                             slots[r + 1] - slots[r])
+@numba.njit(cache=True, nogil=True)
+def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, convention, end_of_month, counts,
+           regular):
+    business = business_view(address)
+    for r in range(lo, hi):
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r],
+                    end_of_month[r])
+        counts[r] = row.periods + 1 if row.periods > 0 else 0
+        regular[r] = row.regular
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, convention, end_of_month, offsets, out):
+    business = business_view(address)
+    for r in range(lo, hi):
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r],
+                    end_of_month[r])
+        for j in range(offsets[r + 1] - offsets[r]):
+            out[offsets[r] + j] = schedule_date(business, row, j, issue[r], calendar[r], convention[r])
 
 
 def schedule(terms: BondTerms) -> Schedule:
     """The accrual schedule of every row (rows with ``coupon > 0``; the others get none). Rows are expected to
     pass :func:`~distprice.dates.terms.check_terms`."""
-    n = len(terms)
-    bounds = np.empty(n, dtype=np.int64)
-    _bounds(terms.issue, terms.maturity, terms.coupon, terms.frequency, bounds)
-    slots = offsets_of(bounds)
-    buffer, counts, regular = np.empty(slots[-1], dtype=np.int64), bounds, np.empty(n, dtype=bool)
-    _generate_all(business_table(), slots, terms.issue, terms.maturity, terms.frequency, terms.calendar,
-                  terms.accrual_convention, terms.end_of_month, buffer, counts, regular)
-    return Schedule(slots, counts, buffer, regular)
+    n, business = len(terms), business_address()
+    counts, regular = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
+    columns = (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
+               terms.end_of_month)
+    over_rows(_count, n, business, *columns, counts, regular)
+    offsets = offsets_of(counts)
+    dates = np.empty(offsets[-1], dtype=np.int64)
+    over_rows(_fill, n, business, *columns, offsets, dates)
+    return Schedule(offsets, dates, regular)

@@ -22,8 +22,9 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ..dates import NO_DATE, BondTerms, CashFlows, accrued, adjust_days, business_table, cash_flows, parse_dates
-from ..dates.calendars import is_business
+from ..dates import NO_DATE, BondTerms, CashFlows, adjust_days, cash_flows, parse_dates
+from ..dates.calendars import business_address, business_view, is_business
+from ..dates.daycounts import year_fraction
 from ..dates.terms import read_terms
 from ..errors import Problem
 from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
@@ -197,12 +198,11 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
                              | (by_dates & (expiry != NO_DATE) & (expiry <= last_date) & ~np.isnan(strike)
                                 & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry))))
     if len(checked):
-        part = dated.take(checked)
-        offsets, _, _ = exercise_dates(part, cash_flows(part.terms, part.valuation), exercise[checked],
-                                       strike[checked])
+        codes = np.full(len(good), NO_EXERCISE)
+        codes[np.searchsorted(good, checked)] = exercise[checked]
         none = np.zeros(n, bool)
-        none[checked] = np.diff(offsets) == 0
-        flag(none, "exercise", "leaves no exercise date after the settlement date")
+        none[good] = exercise_counts(dated.take(good), flows, codes) == 0
+        flag(none & np.isin(np.arange(n), checked), "exercise", "leaves no exercise date after the settlement date")
     problems.sort(key=lambda p: p.position)
     return dated, problems
 
@@ -210,78 +210,118 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
 @numba.njit(cache=True)
 def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
                     business, calendar, settlement, r):
+    """How many exercise dates after settlement row r has."""
     if code == NO_EXERCISE:
         return 0
     if code == EUROPEAN:
         return 1 if expiry > settlement else 0
-    if code == BERMUDAN and tabled:
-        return np.sum(schedule_day[schedule_offsets[r]:schedule_offsets[r + 1]] > settlement)
-    if code == BERMUDAN:
-        payments = coupon_payment[coupon_offsets[r]:coupon_offsets[r + 1]]
-        return np.sum((payments >= start) & (payments <= expiry))
     count = 0
-    for d in range(start, expiry + 1):
-        count += is_business(business, calendar, d)
+    if code == BERMUDAN and tabled:
+        for i in range(schedule_offsets[r], schedule_offsets[r + 1]):
+            count += schedule_day[i] > settlement
+    elif code == BERMUDAN:
+        for i in range(coupon_offsets[r], coupon_offsets[r + 1]):
+            count += start <= coupon_payment[i] <= expiry
+    else:
+        for d in range(start, expiry + 1):
+            count += is_business(business, calendar, d)
     return count
 
 
 @numba.njit(cache=True)
-def _exercise_table(code, tabled, expiry, start, strike, schedule_offsets, schedule_day, schedule_price,
-                    schedule_dirty, coupon_offsets, coupon_payment, business, calendar, settlement):
-    n = len(code)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        offsets[r + 1] = offsets[r] + _exercise_count(code[r], tabled[r], expiry[r], start[r], schedule_offsets,
-                                                      schedule_day, coupon_offsets, coupon_payment, business,
-                                                      calendar[r], settlement[r], r)
-    day = np.empty(offsets[n], np.int64)
-    price = np.empty(offsets[n])
-    dirty = np.zeros(offsets[n], np.bool_)
-    for r in range(n):
+def _accrued_at(day, r, coupon_offsets, start, end, reference, payment, day_count, face, coupon):
+    """The accrued interest of row r at ``day`` (after settlement): of the first coupon paid after it."""
+    a, b = coupon_offsets[r], coupon_offsets[r + 1]
+    while a < b:
+        m = (a + b) // 2
+        if payment[m] > day:
+            b = m
+        else:
+            a = m + 1
+    if a < coupon_offsets[r + 1] and day > start[a]:
+        return face * coupon * year_fraction(day_count, start[a], min(day, end[a]), reference[a], end[a])
+    return 0.0
+
+
+@numba.njit(cache=True, parallel=True)
+def _exercise_counts(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
+                     address, calendar, settlement):
+    business = business_view(address)
+    counts = np.zeros(len(code), dtype=np.int64)
+    for r in numba.prange(len(code)):
+        counts[r] = _exercise_count(code[r], tabled[r], expiry[r], start[r], schedule_offsets, schedule_day,
+                                    coupon_offsets, coupon_payment, business, calendar[r], settlement[r], r)
+    return counts
+
+
+@numba.njit(cache=True, parallel=True)
+def _exercise_fill(offsets, code, tabled, expiry, start, strike, schedule_offsets, schedule_day, schedule_price,
+                   schedule_dirty, coupon_offsets, coupon_start, coupon_end, coupon_reference, coupon_payment,
+                   address, calendar, settlement, day_count, face, coupon, day, amount, dirty):
+    """Each row's exercise dates and amounts: ``face * price / 100``, plus the accrued interest when clean."""
+    business = business_view(address)
+    for r in numba.prange(len(code)):
         e = offsets[r]
         if code[r] == NO_EXERCISE:
             continue
         if code[r] == EUROPEAN:
             if expiry[r] > settlement[r]:
-                day[e], price[e] = expiry[r], strike[r]
+                day[e], amount[e] = expiry[r], strike[r]
         elif code[r] == BERMUDAN and tabled[r]:
             for i in range(schedule_offsets[r], schedule_offsets[r + 1]):
                 if schedule_day[i] > settlement[r]:
-                    day[e], price[e], dirty[e] = schedule_day[i], schedule_price[i], schedule_dirty[i]
+                    day[e], amount[e], dirty[e] = schedule_day[i], schedule_price[i], schedule_dirty[i]
                     e += 1
         elif code[r] == BERMUDAN:
             for i in range(coupon_offsets[r], coupon_offsets[r + 1]):
                 if start[r] <= coupon_payment[i] <= expiry[r]:
-                    day[e], price[e] = coupon_payment[i], strike[r]
+                    day[e], amount[e] = coupon_payment[i], strike[r]
                     e += 1
         else:
             for d in range(start[r], expiry[r] + 1):
                 if is_business(business, calendar[r], d):
-                    day[e], price[e] = d, strike[r]
+                    day[e], amount[e] = d, strike[r]
                     e += 1
-    return offsets, day, price, dirty
+        for e in range(offsets[r], offsets[r + 1]):  # prices (% of face) to amounts
+            amount[e] = face[r] * amount[e] / 100.0
+            if not dirty[e]:
+                amount[e] += _accrued_at(day[e], r, coupon_offsets, coupon_start, coupon_end, coupon_reference,
+                                         coupon_payment, day_count[r], face[r], coupon[r])
+
+
+def _exercise_inputs(rows: DatedRows, flows: CashFlows, exercise: np.ndarray):
+    start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
+    schedule = rows.schedule
+    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, schedule.offsets,
+            schedule.day, flows.coupons.offsets, flows.coupons.payment, business_address(), rows.terms.calendar,
+            rows.settlement)
+
+
+def exercise_counts(rows: DatedRows, flows: CashFlows, exercise: np.ndarray) -> np.ndarray:
+    """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
+    return _exercise_counts(*_exercise_inputs(rows, flows, exercise))
 
 
 def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, strike: np.ndarray):
     """Each row's exercise dates after settlement (increasing; none for ``exercise`` NO_EXERCISE) and their
     amounts (face units; a clean price plus the accrued interest at the date): ``(offsets, days, amounts)``,
     CSR."""
-    start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
-    schedule = rows.schedule
-    offsets, days, price, dirty = _exercise_table(
-        np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start,
-        np.nan_to_num(np.asarray(strike, np.float64)), schedule.offsets, schedule.day, schedule.price,
-        schedule.dirty, flows.coupons.offsets, flows.coupons.payment, business_table(), rows.terms.calendar,
-        rows.settlement)
-    owner = np.repeat(np.arange(len(exercise)), np.diff(offsets))
-    amounts = rows.terms.face[owner] * price / 100.0
-    clean = np.flatnonzero(~dirty)
-    if len(clean):
-        amounts[clean] += accrued(rows.terms, flows.coupons, owner[clean], days[clean])
+    code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business, calendar, settlement = \
+        _exercise_inputs(rows, flows, exercise)
+    counts = _exercise_counts(code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business,
+                              calendar, settlement)
+    offsets = np.zeros(len(code) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    days, amounts, dirty = np.empty(offsets[-1], np.int64), np.empty(offsets[-1]), np.zeros(offsets[-1], np.bool_)
+    coupons, terms, schedule = flows.coupons, rows.terms, rows.schedule
+    _exercise_fill(offsets, code, tabled, expiry, start, np.nan_to_num(np.asarray(strike, np.float64)), s_offsets,
+                   s_day, schedule.price, schedule.dirty, c_offsets, coupons.accrual_start, coupons.accrual_end,
+                   coupons.reference_start, c_payment, business, calendar, settlement, terms.day_count, terms.face,
+                   terms.coupon, days, amounts, dirty)
     return offsets, days, amounts
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _merge(valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount, x_off, x_day,
            x_amount):
     """Each row's events, latest first (redemption, exercises, coupons at equal days), with their steps and
@@ -295,7 +335,7 @@ def _merge(valuation, days_per_year, spy, redemption_day, redemption_amount, c_o
     time = np.empty(m)
     kind = np.empty(m, np.uint8)
     amount = np.empty(m)
-    for r in range(n):
+    for r in numba.prange(n):
         c, x = c_off[r + 1] - 1, x_off[r + 1] - 1
         redeemed = False
         D = days_per_year[r]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..curves import ZeroCurve
+from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
 from .dated import DatedRows, ExerciseSchedule, read_dated
@@ -247,7 +247,8 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     names = np.full(n, "default", dtype=object) if curve is None else \
         curve.astype("string").fillna("default").to_numpy(dtype=object)
     known_curve = pd.Series(names).isin(list(curves)).to_numpy()
-    check.flag(~known_curve, "curve", "names no curve of the curves input" + ("" if curves else " (none given)"))
+    for name in pd.unique(names[~known_curve]):
+        check.flag(~known_curve & (names == name), "curve", _unknown_curve(name, curves, given=curve is not None))
     columns["curve"] = names
 
     # option type: required for bond options, implied (and checked) for callable and puttable bonds
@@ -315,6 +316,15 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     return Prepared(table, ~check.invalid, problems, geometry, is_dated, dated)
 
 
+def _unknown_curve(name: str, curves: dict, given: bool) -> str:
+    """The rule a row breaks when its curve (``default`` when the portfolio names none) is not in ``curves``."""
+    rule = f"names the curve {name!r}, which is not in the curves input" if given else \
+        f"names no curve, and the curves input has no curve {name!r}"
+    if set(curves) <= set(builtin_curves()):
+        return rule + f": no curves were given (--curves, or curves=); the built-in curve is {', '.join(curves)!r}"
+    return rule + f" ({', '.join(sorted(curves))})"
+
+
 def _join_models(raw: dict, model: pd.Series, models: pd.DataFrame, check: _Checker) -> None:
     """Rows naming a ``model`` take ``mean_reversion`` and ``volatility`` (and ``curve``, when they name none)
     from the model table; a row giving both a model and its own parameters, or naming an unknown model, is
@@ -344,7 +354,9 @@ def _event_counts(c: dict, is_dated, dated, has_option) -> np.ndarray:
     per_year = np.where(c["exercise"] == "american", c["steps_per_year"], c["exercise_frequency"])
     exercises = np.where(c["exercise"] == "european", 1, window * per_year + 1)
     if dated is not None:
-        span = np.nan_to_num((dated.expiry - np.maximum(dated.first, dated.settlement)) / 365.25).clip(0, 1000)
+        dates = dated.expiry != NO_DATE
+        span = np.where(dates, (np.where(dates, dated.expiry, 0) - np.maximum(dated.first, dated.settlement)) / 365.25,
+                        0.0).clip(0, 1000)
         exercises = np.where(is_dated, np.where(c["exercise"] == "european", 1, span * 366 + 1), exercises)
     return years * c["coupon_frequency"] + np.where(has_option, exercises, 0) + 1
 

@@ -23,7 +23,7 @@ from typing import Mapping
 import pandas as pd
 
 from ..errors import InvalidInputError, Problem
-from ..tables import FORMATS, read_table
+from ..tables import FORMATS, TEXT_COLUMNS, read_table
 from .finpar import read_benchmark
 
 COLUMNS = {
@@ -44,6 +44,8 @@ DEFAULTS = {"mc_jobs": {"sobol_bits": 30, "directions": "joe_kuo_6_21201", "prec
             "mc_terms": {"k": 0}}
 REQUIRED = ("mc_jobs", "mc_dates", "mc_spots", "mc_diffusion", "mc_cashflows")
 BENCHMARK_SUFFIXES = (".in", ".data")
+MC_TEXT = tuple(c for c in TEXT_COLUMNS if c != "model")
+"""Columns read as text from CSV tables: the known ones but ``model``, here a model's number."""
 
 
 def read_inputs(source) -> dict[str, pd.DataFrame]:
@@ -55,12 +57,12 @@ def read_inputs(source) -> dict[str, pd.DataFrame]:
         if unknown:
             raise InvalidInputError([Problem(None, f"table '{name}'", None,
                                              f"unknown table; known: {', '.join(COLUMNS)}") for name in unknown])
-        tables = {name: value if isinstance(value, pd.DataFrame) else read_table(value)
+        tables = {name: value if isinstance(value, pd.DataFrame) else read_table(value, MC_TEXT)
                   for name, value in source.items()}
     else:
         path = Path(source)
         if path.is_dir():
-            tables = {name: read_table(file) for name in COLUMNS
+            tables = {name: read_table(file, MC_TEXT) for name in COLUMNS
                       for file in [_table_file(path, name)] if file is not None}
         elif path.suffix in BENCHMARK_SUFFIXES and path.is_file():
             tables = read_benchmark(path)

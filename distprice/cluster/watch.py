@@ -1,0 +1,159 @@
+"""Waiting on a job's tasks without hanging.
+
+Every task of a job is sent through its :class:`Watch`, and every wait on a result is a watched one: the
+job ends with an error of its own, its tasks cancelled, when the cluster has had no worker for
+``no_workers_timeout`` seconds (:class:`~distprice.errors.NoWorkersError`), when it runs past its
+``timeout`` (:class:`~distprice.errors.JobTimeoutError`), or when the scheduler goes away
+(:class:`~distprice.errors.SchedulerUnreachableError`). :meth:`Watch.cancel` (on Ctrl-C, say) cancels the
+tasks and releases every thread waiting on them.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+import time
+import uuid
+import weakref
+
+from ..errors import JobTimeoutError, NoWorkersError, SchedulerUnreachableError
+
+POLL_SECONDS = 0.25
+"""How often a wait looks at the cluster and the clock."""
+LOST_SECONDS = 10.0
+"""A client that has not been connected to its scheduler for this long has lost it."""
+
+
+class Cancelled(Exception):
+    """The job was cancelled while a thread waited on one of its tasks."""
+
+
+class Watch:
+    """The tasks of one job on ``client``: sent, awaited and cancelled together.
+
+    ``no_workers_timeout``: seconds the job may wait on a cluster without workers; ``timeout``: seconds the
+    whole job may take from now (None: no limit).
+    """
+
+    def __init__(self, client, no_workers_timeout: float, timeout: float | None = None):
+        self.client = client
+        self.no_workers_timeout = no_workers_timeout
+        self.timeout = timeout
+        self.job = uuid.uuid4().hex
+        """The job's id: the suffix of its task keys (the dashboard page follows the job by it)."""
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.futures = weakref.WeakSet()
+        """The job's tasks still held somewhere (a result handed on and dropped needs no cancelling)."""
+        self._stopped = threading.Event()
+        self._since: dict[str, float] = {}
+
+    def submit(self, function, *args, **kwargs):
+        """``client.submit`` for this job: the task is cancelled with the job."""
+        future = self.client.submit(function, *args, **kwargs)
+        self.futures.add(future)
+        return future
+
+    def result(self, future):
+        """The result of one of the job's tasks, once done."""
+        self.wait([future])
+        return self._fetched(lambda: future.result())
+
+    def gather(self, futures) -> list:
+        """The results of ``futures``, in order, once every one is done."""
+        self.wait(futures)
+        return self._fetched(lambda: self.client.gather(futures))
+
+    def wait(self, futures) -> None:
+        """Waits until every one of ``futures`` is done (finished, failed or cancelled), looking at the
+        cluster and the clock every POLL_SECONDS."""
+        from distributed import wait
+
+        pending = [f for f in futures if not f.done()]
+        while pending:
+            self.check()
+            try:
+                wait(pending, timeout=POLL_SECONDS)
+            except TimeoutError:
+                pending = [f for f in pending if not f.done()]
+            except concurrent.futures.CancelledError:
+                self._explain_cancelled()
+                raise
+            else:
+                return
+
+    def check(self) -> None:
+        """Raises what ends the job now, if anything does (the job's tasks are cancelled first)."""
+        if self._stopped.is_set():
+            raise Cancelled("the job was cancelled")
+        now = time.monotonic()
+        if self.deadline is not None and now > self.deadline:
+            self._fail(JobTimeoutError(f"the job ran past its timeout of {self.timeout:g} s; its tasks were "
+                                       f"cancelled and nothing was written"))
+        if self._lasted("lost", self.client.status != "running", now) > LOST_SECONDS or \
+                self.client.status in ("closing", "closed"):
+            self._lost()
+        if self.client.status != "running":
+            return
+        try:
+            workers = self.client.scheduler_info(n_workers=0)["n_workers"]
+        except OSError:  # the connection went while we asked: the next look decides
+            return
+        if self._lasted("idle", workers == 0, now) > self.no_workers_timeout:
+            self._fail(NoWorkersError(f"the cluster has had no worker for {self.no_workers_timeout:g} s "
+                                      f"(cluster.no_workers_timeout); the job's tasks were cancelled and "
+                                      f"nothing was written"))
+
+    def cancel(self) -> None:
+        """Cancels every task of the job and releases the threads waiting on them (at most once)."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        held = list(self.futures)
+        if held and self.client.status == "running":
+            try:
+                self.client.cancel(held)
+            except OSError:  # the scheduler is gone, and the tasks with it
+                pass
+
+    def _lasted(self, state: str, now_in_it: bool, now: float) -> float:
+        """Seconds the job has been in ``state`` without a break (0 when it is not in it now)."""
+        if not now_in_it:
+            self._since.pop(state, None)
+            return 0.0
+        return now - self._since.setdefault(state, now)
+
+    def _lost(self):
+        self._fail(SchedulerUnreachableError(f"lost the scheduler at {self.client.scheduler.address} during the "
+                                             f"job (client {self.client.status}); nothing was written"))
+
+    def _fail(self, error: Exception):
+        self.cancel()
+        raise error
+
+    def _fetched(self, fetch):
+        """``fetch()`` of done futures; a future cancelled because the scheduler went away says so."""
+        try:
+            return fetch()
+        except concurrent.futures.CancelledError:
+            self._explain_cancelled()
+            raise
+
+    def _explain_cancelled(self) -> None:
+        """Raises why a task of the job was cancelled, when it was the job's end or the scheduler's loss."""
+        if self._stopped.is_set():
+            raise Cancelled("the job was cancelled") from None
+        if self.client.status != "running":
+            self._lost()
+
+
+@contextlib.contextmanager
+def connected(client):
+    """Turns the scheduler's connection breaking during a call into a
+    :class:`~distprice.errors.SchedulerUnreachableError`."""
+    from distributed.comm.core import CommClosedError
+
+    try:
+        yield
+    except CommClosedError as error:
+        raise SchedulerUnreachableError(f"lost the scheduler at {client.scheduler.address} ({error}); nothing "
+                                        f"was written") from None

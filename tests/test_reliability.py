@@ -1,0 +1,345 @@
+"""Operations: Ctrl-C and SIGTERM, no workers, a lost scheduler, job timeouts, exit statuses, logs a
+scheduler can read, the progress bar only on a terminal, and TLS on the embedded cluster. Fault tests use a
+scheduler and workers started as processes on loopback, and signals sent to a ``distprice run`` process."""
+from __future__ import annotations
+
+import io
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import distprice
+from distprice.cli import main
+from distprice.cluster.config import ClusterConfig, parse_config
+from distprice.cluster.pricer import Pricer
+from distprice.cluster.start import start
+from distprice.errors import JobTimeoutError, NoWorkersError
+from distprice.lattice import datasets
+from distprice.progress import Bar
+
+from utils import HULL_PUT
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+SLOW_ROWS = 300
+"""R1 rows that the reference engine prices in tens of seconds: long enough to be interrupted."""
+
+
+@pytest.fixture(scope="module")
+def slow_book(tmp_path_factory):
+    path = tmp_path_factory.mktemp("slow") / "book.csv"
+    datasets.generate("R1", SLOW_ROWS, seed=1).to_csv(path, index=False)
+    return path
+
+
+class Run:
+    """``distprice run`` in a process of its own, its stderr read line by line as it comes."""
+
+    def __init__(self, *args: str):
+        self.process = subprocess.Popen([sys.executable, "-m", "distprice.cli", "run", *args], text=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue = queue.Queue()
+        self.stderr: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if text in self.lines.get(timeout=0.5):
+                    return
+            except queue.Empty:
+                assert self.process.poll() is None, "".join(self.stderr)
+        raise AssertionError(f"{text!r} never came: {''.join(self.stderr)}")
+
+    def ended(self, timeout: float) -> tuple[int, float]:
+        """Exit status and the seconds it took to come."""
+        tick = time.monotonic()
+        try:
+            status = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"still running {timeout} s later: {''.join(self.stderr)}") from None
+        return status, time.monotonic() - tick
+
+
+def left_behind(folder) -> list[str]:
+    """Files in ``folder`` but the inputs: outputs, temporary files."""
+    return sorted(p.name for p in folder.iterdir() if p.suffix not in (".csv", ".yaml") or p.name.startswith("."))
+
+
+def kill(workers) -> None:
+    """Kills worker processes still busy with a cancelled task (a running task runs to its end)."""
+    for worker in workers:
+        worker.kill()
+        worker.wait(timeout=30)
+
+
+def address_config(folder, address: str, **cluster) -> str:
+    lines = ["cluster:", "  kind: address", f"  address: {address}"] + [f"  {k}: {v}" for k, v in cluster.items()]
+    path = folder / "cluster.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+# ---- Ctrl-C and SIGTERM ----
+
+@pytest.mark.parametrize("sent, status, said", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_stops_a_job_in_this_process_at_once(tmp_path, slow_book, sent, status, said):
+    output = tmp_path / "out" / "priced.parquet"
+    output.parent.mkdir()
+    run = Run("--portfolio", str(slow_book), "--output", str(output), "--engine", "reference", "--in-process")
+    run.wait_for("pricing in this process")
+    time.sleep(1.0)
+    run.process.send_signal(sent)
+    code, seconds = run.ended(timeout=30)
+    assert code == status and said in "".join(run.stderr) and "Traceback" not in "".join(run.stderr)
+    assert seconds < 15 and list(output.parent.iterdir()) == []
+
+
+def test_sigterm_cancels_a_cluster_job_and_leaves_no_file(tmp_path, slow_book, processes):
+    address, _ = processes
+    output = tmp_path / "out" / "priced.csv"
+    output.parent.mkdir()
+    run = Run("--cluster", address, "--portfolio", str(slow_book), "--output", str(output), "--engine", "reference")
+    run.wait_for("2 workers")
+    from distributed import Client
+
+    with Client(address, timeout=10) as watcher:
+        deadline = time.monotonic() + 120
+        while not any(watcher.processing().values()):
+            assert time.monotonic() < deadline and run.process.poll() is None, "".join(run.stderr)
+            time.sleep(0.1)
+        time.sleep(0.5)
+        run.process.send_signal(signal.SIGTERM)
+        code, seconds = run.ended(timeout=60)
+        assert code == 143 and "terminated" in "".join(run.stderr) and "Traceback" not in "".join(run.stderr)
+        assert seconds < 20 and list(output.parent.iterdir()) == []
+        deadline = time.monotonic() + 30
+        while any(watcher.processing().values()):  # the job's tasks are gone with it
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    kill(processes[1])
+
+
+# ---- no workers, a lost scheduler, timeouts ----
+
+def test_a_scheduler_without_workers_ends_with_exit_5(tmp_path, scheduler):
+    address, _ = scheduler
+    pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
+    tick = time.monotonic()
+    result = CliRunner().invoke(main, ["run", "--cluster", address_config(tmp_path, address, no_workers_timeout=2),
+                                       "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv")])
+    assert result.exit_code == 5, result.output
+    assert "no worker joined the cluster" in result.output and "cluster.no_workers_timeout" in result.output
+    assert time.monotonic() - tick < 30 and left_behind(tmp_path) == []
+
+
+def busy(pricer: Pricer) -> None:
+    """Waits until a worker of ``pricer``'s cluster runs a task."""
+    deadline = time.monotonic() + 120
+    while not any(pricer.client.processing().values()):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_every_worker_lost_mid_job_ends_the_job_with_no_workers(processes):
+    address, workers = processes
+    config = parse_config({"cluster": {"kind": "address", "address": address, "no_workers_timeout": 2}})
+    with Pricer(config) as pricer:
+        pricer.client.wait_for_workers(2, timeout=60)
+        job = pricer.submit(datasets.generate("R1", SLOW_ROWS, seed=1), engine="reference")
+        busy(pricer)
+        kill(workers)
+        tick = time.monotonic()
+        with pytest.raises(NoWorkersError, match="no worker for 2 s"):
+            job.result(timeout=60)
+        assert time.monotonic() - tick < 30
+
+
+def test_a_lost_scheduler_ends_the_job_with_exit_3(tmp_path, slow_book, scheduler, processes):
+    address, _ = processes
+    output = tmp_path / "o.csv"
+    run = Run("--cluster", address, "--portfolio", str(slow_book), "--output", str(output), "--engine", "reference")
+    run.wait_for("2 workers")
+    from distributed import Client
+
+    with Client(address, timeout=10) as watcher:
+        deadline = time.monotonic() + 120
+        while not any(watcher.processing().values()):
+            assert time.monotonic() < deadline and run.process.poll() is None, "".join(run.stderr)
+            time.sleep(0.1)
+    scheduler[1].kill()
+    code, _ = run.ended(timeout=90)
+    assert code == 3, "".join(run.stderr)
+    assert "lost the scheduler" in "".join(run.stderr) and "Traceback" not in "".join(run.stderr)
+    assert left_behind(tmp_path) == []
+    kill(processes[1])
+
+
+def test_a_job_past_its_timeout_stops_and_its_tasks_are_cancelled(local, slow_book):
+    with Pricer(local) as pricer:
+        tick = time.monotonic()
+        with pytest.raises(JobTimeoutError, match="timeout of 1 s"):
+            pricer.price(str(slow_book), engine="reference", timeout=1)
+        assert time.monotonic() - tick < 30
+        deadline = time.monotonic() + 30
+        while any(local.processing().values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+
+def test_a_job_in_this_process_honours_its_timeout(tmp_path, slow_book):
+    tick = time.monotonic()
+    result = CliRunner().invoke(main, ["run", "--portfolio", str(slow_book), "--output", str(tmp_path / "o.csv"),
+                                       "--engine", "reference", "--in-process", "--timeout", "1"])
+    assert result.exit_code == 6, result.output
+    assert "timeout of 1 s" in result.output and time.monotonic() - tick < 20
+    assert not (tmp_path / "o.csv").exists()
+    with pytest.raises(JobTimeoutError):
+        distprice.price(str(slow_book), engine="reference", timeout=0.5)
+
+
+# ---- exit statuses and options of run ----
+
+@pytest.fixture
+def two_rows(tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id="a"), dict(HULL_PUT, id="b", strike=-5)]).to_csv(tmp_path / "b.csv", index=False)
+    return str(tmp_path / "b.csv")
+
+
+def test_report_mode_with_invalid_rows_exits_4_and_max_invalid_stops_it(tmp_path, two_rows):
+    output = str(tmp_path / "o.csv")
+    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report"])
+    assert result.exit_code == 4 and pd.read_csv(output)["error"].notna().sum() == 1
+    os.remove(output)
+    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report",
+                                       "--max-invalid", "0"])
+    assert result.exit_code == 2 and "more than max_invalid (0)" in result.output and not os.path.exists(output)
+    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report",
+                                       "--max-invalid", "1"])
+    assert result.exit_code == 4
+
+
+def test_an_empty_portfolio_needs_allow_empty(tmp_path):
+    pd.DataFrame(columns=list(HULL_PUT) + ["id"]).to_csv(tmp_path / "b.csv", index=False)
+    args = ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and "has no rows" in result.output
+    result = CliRunner().invoke(main, [*args, "--allow-empty"])
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_csv(tmp_path / "o.csv")) == 0
+
+
+def test_usage_errors_name_the_flag_and_exit_2(tmp_path, two_rows):
+    base = ["run", "--portfolio", two_rows]
+    cases = [
+        ([*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,50", "--scenarios", two_rows],
+         "give --scenarios or --shifts-bp"),
+        ([*base, "--output", str(tmp_path / "o.csv"), "--as-of", "2026-13-01"], "Invalid value for --as-of"),
+        ([*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,0"], "Invalid value for --shifts-bp"),
+        ([*base, "--output", str(tmp_path / "missing" / "o.csv")], "does not exist"),
+    ]
+    for args, said in cases:
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and said in result.output, (args, result.output)
+    result = CliRunner().invoke(main, [*base, "--output", str(tmp_path / "made" / "o.csv"), "--create-dirs",
+                                       "--on-invalid", "report"])
+    assert result.exit_code == 4 and (tmp_path / "made" / "o.csv").exists()
+
+
+def test_the_summary_counts_scenarios_prices_and_value(tmp_path, two_rows):
+    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", str(tmp_path / "o.csv"),
+                                       "--on-invalid", "report", "--shifts-bp", "-100,0,100"])
+    assert result.exit_code == 4, result.output
+    priced = pd.read_csv(tmp_path / "o.csv")
+    values = priced.groupby("scenario")["value"].sum()
+    assert "priced 1 of 2 rows (1 invalid) under 3 scenarios (3 prices)" in result.output
+    assert f"total value {values.min():.10g} to {values.max():.10g} across scenarios" in result.output
+    assert " s in all" in result.output
+
+
+# ---- logs and the progress bar ----
+
+def test_stdout_holds_the_summary_and_stderr_the_logs_with_no_bar_off_a_terminal(tmp_path):
+    pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
+    done = subprocess.run([sys.executable, "-m", "distprice.cli", "run", "--portfolio", str(tmp_path / "b.csv"),
+                           "--output", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and done.stdout.startswith("priced 1 of 1 rows")
+    assert " INFO distprice.cli: pricing in this process" in done.stderr
+    assert "\r" not in done.stdout + done.stderr and "[#" not in done.stderr
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_bar_draws_on_a_terminal_only():
+    screen = Terminal()
+    with Bar(4, "pricing", stream=screen) as bar:
+        for done in range(1, 5):
+            bar.update(done)
+    assert screen.getvalue().startswith("\rpricing [") and "100%" in screen.getvalue()
+    assert screen.getvalue().endswith("\n")
+    quiet = io.StringIO()
+    with Bar(4, "pricing", stream=quiet) as bar:
+        bar.update(4)
+    with Bar(4, "pricing", shown=False, stream=Terminal()) as hidden:
+        hidden.update(4)
+    assert quiet.getvalue() == "" and hidden.stream.getvalue() == ""
+
+
+def test_pricing_in_this_process_draws_its_bar_on_a_terminal(monkeypatch):
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    book = datasets.generate("R1", 2000, seed=2)
+    priced = distprice.price(book, engine="cpu", progress=True)
+    assert priced["error"].isna().all()
+    assert screen.getvalue().startswith("\rpricing") and "100%" in screen.getvalue()
+
+
+# ---- the embedded cluster speaks TLS ----
+
+def test_the_embedded_local_cluster_speaks_tls_only(tmp_path):
+    from distributed import Client
+    from distributed.security import Security
+
+    client, cluster = start(ClusterConfig(kind="local", n_workers=1, processes=False, dashboard_address=None))
+    try:
+        address = client.scheduler.address
+        assert address.startswith("tls://127.0.0.1:")
+        assert client.submit(sum, [1, 2]).result(timeout=30) == 3
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address.replace("tls://", "tcp://"), timeout=2)
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address, security=Security.temporary(), timeout=2)  # TLS, with another CA's certificate
+    finally:
+        client.close()
+        cluster.close()
+
+
+def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("import distprice\nfrom distprice.cluster.config import ClusterConfig\n\n"
+                      "with distprice.Pricer(ClusterConfig(kind='local', n_workers=1, dashboard_address=None)) as p:\n"
+                      "    print(p.workers)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "ClusterError: the local cluster's worker processes did not start" in done.stderr
+    assert 'under `if __name__ == "__main__":`' in done.stderr
