@@ -3,28 +3,29 @@
     python benchmarks/montecarlo.py OUTPUT_DIR [--quick]
 
 For the small, medium and large sets (contracts 1, 2, 3; the large set built as the FinPar one is
-described: 367 daily dates, 3 underlyings, 2^17 paths), in fp64 and fp32: the CPU engine (numba, every
-core) at full paths, median of three runs after a warm-up; the plain numpy implementation of the same
-contract (the reference engine) on a slice of the paths, its rate scaled to PDU/s; and the CPU engine's
-stage split (Sobol, Φ⁻¹, bridge, paths + payoff), timed single-threaded by running the pipeline cut after
-each stage. Writes ``montecarlo.json`` and ``montecarlo.md`` to OUTPUT_DIR.
+described: 367 daily dates, 3 underlyings, 2^17 paths), in fp64 and fp32: the CPU engine at full paths on
+1 thread and on every core, median of three runs after a warm-up; the plain numpy implementation of the
+same contract (the reference engine) on a slice of the paths, its rate scaled to PDU/s; and the CPU
+engine's stage split (:func:`distprice.montecarlo.stage_split`: Sobol, Φ⁻¹, bridge, paths + payoff, one
+thread). Writes ``montecarlo.json`` and ``montecarlo.md`` to OUTPUT_DIR, with the load average before and
+after. Times are medians of wall seconds and of this process's CPU seconds: on a shared machine the CPU
+seconds show the work, the wall seconds also the cores that other work took.
 
-Times are medians of wall seconds and of this process's CPU seconds: on a shared machine the CPU seconds
-show the work, the wall seconds also the cores that other work took.
-
-The floor: a PDU is about 60 floating-point operations (the AS241 rational: 2 × 7 multiply-adds and a
-division; in 15 % of cases a log and a square root; 3 multiply-adds of bridge; the correlation; an exp)
-and reads nothing per path from memory (the normals of a block of paths stay in L1), so the CPU engine
-is bound by arithmetic, not bandwidth. The floor given is the single-threaded CPU time of the stages
-divided by the cores, i.e. perfect scaling; wall / floor says how far a run is from it.
+The floor. A PDU reads nothing per path from memory (a block's data stay in the L1 and L2 caches), so the
+engine is bound by arithmetic. Counted from the engine's code, a PDU is, in vector multiplies / adds /
+divisions: Sobol and uniform 1 / 2 / 0; AS241's central rational 16 / 17 / 1 on every normal; its tail
+(15 % of the normals: a log, a square root, the near rational) 32 / 30 / 2 and a root, so 4.8 / 4.5 / 0.3;
+a bridge step 3 / 3 / 0; the path (y += ε·vol + drift, ε = L·dW) (U + 1)/2 + 1 / (U − 1)/2 + 2 / 0, and in
+fp32 an exp in float64 (20 / 19 / 0, 4 lanes) with 2 / 0 / 0 more; per path, U exps and the payoff. On a
+core with two multiply and two add pipes of 4 doubles or 8 floats (AVX2: AMD Zen 3 here) and one divider
+(about 5 cycles a vector), the floor in cycles is the busiest of the three; at the clock measured by a
+dependent multiply-add chain it is the floor in ns. ``single_thread_over_floor`` compares the stage
+split's single-thread CPU seconds per PDU with it, ``over_floor`` those of the run on every core.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -33,12 +34,17 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from distprice.montecarlo import cpu, datasets, read_inputs, reference, validate, with_options
-from distprice.montecarlo import contracts, normal, sobol
+from common import save
+
+from distprice.montecarlo import cpu, datasets, read_inputs, reference, stage_split, validate, with_options
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "optionpricing"
 ANCHORS = {"small": 7.9e6, "medium": 8.7e6, "large": 4.15e6}
 """LexiFi's sequential C (FinPar data comments), PDU/s."""
+CONTRACT_NUMPY = {"small": 3.0e6, "medium": 3.4e6, "large": 5.3e6}
+"""The contract's plain numpy implementation on 2 cores, fp64, PDU/s."""
+DIVIDER_CYCLES = 5.0
+"""Cycles per vector division (Zen 3, 256 bits)."""
 
 
 def sets(quick: bool) -> dict:
@@ -52,13 +58,12 @@ def sets(quick: bool) -> dict:
 
 
 def pdu(job, paths=None) -> int:
-    return (paths or job.paths) * job.dates * job.underlyings * len(job.models)
+    return (paths or job.paths) * job.dims * len(job.models)
 
 
 def median_time(run, repeats=3) -> tuple[float, float]:
     """Median wall seconds and median CPU seconds of this process (all threads) over ``repeats`` runs
-    after a warm-up. On a shared machine the CPU seconds show the work; the wall seconds also show the
-    cores other work took."""
+    after a warm-up."""
     run()
     wall, used = [], []
     for _ in range(repeats):
@@ -69,98 +74,93 @@ def median_time(run, repeats=3) -> tuple[float, float]:
     return statistics.median(wall), statistics.median(used)
 
 
-@numba.njit
-def _cut(directions, scale, constants, index, left, right, sd, lw, rw, spots, vol, drift, chol, disc, detval,
-         code, terms, count, stages):
-    """The CPU engine's pipeline (cpu._walk) on paths 0 … count − 1, stopped after ``stages`` stages
-    (1 Sobol and uniforms, 2 + Φ⁻¹, 3 + bridge, 4 + paths and payoff); returns a checksum of the work."""
-    dims, dates, underlyings, models = directions.shape[0], index.shape[0], spots.shape[1], spots.shape[0]
-    block = max(1, cpu.BLOCK_NORMALS // dims)
-    x = np.empty(dims, np.uint32)
-    u = np.empty(block * dims, sd.dtype)
-    z = np.empty(block * dims, sd.dtype)
-    w = np.zeros((dates + 1, underlyings), sd.dtype)
-    s = np.empty((models, block, dates, underlyings), sd.dtype)
-    values = np.empty((models, block))
-    dw = np.empty(underlyings, sd.dtype)
-    growth = np.empty(underlyings, sd.dtype)
-    check = 0.0
-    sobol.start(directions, 1, x)
-    for start in range(0, count, block):
-        size = min(block, count - start)
-        for b in range(size):
-            if start + b:
-                sobol.advance(directions, start + b, x)
-            cpu.uniforms(x, scale, u, b * dims)
-        if stages == 1:
-            check += u[size * dims - 1]
-            continue
-        normal.ppnd16_block(u, z, size * dims, constants)
-        if stages == 2:
-            check += z[size * dims - 1]
-            continue
-        for b in range(size):
-            cpu.bridge(z, b * dims, index, left, right, sd, lw, rw, w)
-            check += w[dates, 0]
-            if stages > 3:
-                for m in range(models):
-                    cpu.black_scholes(w, m, spots, vol, drift, chol, dw, growth, s, b)
-        if stages > 3:
-            for m in range(models):
-                contracts.payoffs(code, terms, s, m, size, disc, detval, values[m])
-                check += values[m, 0]
-    return check
+@numba.njit(cache=True)
+def _chain(n, a, b):
+    x = 1.0
+    for _ in range(n):
+        x = x * a + b
+    return x
 
 
-def stage_split(job, paths: int) -> dict:
-    """Seconds per PDU of each stage, single-threaded, from the pipeline cut after each stage."""
-    args = cpu.arguments(job)
-    totals = []
-    for stages in (1, 2, 3, 4):
-        totals.append(median_time(lambda: _cut(*args, paths, stages))[1] / pdu(job, paths))
-    names = ("sobol", "inverse_normal", "bridge", "paths_payoff")
-    return {name: max(0.0, totals[i] - (totals[i - 1] if i else 0.0)) for i, name in enumerate(names)}
+def clock_ghz() -> float:
+    """The clock while this thread runs: a dependent multiply-add chain (3 + 3 cycles a link on Zen 3)."""
+    _chain(10, 0.5, 0.5)
+    links = 50_000_000
+    seconds = []
+    for _ in range(3):
+        start = time.thread_time()
+        _chain(links, 0.9999999, 1e-7)
+        seconds.append(time.thread_time() - start)
+    return 6 * links / min(seconds) / 1e9
 
 
-def measure(name, job, precision, quick) -> dict:
+def floor_cycles(job) -> dict:
+    """Vector operations per PDU (multiplies, adds, divisions; counted in the module's docstring, in vectors
+    of 4 doubles) and the cycles of the busiest pipe."""
+    u = job.underlyings
+    own = np.array([1 + 16 + 3 + (u + 1) / 2 + 1, 2 + 17 + 3 + (u - 1) / 2 + 2, 1.0])     # the job's precision
+    double = 0.15 * np.array([32.0, 30.0, 2.0])                                          # tails: log in float64
+    exp = np.array([20.0, 19.0, 0.0])
+    per_path = np.array([6.0, 6.0, 2.0])
+    if job.logarithmic:
+        per_path = per_path + u * exp
+    else:
+        own, double = own + np.array([2.0, 0.0, 0.0]), double + exp
+    vectors = own / (8 if job.precision == "fp32" else 4) + double / 4 + per_path / 4 / job.dims
+    cycles = max(vectors[0] / 2, vectors[1] / 2, vectors[2] * DIVIDER_CYCLES)
+    return dict(mul=float(vectors[0]), add=float(vectors[1]), div=float(vectors[2]), cycles=float(cycles))
+
+
+def measure(name, job, precision, ghz) -> dict:
     job = with_options(job, precision=precision)
-    cores = numba.get_num_threads()
-    seconds, cpu_seconds = median_time(lambda: cpu.batch_sums(job, 0, job.paths))
+    cores = numba.config.NUMBA_NUM_THREADS
+    rates = {}
+    for threads in sorted({1, cores}):
+        numba.set_num_threads(threads)
+        seconds, cpu_seconds = median_time(lambda: cpu.batch_sums(job, 0, job.paths))
+        rates[threads] = dict(wall_s=seconds, cpu_s=cpu_seconds, pdu_per_s=pdu(job) / seconds,
+                              pdu_per_cpu_s=pdu(job) / cpu_seconds)
+    numba.set_num_threads(cores)
     slice_paths = max(1024, job.paths // (64 if name == "large" else 16))
     numpy_seconds, numpy_cpu_seconds = median_time(lambda: reference.batch_sums(job, 0, slice_paths), repeats=1)
-    split = stage_split(job, max(4096, min(job.paths, (2**22 if name == "small" else 2**21) // job.dims)))
-    floor_seconds = sum(split.values()) * pdu(job) / cores
-    rate = pdu(job) / seconds
     numpy_rate = pdu(job, slice_paths) / numpy_seconds
+    split_paths = max(4096, min(job.paths, (2**22 if name == "small" else 2**21) // job.dims))
+    split = stage_split(job, split_paths)
+    floor = floor_cycles(job)
+    floor_ns = floor["cycles"] / ghz
+    best = rates[cores]
     return dict(set=name, precision=precision, paths=job.paths, dates=job.dates, underlyings=job.underlyings,
-                models=len(job.models), cores=cores, cpu_seconds=seconds, cpu_pdu_per_s=rate,
-                cpu_pdu_per_s_per_core=rate / cores, cpu_pdu_per_cpu_second=pdu(job) / cpu_seconds,
+                models=len(job.models), cores=cores, lanes=cpu.lanes(job), threads=rates,
+                cpu_seconds=best["wall_s"], cpu_pdu_per_s=best["pdu_per_s"], cpu_pdu_per_cpu_s=best["pdu_per_cpu_s"],
+                per_core_vs_lexifi_c=best["pdu_per_s"] / cores / ANCHORS[name],
+                per_cpu_second_vs_lexifi_c=best["pdu_per_cpu_s"] / ANCHORS[name],
                 numpy_paths=slice_paths, numpy_pdu_per_s=numpy_rate,
-                numpy_pdu_per_cpu_second=pdu(job, slice_paths) / numpy_cpu_seconds,
-                speedup_vs_numpy=rate / numpy_rate,
-                speedup_vs_numpy_cpu_seconds=(pdu(job) / cpu_seconds) / (pdu(job, slice_paths) / numpy_cpu_seconds),
-                lexifi_c_pdu_per_s=ANCHORS[name], per_core_vs_lexifi_c=rate / cores / ANCHORS[name],
-                per_cpu_second_vs_lexifi_c=pdu(job) / cpu_seconds / ANCHORS[name],
-                stage_ns_per_pdu={k: v * 1e9 for k, v in split.items()},
-                single_thread_ns_per_pdu=sum(split.values()) * 1e9, floor_seconds=floor_seconds,
-                wall_over_floor=seconds / floor_seconds)
+                numpy_pdu_per_cpu_s=pdu(job, slice_paths) / numpy_cpu_seconds,
+                speedup_vs_numpy=best["pdu_per_s"] / numpy_rate,
+                speedup_vs_contract_numpy=best["pdu_per_s"] / CONTRACT_NUMPY[name],
+                stage_ns_per_pdu={k: split[k] / pdu(job, split_paths) * 1e9 for k in cpu.STAGES},
+                single_thread_pdu_per_s=split["pdu_per_s"], floor=floor, floor_ns_per_pdu=floor_ns,
+                cpu_ns_per_pdu=1e9 / best["pdu_per_cpu_s"], over_floor=(1e9 / best["pdu_per_cpu_s"]) / floor_ns,
+                single_thread_over_floor=(1e9 / split["pdu_per_s"]) / floor_ns)
 
 
-def markdown(rows, header) -> str:
+def markdown(rows, header) -> list[str]:
     lines = [f"# Monte-Carlo CPU engine ({header})", "",
-             "| set | prec | paths | wall s | M PDU/s (wall) | per core vs LexiFi C | vs numpy (wall) | "
-             "M PDU per CPU-s | per CPU-s vs LexiFi C | vs numpy (CPU-s) | "
-             "Sobol / Φ⁻¹ / bridge / paths+payoff ns per PDU (CPU-s, 1 thread) | floor s (2 cores) |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |"]
+             "| set | prec | paths | lanes | M PDU/s 1 thread | M PDU/s 2 threads (wall) | per core vs LexiFi C | "
+             "vs numpy here | vs contract's numpy | M PDU per CPU-s | "
+             "Sobol / Φ⁻¹ / bridge / paths+payoff ns per PDU (1 thread, CPU-s) | "
+             "floor ns per PDU | 1 thread over floor |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     for r in rows:
         s = r["stage_ns_per_pdu"]
-        lines.append(f"| {r['set']} | {r['precision']} | {r['paths']} | {r['cpu_seconds']:.3f} | "
-                     f"{r['cpu_pdu_per_s'] / 1e6:.1f} | {r['per_core_vs_lexifi_c']:.2f}x | "
-                     f"{r['speedup_vs_numpy']:.1f}x | {r['cpu_pdu_per_cpu_second'] / 1e6:.1f} | "
-                     f"{r['per_cpu_second_vs_lexifi_c']:.2f}x | {r['speedup_vs_numpy_cpu_seconds']:.1f}x | "
-                     f"{s['sobol']:.1f} / {s['inverse_normal']:.1f} / {s['bridge']:.1f} / {s['paths_payoff']:.1f} | "
-                     f"{r['floor_seconds']:.3f} |")
-    return "\n".join(lines) + "\n"
+        one = r["threads"][1]["pdu_per_s"]
+        lines.append(f"| {r['set']} | {r['precision']} | {r['paths']} | {r['lanes']} | {one / 1e6:.0f} | "
+                     f"{r['cpu_pdu_per_s'] / 1e6:.0f} | {r['per_core_vs_lexifi_c']:.1f}x | "
+                     f"{r['speedup_vs_numpy']:.1f}x | {r['speedup_vs_contract_numpy']:.0f}x | "
+                     f"{r['cpu_pdu_per_cpu_s'] / 1e6:.0f} | "
+                     f"{s['sobol']:.2f} / {s['inverse_normal']:.2f} / {s['bridge']:.2f} / {s['paths_payoff']:.2f} | "
+                     f"{r['floor_ns_per_pdu']:.2f} | {r['single_thread_over_floor']:.1f}x |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -168,18 +168,16 @@ def main(argv=None) -> int:
     parser.add_argument("output", type=Path)
     parser.add_argument("--quick", action="store_true", help="1/16 of the paths (a smoke run)")
     options = parser.parse_args(argv)
-    options.output.mkdir(parents=True, exist_ok=True)
-    rows = [measure(name, job, precision, options.quick)
+    load_before = os.getloadavg()
+    ghz = clock_ghz()
+    rows = [measure(name, job, precision, ghz)
             for name, job in sets(options.quick).items() for precision in ("fp64", "fp32")]
-    meta = dict(date=datetime.date.today().isoformat(), machine=platform.processor() or platform.machine(),
-                cpus=os.cpu_count(), load_average=os.getloadavg(), python=sys.version.split()[0],
-                numpy=np.__version__, numba=numba.__version__,
+    meta = dict(load_average_before=load_before, load_average_after=os.getloadavg(), clock_ghz=ghz,
                 note="shared machine: other work ran beside this benchmark; figures are noisy")
-    (options.output / "montecarlo.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=2))
-    header = (f"{meta['date']}, {meta['cpus']} cores, load {meta['load_average'][0]:.1f}, numpy {meta['numpy']}, "
-              f"numba {meta['numba']}; shared machine")
-    (options.output / "montecarlo.md").write_text(markdown(rows, header))
-    print(markdown(rows, header))
+    header = (f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores at {ghz:.2f} GHz, load "
+              f"{load_before[0]:.1f} before / {meta['load_average_after'][0]:.1f} after, numpy {np.__version__}, "
+              f"numba {numba.__version__}; shared machine")
+    save(options.output, "montecarlo", dict(meta=meta, rows=rows), markdown(rows, header))
     return 0
 
 

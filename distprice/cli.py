@@ -469,6 +469,15 @@ def _bench_paths(dataset: str, paths, engine: str, precision: str, repeat: int) 
     click.echo(f"set {dataset}  contract {job.contract.name}  paths {job.paths}  dates {len(job.t)}  underlyings "
                f"{job.spots.shape[1]}  models {len(job.models)}  engine {engine}  precision {job.precision}")
     click.echo(f"path-date-underlyings {units:.4e}  seconds {seconds:.4f} (median of {repeat})  PDU/s {units / seconds:.4e}")
+    if engine == "cpu":
+        from .montecarlo import stage_split
+
+        n = min(job.paths, max(4096, 2**21 // job.dims))
+        split = stage_split(job, n)
+        per_unit = n * job.dims * len(job.models)
+        click.echo("stages (1 thread, CPU ns per PDU): " + "  ".join(
+            f"{k} {split[k] / per_unit * 1e9:.2f}" for k in ("sobol", "inverse_normal", "bridge", "paths_payoff"))
+            + f"  one thread's PDU/s {split['pdu_per_s']:.4e}")
 
 
 @main.command()

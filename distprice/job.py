@@ -323,7 +323,7 @@ class Summary:
         """The summary in one line; ``wall``: the command's whole time (a cluster's start included)."""
         rate = self.node_steps / self.seconds if self.seconds > 0 else 0.0
         engines = ", ".join(f"{k} {v}" for k, v in self.engines.items()) or "none"
-        where = f"on {self.workers} workers" if self.workers else "in this process"
+        where = f"on {self.workers} worker{'s' * (self.workers != 1)}" if self.workers else "in this process"
         under = f" under {self.scenarios} scenarios ({self.prices} prices)" if self.scenarios > 1 else ""
         totals = list(self.values.values())
         value = (f"total value {totals[0]:.10g}" if len(totals) == 1 else

@@ -2,8 +2,9 @@
 //
 // Why this shape (the floor). A path costs D = T*U normals; each normal is an AS241 rational (two degree-7
 // polynomials and a division; a log and a square root in the 15 % of tails, and since a warp of 32 paths
-// nearly always holds a tail, every warp pays both branches), a bridge step (3 multiply-adds) and an exp;
-// about 200 double-precision instructions per path-date-underlying (PDU). The large set (2^17 paths,
+// nearly always holds a tail, every warp pays both branches), a bridge step (3 multiply-adds) and, in fp32
+// jobs, an exp (fp64 jobs sum log-increments and take U exps per path, at the last date); about 200
+// double-precision instructions per path-date-underlying (PDU). The large set (2^17 paths,
 // 1101 PDU each, 1.4e8 PDU) is then ~3e10 fp64 instructions: 1.7 ms at an H100's ~1.7e13 fp64 instr/s. The
 // data each path reads (market rows per date, directions) are the same for every path and stay in L1/L2;
 // what each path writes is one number. So the kernel is compute-bound, and the floor is arithmetic,

@@ -4,7 +4,9 @@
 // job's shape as constants: MC_UNDERLYINGS (U), MC_SLOTS (bridge registers), MC_CONTRACT (1, 2, 3).
 //
 // Arithmetic follows distprice/montecarlo/cpu.py operation by operation (same order, no fused multiply-add
-// on the host), so that a host build gives the CPU engine's payoffs bit for bit.
+// on the host), so that a host build gives the CPU engine's payoffs bit for bit: exp and log are written
+// out as in distprice/montecarlo/elementary.py (float64 arithmetic, rounded for float), and paths are
+// followed as y = log(S / S0) in fp64 jobs (`logarithmic`), as S = S0 * prod exp(...) in fp32 jobs.
 #pragma once
 
 #ifndef __CUDACC__
@@ -34,8 +36,11 @@ typedef REAL real;
 //     and right_slot[i]; emit_start [T + 1], emit_slots [T]: dates complete after step i (ascending)
 //   sd, lw, rw [T] bridge weights; spots [M][U]; vol, drift [M][T][U]; chol [M][U][U] lower triangular
 //   disc [M][cashflows]; detval [M][detvals]; terms: the contract's terms (contracts.py layout)
-//   constants: AS241 (normal.py layout); scale = 2^-bits; paths k = first .. first + count - 1 of a job
-//   of `paths` paths (batch of path k = k * 32 / paths)
+//   logarithmic: follow paths as log(S / S0) (1) or S (0); thresholds [M][U]: the levels the contract
+//   observes at every date, as log(level / S0) or as levels (contracts.py, `thresholds`)
+//   elementary: exp and log (elementary.py layout, double); constants: AS241 (normal.py layout, real)
+//   scale = 2^-bits; paths k = first .. first + count - 1 of a job of `paths` paths (batch of path k =
+//   k * 32 / paths)
 #define MC_FIELDS(X)                  \
     X(const unsigned int*, directions) \
     X(int, bits)                      \
@@ -57,6 +62,9 @@ typedef REAL real;
     X(const real*, detval)            \
     X(int, detvals)                   \
     X(const real*, terms)             \
+    X(int, logarithmic)               \
+    X(const real*, thresholds)        \
+    X(const double*, elementary)      \
     X(const real*, constants)         \
     X(real, scale)                    \
     X(long long, first)               \
@@ -73,10 +81,67 @@ struct McJob {
 
 #define MC_BATCHES 32
 
-__host__ __device__ inline float mc_exp(float x) { return expf(x); }
-__host__ __device__ inline double mc_exp(double x) { return exp(x); }
-__host__ __device__ inline float mc_log(float x) { return logf(x); }
-__host__ __device__ inline double mc_log(double x) { return log(x); }
+// Bit casts between a double and its IEEE-754 pattern.
+__host__ __device__ inline long long mc_bits(double x)
+{
+#ifdef __CUDA_ARCH__
+    return __double_as_longlong(x);
+#else
+    long long i;
+    __builtin_memcpy(&i, &x, sizeof i);
+    return i;
+#endif
+}
+
+__host__ __device__ inline double mc_from_bits(long long i)
+{
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double(i);
+#else
+    double x;
+    __builtin_memcpy(&x, &i, sizeof x);
+    return x;
+#endif
+}
+
+// exp and log (elementary.py): offsets of the constants, Estrin's scheme for the polynomials.
+enum { EL_TAYLOR = 0, EL_ATANH = 14, EL_LOG2E = 26, EL_SHIFTER, EL_LN2_HI, EL_LN2_LO, EL_SQRT_HALF, EL_EXP_MIN,
+       EL_EXP_MAX, EL_ONE };
+
+__host__ __device__ inline double el_estrin(const double* c, int k, double x, double high)
+{
+    const double x2 = x * x;
+    const double x4 = x2 * x2;
+    const double low = (c[k] + c[k + 1] * x) + (c[k + 2] + c[k + 3] * x) * x2;
+    const double middle = (c[k + 4] + c[k + 5] * x) + (c[k + 6] + c[k + 7] * x) * x2;
+    const double upper = (c[k + 8] + c[k + 9] * x) + (c[k + 10] + c[k + 11] * x) * x2;
+    return (low + middle * x4) + (upper + high * x4) * (x4 * x4);
+}
+
+__host__ __device__ inline double mc_exp(const double* c, double x)
+{
+    x = x > c[EL_EXP_MIN] || x != x ? x : c[EL_EXP_MIN];
+    x = x < c[EL_EXP_MAX] || x != x ? x : c[EL_EXP_MAX];
+    const double t = x * c[EL_LOG2E] + c[EL_SHIFTER];
+    const double k = t - c[EL_SHIFTER];
+    const double r = (x - k * c[EL_LN2_HI]) - k * c[EL_LN2_LO];
+    const double p = el_estrin(c, EL_TAYLOR, r, c[EL_TAYLOR + 12] + c[EL_TAYLOR + 13] * r);
+    return p * mc_from_bits((mc_bits(t) - mc_bits(c[EL_SHIFTER]) + 1023) << 52);
+}
+
+__host__ __device__ inline double mc_log(const double* c, double x)
+{
+    const long long i = mc_bits(x);
+    const long long k = (i - mc_bits(c[EL_SQRT_HALF])) >> 52;
+    const double m = mc_from_bits(i - (long long)((unsigned long long)k << 52));
+    const double s = (m - c[EL_ONE]) / (m + c[EL_ONE]);
+    const double series = el_estrin(c, EL_ATANH, s * s, 0.0);
+    const double kf = mc_from_bits(mc_bits(c[EL_SHIFTER]) + k) - c[EL_SHIFTER];
+    return kf * c[EL_LN2_HI] + (s * series + kf * c[EL_LN2_LO]);
+}
+
+__host__ __device__ inline float mc_exp(const double* c, float x) { return (float)mc_exp(c, (double)x); }
+__host__ __device__ inline float mc_log(const double* c, float x) { return (float)mc_log(c, (double)x); }
 __host__ __device__ inline float mc_sqrt(float x) { return sqrtf(x); }
 __host__ __device__ inline double mc_sqrt(double x) { return sqrt(x); }
 
@@ -105,13 +170,19 @@ __host__ __device__ inline real as241_ratio(const real* c, int k, real x)
     return top / bottom;
 }
 
-__host__ __device__ inline real ppnd16(real u, const real* c)
+// Phi^-1(u); the radius from the exp/log constants `e`; +-infinity at u = 0 and 1 (normal.py, `tail`).
+__host__ __device__ inline real ppnd16(real u, const real* c, const double* e)
 {
     const real q = u - c[AS_HALF];
     if ((q < 0 ? -q : q) <= c[AS_SPLIT_Q]) return q * as241_ratio(c, AS_CENTRAL, c[AS_CENTRAL_SHIFT] - q * q);
-    const real r = mc_sqrt(-mc_log(q < 0 ? u : c[AS_ONE] - u));
-    const real z = r <= c[AS_FAR_SPLIT] ? as241_ratio(c, AS_NEAR, r - c[AS_NEAR_SHIFT])
-                                        : as241_ratio(c, AS_FAR, r - c[AS_FAR_SPLIT]);
+    const real r = mc_sqrt(-mc_log(e, q < 0 ? u : c[AS_ONE] - u));
+    real z;
+    if (r <= c[AS_FAR_SPLIT])
+        z = as241_ratio(c, AS_NEAR, r - c[AS_NEAR_SHIFT]);
+    else if (u == 0 || u == c[AS_ONE])
+        z = (real)mc_from_bits(0x7ff0000000000000LL);
+    else
+        z = as241_ratio(c, AS_FAR, r - c[AS_FAR_SPLIT]);
     return q < 0 ? -z : z;
 }
 
@@ -125,33 +196,44 @@ __host__ __device__ inline real worst(const real* s, const real* levels)
     return w;
 }
 
-// What a contract keeps while a path's dates go by, and its payoff (contracts.py, `payoff`).
+// What a contract keeps while a path's dates go by, and its payoff (contracts.py, `observe`, `settle`).
 struct Payoff {
-    bool done;      // contract 2: called early
+    int called;     // contract 2: the date of the early call (-1: none)
     bool touched;   // contract 3: a barrier was touched
     double value;
 
-    __host__ __device__ Payoff() : done(false), touched(false), value(0.0) {}
+    __host__ __device__ Payoff() : called(-1), touched(false), value(0.0) {}
 
-    __host__ __device__ void observe(const McJob& job, int m, int t, const real* s)
+    // Date t seen from the level of each underlying (S, or log(S / S0)) and the thresholds in its terms.
+    __host__ __device__ void observe(const McJob& job, int m, int t, const real* level)
+    {
+#if MC_CONTRACT == 2
+        const real* threshold = job.thresholds + m * MC_UNDERLYINGS;
+        if (called < 0 && t < job.dates - 1) {
+            bool hit = true;
+            for (int j = 0; j < MC_UNDERLYINGS; ++j) hit = hit & (level[j] >= threshold[j]);
+            if (hit) called = t;
+        }
+#elif MC_CONTRACT == 3
+        const real* threshold = job.thresholds + m * MC_UNDERLYINGS;
+        for (int j = 0; j < MC_UNDERLYINGS; ++j)
+            if (level[j] <= threshold[j]) touched = true;
+#endif
+    }
+
+    // The payoff from the prices S at the last date.
+    __host__ __device__ void settle(const McJob& job, int m, const real* s)
     {
         const real* disc = job.disc + m * job.cashflows;
         const real* terms = job.terms;
-        const int last = job.dates - 1;
 #if MC_CONTRACT == 1
-        if (t == last) {
-            const real amount = (s[0] - terms[0]) * job.detval[m * job.detvals];
-            value = amount > 0 ? (double)(amount * disc[0]) : 0.0;
-        }
+        const real amount = (s[0] - terms[0]) * job.detval[m * job.detvals];
+        value = amount > 0 ? (double)(amount * disc[0]) : 0.0;
 #elif MC_CONTRACT == 2
-        const int U = MC_UNDERLYINGS;
-        if (done) return;
+        const int U = MC_UNDERLYINGS, last = job.dates - 1;
         const real w = worst(s, terms);
-        if (t < last) {
-            if (w >= 1) {
-                done = true;
-                value = (double)(terms[U + t] * disc[t]);
-            }
+        if (called >= 0) {
+            value = (double)(terms[U + called] * disc[called]);
             return;
         }
         const real notional = terms[U + last + 1];
@@ -159,16 +241,12 @@ struct Payoff {
         value = (double)(amount * disc[last]);
 #else
         const int U = MC_UNDERLYINGS;
+        bool below = false;
         for (int j = 0; j < U; ++j)
-            if (s[j] <= terms[U + j]) touched = true;
-        if (t == last) {
-            bool below = false;
-            for (int j = 0; j < U; ++j)
-                if (s[j] < terms[j]) below = true;
-            const real notional = terms[2 * U + 1];
-            const real amount = touched && below ? notional * worst(s, terms) : notional;
-            value = (double)(terms[2 * U] * disc[0] + amount * disc[1]);
-        }
+            if (s[j] < terms[j]) below = true;
+        const real notional = terms[2 * U + 1];
+        const real amount = touched && below ? notional * worst(s, terms) : notional;
+        value = (double)(terms[2 * U] * disc[0] + amount * disc[1]);
 #endif
     }
 };
@@ -181,11 +259,13 @@ __host__ __device__ inline double path_payoff(const McJob& job, int m, const uns
     const int U = MC_UNDERLYINGS;
     const unsigned int low = t ^ (t >> 1);
     real w[MC_SLOTS][MC_UNDERLYINGS];
-    real prev[MC_UNDERLYINGS], growth[MC_UNDERLYINGS], s[MC_UNDERLYINGS], dw[MC_UNDERLYINGS];
+    real prev[MC_UNDERLYINGS], growth[MC_UNDERLYINGS], level[MC_UNDERLYINGS], s[MC_UNDERLYINGS];
+    real dw[MC_UNDERLYINGS];
     for (int j = 0; j < U; ++j) {
         w[0][j] = 0;
         prev[j] = 0;
         growth[j] = 1;
+        level[j] = 0;
     }
     Payoff payoff;
     for (int i = 0; i < job.dates; ++i) {
@@ -195,7 +275,7 @@ __host__ __device__ inline double path_payoff(const McJob& job, int m, const uns
             for (unsigned int g = low, b = 0; g; ++b, g >>= 1)
                 if (g & 1) x ^= job.directions[d * job.bits + b];
             real u = (real)x;
-            const real z = ppnd16(u * job.scale, job.constants);
+            const real z = ppnd16(u * job.scale, job.constants, job.elementary);
             real value;
             if (i == 0) {
                 value = job.sd[0] * z;
@@ -215,12 +295,21 @@ __host__ __device__ inline double path_payoff(const McJob& job, int m, const uns
             for (int j = 0; j < U; ++j) {
                 const real* L = job.chol + (m * U + j) * U;
                 real eps = L[0] * dw[0];
-                for (int l = 1; l <= j; ++l) eps += L[l] * dw[l];
-                const real e = mc_exp(eps * job.vol[at + j] + job.drift[at + j]);
-                growth[j] = date == 0 ? e : growth[j] * e;
-                s[j] = job.spots[m * U + j] * growth[j];
+                for (int l = 1; l <= j; ++l) eps = eps + L[l] * dw[l];
+                const real increment = eps * job.vol[at + j] + job.drift[at + j];
+                if (job.logarithmic) {
+                    level[j] = level[j] + increment;
+                } else {
+                    growth[j] = growth[j] * mc_exp(job.elementary, increment);
+                    level[j] = job.spots[m * U + j] * growth[j];
+                }
             }
-            payoff.observe(job, m, date, s);
+            payoff.observe(job, m, date, level);
+            if (date == job.dates - 1) {
+                for (int j = 0; j < U; ++j)
+                    s[j] = job.logarithmic ? job.spots[m * U + j] * mc_exp(job.elementary, level[j]) : level[j];
+                payoff.settle(job, m, s);
+            }
         }
     }
     return payoff.value;

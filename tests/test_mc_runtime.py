@@ -2,6 +2,7 @@
 each job's paths over its workers (the same bits as in this process)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -53,3 +54,14 @@ def test_paths_spread_over_the_cluster_give_the_same_bits(local):
     names = {task["key"].split("-")[0] for task in stream.data}
     assert "mc_paths_cpu_fp64" in names
     assert np.isfinite(spread["stderr_batches"]).all()
+
+
+def test_bench_times_an_engine_and_splits_the_cpu_stages():
+    result = CliRunner().invoke(main, ["bench", "--family", "mc", "--dataset", "medium", "--size", "8192",
+                                       "--engine", "cpu", "--repeat", "1"])
+    assert result.exit_code == 0, result.output
+    assert "set medium  contract" in result.output and "paths 8192" in result.output and "PDU/s" in result.output
+    stages = next(line for line in result.output.splitlines() if line.startswith("stages"))
+    figures = dict(re.findall(r"(sobol|inverse_normal|bridge|paths_payoff) ([0-9.]+)", stages))
+    assert len(figures) == 4 and all(float(v) > 0 for v in figures.values())
+    assert float(stages.rpartition("PDU/s ")[2]) > 1e6

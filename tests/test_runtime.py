@@ -71,7 +71,7 @@ def test_scenario_table_prices_each_scenario(local):
     np.testing.assert_allclose(priced["price"].iloc[0], distprice.price(rows, engine="cpu")["price"].iloc[0],
                                rtol=1e-14)
     with pytest.raises(distprice.InvalidInputError, match="'base' is the base market's"):
-        distprice.price(rows, scenarios=scenarios.assign(scenario="base"))
+        distprice.price(rows, scenarios=flat(0.05).assign(scenario="base"))
     for name, rate in (("flat5", 0.05), ("flat7", 0.07)):
         curve = pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
         alone = distprice.price(rows, curve, engine="reference")

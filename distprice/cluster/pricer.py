@@ -83,7 +83,8 @@ class Pricer:
             self.client.register_plugin(PricingMetrics())
             self.page = dashboard.register(self.client)
             """The URL of the dashboard's distprice page (the current job live), or None without a dashboard."""
-            log.info("cluster %s: %d workers%s", config.kind, self.workers,
+            workers = self.workers
+            log.info("cluster %s: %d worker%s%s", config.kind, workers, "s" * (workers != 1),
                      f", dashboard: {self.dashboard_link}, this job: {self.page}" if self.page else "")
         self.last_job: str | None = None
         """The id of the latest job (:func:`.dashboard.job_workers` gives what each worker did of it)."""

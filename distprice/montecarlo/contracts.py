@@ -11,7 +11,11 @@ payments (``mc_cashflows``) and, for the European call, the deterministic multip
 - ``worst_of_daily_barrier`` (code 3): coupon · disc[0] plus A · disc[1], A = notional · worst(T) if some
   S[t][j] ≤ barriers[j] and some S[T][j] < levels[j], else A = notional.
 
-Engines read :meth:`Contract.terms`, a flat float64 array whose layout is given per contract below.
+Engines read :meth:`Contract.terms`, a flat float64 array whose layout is given per contract below. The
+compiled engine's :func:`observe` (each date) and :func:`settle` (the payoff) take a block of paths at once
+(lanes), in loops the compiler vectorises. They see a path's index levels S, or y = log(S / S0) where the
+engine follows paths so, and compare them with :meth:`Contract.thresholds` in the same terms (S ≥ L ⇔
+y ≥ log(L / S0); worst(t) ≥ 1 ⇔ S_j ≥ L_j for every j).
 """
 from __future__ import annotations
 
@@ -51,6 +55,16 @@ class Contract:
     def payoff(self, s: np.ndarray, disc: np.ndarray, detval: np.ndarray) -> np.ndarray:
         """Payoffs of paths s [paths, T, U] (numpy, in s's dtype)."""
         raise NotImplementedError
+
+    def observed(self) -> tuple:
+        """The level per underlying that a path is compared with at every date (none for the call)."""
+        return ()
+
+    def thresholds(self, spots: np.ndarray, logarithmic: bool) -> np.ndarray:
+        """:meth:`observed` per model and underlying (float64 [M, U], spots S0 [M, U]): the levels, or
+        log(level / S0) for paths followed as log(S / S0); zeros if nothing is observed."""
+        levels = np.broadcast_to(np.asarray(self.observed() or 0.0, dtype=np.float64), spots.shape)
+        return np.log(levels / spots) if logarithmic and self.observed() else levels.copy()
 
 
 @dataclass(frozen=True)
@@ -113,6 +127,9 @@ class WorstOfAutocall(Contract):
         early = coupons[first] * disc[first]
         return np.where(called.any(axis=1), early, at_end).astype(s.dtype)
 
+    def observed(self):
+        return self.levels
+
 
 @dataclass(frozen=True)
 class WorstOfDailyBarrier(Contract):
@@ -144,6 +161,9 @@ class WorstOfDailyBarrier(Contract):
         amount = np.where(touched & below, notional * worst, notional)
         return (real(self.coupon) * disc[0] + amount * disc[1]).astype(s.dtype)
 
+    def observed(self):
+        return self.barriers
+
 
 KINDS = {cls.code: cls for cls in (EuropeanCall, WorstOfAutocall, WorstOfDailyBarrier)}
 NAMES = {cls.name: cls for cls in KINDS.values()}
@@ -166,54 +186,68 @@ def term_names(cls: type[Contract]) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
-@numba.njit(cache=True, inline="always")
-def _worst(s, m, p, t, terms):
-    w = s[m, p, t, 0] / terms[0]
-    for j in range(1, s.shape[3]):
-        w = min(w, s[m, p, t, j] / terms[j])
-    return w
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _worst(terms, prices, lanes):
+    """prices[U, b] = worst = min_j S_j / levels_j of each lane b, from prices S [U + 1, lanes]."""
+    underlyings = prices.shape[0] - 1
+    for b in range(lanes):
+        prices[underlyings, b] = prices[0, b] / terms[0]
+    for j in range(1, underlyings):
+        for b in range(lanes):
+            v = prices[j, b] / terms[j]
+            prices[underlyings, b] = v if v < prices[underlyings, b] else prices[underlyings, b]
 
 
-@numba.njit(cache=True)
-def payoffs(code, terms, s, m, count, disc, detval, out):
-    """out[p] = payoff of path s[m, p] ([T, U]) under model m, for p < count (float64 values of arithmetic
-    in s's precision; ``terms``, ``disc`` [M, K] and ``detval`` [M, K'] in that precision too). A block of
-    paths per call: a call costs more than a European call's payoff."""
-    dates, underlyings = s.shape[2], s.shape[3]
-    last = dates - 1
-    for p in range(count):
-        if code == 1:
-            amount = (s[m, p, last, 0] - terms[0]) * detval[m, 0]
-            value = float(amount * disc[m, 0]) if amount > 0 else 0.0
-        elif code == 2:
-            called = last
-            for t in range(last):
-                if _worst(s, m, p, t, terms) >= 1:
-                    called = t
-                    break
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def observe(code, thresholds, date, last, level, state, m, flags, lanes):
+    """Date ``date`` of a block of paths of model m seen by the contract: ``level`` [M, U, lanes] holds each
+    path's index levels S at the date, or log(S / S0), and ``thresholds`` [M, U] the contract's in the same
+    terms (:meth:`Contract.thresholds`). ``state[m, b]`` is the date the autocall was called (``last`` if it
+    was not; called where S_j ≥ threshold_j for every j, i.e. worst ≥ 1) or whether a barrier was touched
+    (0 or 1); ``flags`` (int32 [lanes]) is scratch."""
+    underlyings = level.shape[1]
+    if code == 2 and date < last:
+        for b in range(lanes):
+            flags[b] = 1
+        for j in range(underlyings):
+            threshold = thresholds[m, j]
+            for b in range(lanes):
+                flags[b] &= level[m, j, b] >= threshold
+        for b in range(lanes):
+            state[m, b] = date if flags[b] and state[m, b] == last else state[m, b]
+    elif code == 3:
+        for j in range(underlyings):
+            threshold = thresholds[m, j]
+            for b in range(lanes):
+                state[m, b] |= level[m, j, b] <= threshold
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def settle(code, terms, disc, detval, last, prices, state, m, values, lanes):
+    """values[m, b] = the payoff of each lane of model m (float64 of arithmetic in the prices' precision),
+    from the prices S [U + 1, lanes] at the last date and the state :func:`observe` kept."""
+    underlyings = prices.shape[0] - 1
+    if code == 1:
+        for b in range(lanes):
+            amount = (prices[0, b] - terms[0]) * detval[m, 0]
+            values[m, b] = float(amount * disc[m, 0]) if amount > 0 else 0.0
+        return
+    _worst(terms, prices, lanes)
+    if code == 2:
+        final, notional, protection = (terms[underlyings + last], terms[underlyings + last + 1],
+                                       terms[underlyings + last + 2])
+        for b in range(lanes):
+            called, w = state[m, b], prices[underlyings, b]
             if called < last:
-                value = float(terms[underlyings + called] * disc[m, called])
+                values[m, b] = float(terms[underlyings + called] * disc[m, called])
             else:
-                w = _worst(s, m, p, last, terms)
-                notional = terms[underlyings + last + 1]
-                if w >= 1:
-                    amount = terms[underlyings + last]
-                elif w > terms[underlyings + last + 2]:
-                    amount = notional
-                else:
-                    amount = w * notional
-                value = float(amount * disc[m, last])
-        else:
-            touched = False
-            for t in range(dates):
-                for j in range(underlyings):
-                    if s[m, p, t, j] <= terms[underlyings + j]:
-                        touched = True
-            below = False
-            for j in range(underlyings):
-                if s[m, p, last, j] < terms[j]:
-                    below = True
-            notional = terms[2 * underlyings + 1]
-            amount = notional * _worst(s, m, p, last, terms) if touched and below else notional
-            value = float(terms[2 * underlyings] * disc[m, 0] + amount * disc[m, 1])
-        out[p] = value
+                amount = final if w >= 1 else (notional if w > protection else w * notional)
+                values[m, b] = float(amount * disc[m, last])
+        return
+    notional = terms[2 * underlyings + 1]
+    for b in range(lanes):
+        below = prices[0, b] < terms[0]
+        for j in range(1, underlyings):
+            below |= prices[j, b] < terms[j]
+        amount = notional * prices[underlyings, b] if state[m, b] and below else notional
+        values[m, b] = float(terms[2 * underlyings] * disc[m, 0] + amount * disc[m, 1])

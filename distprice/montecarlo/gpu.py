@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GpuUnavailableError, OptionError
-from . import normal
+from . import elementary, normal
 from .bridge import schedule
 from .job import BATCHES, Job
 
@@ -82,7 +82,9 @@ def layout(job: Job, first: int, count: int) -> Launch:
         drift=job.drift.astype(real).ravel(), chol=job.cholesky.astype(real).ravel(),
         disc=job.discounts.astype(real).ravel(), cashflows=np.int32(job.discounts.shape[1]),
         detval=np.ascontiguousarray(job.detvals.astype(real).ravel()), detvals=np.int32(job.detvals.shape[1]),
-        terms=job.contract.terms().astype(real), constants=normal.constants(real), scale=real(2.0**-job.bits),
+        terms=job.contract.terms().astype(real), logarithmic=np.int32(job.logarithmic),
+        thresholds=job.contract.thresholds(job.spots, job.logarithmic).astype(real).ravel(),
+        elementary=elementary.CONSTANTS, constants=normal.constants(real), scale=real(2.0**-job.bits),
         first=np.int64(first), count=np.int64(count), paths=np.int64(job.paths))
     if len(arguments["detval"]) == 0:
         arguments["detval"] = np.zeros(1, dtype=real)        # a valid pointer for contracts without detvals

@@ -56,6 +56,13 @@ class Job:
     def dtype(self):
         return PRECISIONS[self.precision]
 
+    @property
+    def logarithmic(self) -> bool:
+        """Whether engines follow paths as y = log(S / S0), summing the log-increments (fp64: no exp per
+        date), rather than as S = S0 · Π exp(…) (fp32: the contract's float32 arithmetic, which reproduces
+        Futhark's float32 figures)."""
+        return self.precision == "fp64"
+
 
 def batch_starts(paths: int, batches: int = BATCHES) -> np.ndarray:
     """First path k (0-based) of each batch and, last, ``paths``: batch b holds k with k · batches // paths = b."""

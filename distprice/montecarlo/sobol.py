@@ -9,6 +9,13 @@ n = 0 is never used) gives the integer vector
 (the *independent* formula), and x_{n+1} = x_n XOR directions[:, c(n)] with c(n) the index of the lowest
 zero bit of n (the *recurrence*). A range of indices is started by the first and continued by the second;
 any split of [1, N] into ranges so gives the same integers. The uniform of x is x / 2^bits in (0, 1).
+
+The CPU engine takes paths in *blocks* of L = 2^w consecutive paths k0 … k0 + L − 1, k0 a multiple of L,
+and each dimension's integers of a block at once. Since n = k0 + t with t < L has gray(n) = gray(k0) XOR
+gray(t), x_{k0+1+b} = x_{k0} XOR x_{b+1} for lanes b < L − 1 (:func:`lane_offsets`, a table per job), and
+the last lane, x_{k0+L}, is the next block's base: gray(k0 + L) XOR gray(k0) has bits w − 1 and
+w + c(k0 / L), so x_{k0+L} = x_{k0} XOR directions[:, w − 1] XOR directions[:, w + c(k0 / L)]
+(:func:`leap`).
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ def gray(n: int) -> int:
     return n ^ (n >> 1)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def lowest_zero_bit(n):
     """Index of the least-significant 0 bit of ``n`` ≥ 0 (c(n) of the recurrence)."""
     b = 0
@@ -63,7 +70,7 @@ def points(directions: np.ndarray, first: int, count: int) -> np.ndarray:
     return np.bitwise_xor.accumulate(steps, axis=0)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def start(directions, n, x):
     """Write x_n into ``x`` (uint32[dims]) by the independent formula."""
     g = n ^ (n >> 1)
@@ -78,12 +85,28 @@ def start(directions, n, x):
         b += 1
 
 
-@numba.njit(cache=True, inline="always")
-def advance(directions, n, x):
-    """Turn x_n in ``x`` into x_{n+1} (the recurrence)."""
-    c = lowest_zero_bit(n)
-    for d in range(directions.shape[0]):
-        x[d] ^= directions[d, c]
+def lane_offsets(directions: np.ndarray, lanes: int) -> np.ndarray:
+    """uint32 [dims, lanes]: x_{b+1} in lane b < lanes − 1 and 0 in the last lane (``lanes`` a power of two):
+    x of path k0 + b of a block is x_{k0} XOR offsets[:, b], but for the last lane (see the module)."""
+    offsets = np.zeros((directions.shape[0], lanes), dtype=np.uint32)
+    if lanes > 1:
+        offsets[:, :-1] = points(directions, 1, lanes - 1).T
+    return offsets
+
+
+@numba.njit(cache=True)
+def leap_column(block, shift):
+    """shift + c(block): the second column of :func:`leap` for a block of 2^shift paths (shift ≥ 1)."""
+    return shift + lowest_zero_bit(block)
+
+
+@numba.njit(cache=True)
+def leap(directions, d, shift, column):
+    """x_{(block+1)·2^shift} XOR x_{block·2^shift} in dimension d: directions[d, shift − 1] XOR
+    directions[d, column] (``column`` from :func:`leap_column`; left out past the table, where the index
+    2^bits is no path's)."""
+    far = directions[d, column] if column < directions.shape[1] else np.uint32(0)
+    return directions[d, shift - 1] ^ far
 
 
 def joe_kuo(dims: int, bits: int) -> np.ndarray:
