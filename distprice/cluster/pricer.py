@@ -239,7 +239,8 @@ class Pricer:
             return self._price_file(str(portfolio), options, worker, watch)
         job = prepare_job(portfolio, options)
         watch.check()
-        return self._price_job(job, options.engine, worker, watch)
+        name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
+        return self._price_job(job, options.engine, worker, watch, name)
 
     def _worker(self, precision: str, watch: Watch) -> dict:
         """The device and model of the cluster's workers (the first to answer speaks for all); waits up to
@@ -266,7 +267,7 @@ class Pricer:
         if self.progress:
             follow(self.client, futures, label)
 
-    def _price_job(self, job: Job, engine: str, worker: dict, watch: Watch):
+    def _price_job(self, job: Job, engine: str, worker: dict, watch: Watch, name: str):
         """Prices a validated job's valid rows in cost-balanced chunks, scenario block by scenario block; its
         tally and a generator of the priced table's pieces, in order."""
         instruments = job.instruments()
@@ -281,7 +282,7 @@ class Pricer:
         model, token = CostModel.from_json(worker["model"]), watch.job
         pieces = [instruments.take(p) for p in chunks]
         plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"]) for piece in pieces]
-        self._post(token, rows=len(job.table), invalid=len(job.table) - len(instruments), scenarios=len(sets),
+        self._post(token, name=name, rows=len(job.table), invalid=len(job.table) - len(instruments), scenarios=len(sets),
                    chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
                    predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(self.workers, 1))
         gathered = []
@@ -316,7 +317,8 @@ class Pricer:
         market = options.market()  # read and checked here, before any task, and shipped to the workers
         slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))
         token = watch.job
-        figures = dict(rows=sum(groups), chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0)
+        figures = dict(name=path, rows=sum(groups), chunks=len(slices), scenarios=len(market.curve_sets),
+                       predicted_seconds=0.0)
         self._post(token, **figures)
         read = [watch.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
                                    key=f"read-chunk-{i}-{token}", priority=-i)
