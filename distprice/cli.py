@@ -19,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+import warnings
 
 import click
 
@@ -32,6 +33,7 @@ from .lattice.desk import AS_OF, desk
 from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
 from .lattice.gpu import gpu_available
 from .lattice.instruments import prepare
+from .lattice.measures import check_bump, parse_key_rates, parse_measures
 from .precision import PRECISIONS, real_dtype
 from .scenarios import parse_shifts
 from .tables import check_output, check_place, read_table, table_format, write_table
@@ -101,6 +103,12 @@ def main(log_level):
     handler.distprice_cli = True
     logger.addHandler(handler)
     logger.setLevel(log_level.upper())
+    warnings.showwarning = _log_warning
+
+
+def _log_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A Python warning as one log line (what it says, not where in the code it was raised)."""
+    logging.getLogger("distprice").warning("%s", message)
 
 
 def _flag(flag: str, check, value):
@@ -131,6 +139,10 @@ def _flag(flag: str, check, value):
                    "`distprice calibrate hull-white` writes it.")
 @click.option("--output", type=click.Path(dir_okay=False),
               help="Priced table to write (.csv or .parquet), written atomically.")
+@click.option("--measures", help="Risk measures to add: dv01, duration, convexity, krd, vega, oas (comma-separated); "
+              "rows with a market_price are measured at their OAS.")
+@click.option("--bump-bp", type=float, help="Bump of the parallel and key-rate measures, basis points [default: 10].")
+@click.option("--key-rates", help="Key-rate times in years [default: 1,2,3,5,7,10,20,30].")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Pricing engine [default: auto].")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), help="Node arithmetic precision [default: fp64].")
 @click.option("--on-invalid", type=click.Choice(ON_INVALID),
@@ -222,6 +234,13 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     if job.shifts_bp is not None:
         _flag("--shifts-bp", parse_shifts, job.shifts_bp)
     _flag("--as-of", valuation_day, job.as_of)
+    if job.measures is not None:
+        _flag("--measures", parse_measures, job.measures)
+        if job.scenarios is not None or job.shifts_bp is not None:
+            raise click.UsageError("risk measures are of the base market: give --measures or --scenarios / "
+                                   "--shifts-bp, not both")
+    _flag("--bump-bp", check_bump, job.bump_bp)
+    _flag("--key-rates", parse_key_rates, job.key_rates)
 
 
 def _small(portfolio) -> bool:

@@ -21,6 +21,10 @@ from .execute import choose_plan
 from .lattice.engines import AUTO, resolve
 from .lattice.dated import ExerciseSchedule, read_exercise_schedule
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
+from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
+    parse_measures
+from .lattice.quotes import Quotes, read_quotes
+from .lattice.risk import price_measures
 from .precision import precision_name, real_dtype
 from .scenarios import Market, market, parse_shifts
 from .tables import read_table
@@ -51,6 +55,9 @@ class JobOptions:
     before pricing when more rows than that are invalid. ``models``: a model table (or path) from which rows
     naming a ``model`` take their Hull-White a and sigma (see :func:`distprice.calibrate_hull_white`).
     ``base_scenario``: with ``scenarios``, the base curves are priced too, first, as the scenario ``base``.
+    ``measures`` (names of :data:`~distprice.lattice.measures.MEASURES`, a list or ``"dv01,duration,krd"``)
+    adds risk columns, computed in fp64 on the base curves with bumps of ``bump_bp`` basis points and key
+    rates at ``key_rates`` years; rows with a ``market_price`` are measured at their OAS.
     ``timeout``: seconds the job may take (reading and checking included); past it the job stops with
     :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit.
     """
@@ -69,6 +76,9 @@ class JobOptions:
     models: object = None
     timeout: float | None = None
     base_scenario: bool = True
+    measures: object = None
+    bump_bp: float = DEFAULT_BUMP_BP
+    key_rates: object = DEFAULT_KEY_RATES
 
     @classmethod
     def of(cls, **options) -> "JobOptions":
@@ -95,7 +105,18 @@ class JobOptions:
                 self.max_invalid, bool) and self.max_invalid >= 0):
             raise OptionError(f"max_invalid must be an integer >= 0, not {self.max_invalid!r}")
         shifts = None if self.shifts_bp is None else parse_shifts(self.shifts_bp)
-        return dataclasses.replace(self, shifts_bp=shifts, as_of=valuation_day(self.as_of))
+        measures = None if self.measures is None else parse_measures(self.measures)
+        if measures and (self.scenarios is not None or self.shifts_bp is not None):
+            raise OptionError("risk measures are of the base market: give measures or scenarios / shifts_bp, not both")
+        return dataclasses.replace(self, shifts_bp=shifts, as_of=valuation_day(self.as_of), measures=measures,
+                                   bump_bp=check_bump(self.bump_bp), key_rates=parse_key_rates(self.key_rates))
+
+    @property
+    def risk(self) -> "Risk | None":
+        """The risk the (checked) options ask for, or None."""
+        if not self.measures:
+            return None
+        return Risk(self.measures, self.bump_bp, self.key_rates, self.engine)
 
     @property
     def real(self) -> np.dtype:
@@ -105,6 +126,39 @@ class JobOptions:
     def market(self) -> Market:
         """The market these options name (curves read and checked)."""
         return market(self.curves, self.scenarios, self.shifts_bp, self.base_scenario)
+
+
+@dataclass(frozen=True)
+class Risk:
+    """The risk measures a job asks for, priced in fp64 on the base curves by ``engine`` (as the job's)."""
+
+    measures: tuple[str, ...]
+    bump_bp: float
+    key_rates: tuple[float, ...]
+    engine: str = AUTO
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return measure_columns(self.measures, self.key_rates)
+
+    def measure(self, instruments: Instruments, curves, quotes: Quotes | None) -> dict[str, np.ndarray]:
+        """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN)."""
+        return price_measures(instruments, curves, np.float64, self.engine, self.measures, self.bump_bp,
+                              self.key_rates, quotes)
+
+
+def read_risk(table: pd.DataFrame, prepared: Prepared, risk: Risk | None, first_row: int = 0):
+    """The market prices a job with measures reads (``market_price``, ``market_price_type``), their problems
+    joined to ``prepared``'s rows: the prepared rows and the quotes of every row (None without measures)."""
+    if risk is None:
+        return prepared, None
+    quotes, problems = read_quotes(table, first_row)
+    if problems:
+        valid = prepared.valid.copy()
+        valid[[p.position for p in problems]] = False
+        merged = sorted([*prepared.problems, *problems], key=lambda p: p.position)
+        prepared = dataclasses.replace(prepared, valid=valid, problems=merged)
+    return prepared, quotes
 
 
 @dataclass(frozen=True)
@@ -120,6 +174,19 @@ class Job:
     on_invalid: str = "strict"
     """``strict``: a row that cannot be priced fails the job (its problem named); ``report``: it is that row's
     error."""
+    risk: Risk | None = None
+    quotes: Quotes | None = None
+    """The market prices of every row (with measures), for the OAS."""
+
+    def valid_quotes(self) -> Quotes | None:
+        """The market prices of the valid rows (None without measures)."""
+        return None if self.quotes is None else self.quotes.take(np.flatnonzero(self.prepared.valid))
+
+    def measure(self) -> dict[str, np.ndarray] | None:
+        """The measure columns of the valid rows, in this process (None without measures)."""
+        if self.risk is None:
+            return None
+        return self.risk.measure(self.instruments(), self.market.base, self.valid_quotes())
 
     def instruments(self) -> Instruments:
         """The valid rows with their geometry: what the engines price."""
@@ -134,19 +201,21 @@ class Job:
         merged = sorted([*self.prepared.problems, *problems], key=lambda p: p.position)
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
-    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray) -> pd.DataFrame:
+    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
+               measured: dict | None = None) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row. With scenarios the
         table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
-        turn. Raises :class:`Fp32OverflowError` when a priced row is not finite."""
-        frames = list(self.priced_frames(bond, option, engine_of_row))
+        turn. ``measured``: the risk columns of the valid rows (:meth:`measure`), put after the prices.
+        Raises :class:`InvalidInputError` in strict mode when a priced row is not finite."""
+        frames = list(self.priced_frames(bond, option, engine_of_row, measured=measured))
         if self.market.scenarios is None:
             frames[0].index = self.table.index
             return frames[0]
         return pd.concat(frames, ignore_index=True)
 
     def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
-                      first_set: int = 0) -> Iterator[pd.DataFrame]:
+                      first_set: int = 0, measured: dict | None = None) -> Iterator[pd.DataFrame]:
         """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
         ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
         canonical, valid = self.prepared.table, self.prepared.valid
@@ -162,7 +231,16 @@ class Job:
         engines[valid] = engine_of_row
         geometry = self.prepared.geometry
         dated = self.prepared.dated is not None
-        outputs = (*PRICED_COLUMNS[:4], *(DATED_PRICES if dated else ()), *PRICED_COLUMNS[4:])
+        risk = self.risk.columns if self.risk is not None else ()
+        outputs = (*PRICED_COLUMNS[:4], *(DATED_PRICES if dated else ()), *risk, *PRICED_COLUMNS[4:])
+        columns = {}
+        if measured is not None:
+            for name in risk:
+                columns[name] = np.full(n, np.nan)
+                columns[name][valid] = measured[name]
+            for r, why in zip(np.flatnonzero(valid), measured["error"]):
+                if why is not None:
+                    errors[r] = why if errors[r] is None else f"{errors[r]}; {why}"
         inputs = list(self.table.columns)
         carried = self.table.reset_index(drop=True).assign(
             width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
@@ -181,7 +259,7 @@ class Job:
                 error = errors.copy()
                 error[failed] = [p.rule for p in self._unpriced(failed)]
             frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o,
-                                   error=pd.array(error, dtype="string"))
+                                   error=pd.array(error, dtype="string"), **columns)
             if dated:
                 frame = frame.assign(**self._dated_prices(price, self.market.curve_sets[first_set + s]))
             frame = frame[[*inputs, *outputs]]
@@ -270,6 +348,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,
                        exercise_schedule=exercise_schedule(options.exercise_schedule, table),
                        curve_sets=chosen.curve_sets, models=model_table(options.models))
+    prepared, quotes = read_risk(table, prepared, options.risk)
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
     invalid = int((~prepared.valid).sum())
@@ -281,13 +360,14 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
         raise InvalidInputError([Problem(None, "portfolio", None, f"{work:.3g} node-steps (every row, every scenario) "
                                          f"exceed limits.max_node_steps ({options.limits.max_node_steps:.3g}): "
                                          f"{predicted(prepared, options)}")])
-    return Job(table, prepared, chosen, options.real, options.on_invalid)
+    return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes)
 
 
 def check_columns(columns, rows: int, options: JobOptions) -> None:
     """A portfolio's columns and size, before its rows are read: :class:`InvalidInputError` for a column named
     as one distprice writes (it would be overwritten), and for no rows at all unless ``allow_empty``."""
-    taken = [c for c in (*PRICED_COLUMNS, *DATED_PRICES, SCENARIO_COLUMN) if c in columns]
+    risk = options.risk.columns if options.risk is not None else ()
+    taken = [c for c in (*PRICED_COLUMNS, *DATED_PRICES, *risk, SCENARIO_COLUMN) if c in columns]
     problems = [Problem(None, "portfolio", c, "is a column distprice writes in the priced table: rename it")
                 for c in taken]
     if rows == 0 and not options.allow_empty:
@@ -343,7 +423,7 @@ class Tally:
         self.values: dict = {}
 
     def add(self, priced: pd.DataFrame) -> pd.DataFrame:
-        done = priced["error"].isna()
+        done = priced["price"].notna()
         self.prices += int(done.sum())
         self.node_steps += float((2 * priced["width"][done].astype(float) * priced["height"][done].astype(float)).sum())
         for name, count in priced["engine"].value_counts().items():

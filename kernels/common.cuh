@@ -77,14 +77,17 @@ struct Tree {
     int knots;
     real top_up, top_mid, top_down, bottom_up, bottom_mid, bottom_down;
 
-    __device__ Tree(const Portfolio& book, long long row)
+    __device__ Tree(const Portfolio& book, long long row) : Tree(book, row, book.dr[row]) {}
+
+    // The row's tree with another rate step dr (another volatility: the risk kernels' vega trees).
+    __device__ Tree(const Portfolio& book, long long row, double dr)
     {
         jmax = book.jmax[row];
         width = 2 * jmax + 1;
         height = book.height[row];
         dt = book.dt[row];
         M = book.M[row];
-        drdt = book.dr[row] * dt;
+        drdt = dr * dt;
         const int c = book.curve[row];
         knot_t = book.curve_t + book.curve_offsets[c];
         knot_z = book.curve_z + book.curve_offsets[c];

@@ -22,6 +22,7 @@ from dask.utils import parse_bytes
 from ..errors import ConfigError, OptionError, shown
 from ..job import ON_INVALID, JobOptions, valuation_day
 from ..lattice.engines import ENGINE_NAMES
+from ..lattice.measures import check_bump, parse_key_rates, parse_measures
 from ..precision import PRECISIONS
 from ..scenarios import parse_shifts
 
@@ -188,6 +189,9 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
         _check_jobqueue(cluster, "jobqueue" in failed, report)
     if job.scenarios is not None and job.shifts_bp is not None:
         report("job.shifts_bp", "give scenarios or shifts_bp, not both")
+    if job.measures and (job.scenarios is not None or job.shifts_bp is not None):
+        report("job.measures", "risk measures are of the base market: give measures or scenarios / shifts_bp, "
+                               "not both")
     if problems:
         raise ConfigError("\n".join(problems))
     return Config(cluster, job, source)
@@ -377,7 +381,8 @@ _CHECKS = {
                 "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
                 "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date,
                 "allow_empty": _boolean, "max_invalid": _optional(_count), "timeout": _optional(_seconds),
-                "base_scenario": _boolean},
+                "base_scenario": _boolean, "measures": _optional(parse_measures), "bump_bp": check_bump,
+                "key_rates": parse_key_rates},
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}

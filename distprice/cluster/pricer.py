@@ -278,9 +278,12 @@ class Pricer:
         tally = Tally(len(job.table), len(sets))
         if not chunks:
             empty = np.zeros((len(sets), 0))
-            return tally, self._frames(job, [(empty, empty, np.empty(0, dtype=object))], [range(len(sets))], tally)
+            measured = job.measure()  # of no rows: the columns, empty
+            return tally, self._frames(job, [(empty, empty, np.empty(0, dtype=object), measured)],
+                                       [range(len(sets))], tally)
         model, token = CostModel.from_json(worker["model"]), watch.job
         pieces = [instruments.take(p) for p in chunks]
+        quotes = job.valid_quotes()
         plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"]) for piece in pieces]
         self._post(token, name=name, rows=len(job.table), invalid=len(job.table) - len(instruments), scenarios=len(sets),
                    chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
@@ -290,9 +293,10 @@ class Pricer:
             warnings.filterwarnings("ignore", message=".*large graph.*")
             for b, block in enumerate(blocks):
                 futures = [watch.submit(
-                    price_chunk, piece, sets[block.start:block.stop], plan.parts, job.real,
+                    price_chunk, piece, sets[block.start:block.stop], plan.parts, job.real, job.risk,
+                    None if quotes is None else quotes.take(rows),
                     key=f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}-{token}",
-                    priority=-b) for i, (piece, plan) in enumerate(zip(pieces, plans))]
+                    priority=-b) for i, (piece, plan, rows) in enumerate(zip(pieces, plans, chunks))]
                 gathered.append(watch.submit(gather, chunks, *futures, key=f"gather-{b}-{token}", priority=-b))
         self._show_progress(gathered, "pricing")
         return tally, self._frames(job, self._ordered(gathered, watch), blocks, tally)
@@ -300,8 +304,8 @@ class Pricer:
     @staticmethod
     def _frames(job: Job, prices, blocks: list[range], tally: Tally):
         """The priced table's pieces from the (bond, option, engines) of each scenario block, in order."""
-        for (bond, option, engines), block in zip(prices, blocks):
-            for frame in job.priced_frames(bond, option, engines, first_set=block.start):
+        for (bond, option, engines, measured), block in zip(prices, blocks):
+            for frame in job.priced_frames(bond, option, engines, first_set=block.start, measured=measured):
                 if job.market.scenarios is None:
                     frame.index = job.table.index
                 yield tally.add(frame)

@@ -14,9 +14,10 @@ import pandas as pd
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
-from ..job import Job, JobOptions, exercise_schedule, model_table
+from ..job import Job, JobOptions, Risk, exercise_schedule, model_table, read_risk
 from ..lattice.gpu import device_name, gpu_available
 from ..lattice.instruments import Instruments, id_hashes, prepare
+from ..lattice.quotes import Quotes
 from ..models import HestonFit, HullWhiteFit, Surface, Swaptions, fit_hull_white, fit_surface
 from ..montecarlo import Job as PathJob
 from ..montecarlo import Partial, price_range
@@ -45,8 +46,10 @@ def _use_worker_threads() -> None:
         numba.set_num_threads(max(1, min(get_worker().state.nthreads, numba.config.NUMBA_NUM_THREADS)))
 
 
-def price_chunk(instruments: Instruments, curve_sets, parts, real):
-    """Prices the ``instruments`` of a chunk as ``parts`` say; bond, option (curve sets x rows), engines."""
+def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None,
+                quotes: Quotes | None = None):
+    """Prices the ``instruments`` of a chunk as ``parts`` say; bond, option (curve sets x rows), engines, and
+    the chunk's risk measures (on the first curve set, the base; None without ``risk``)."""
     _use_worker_threads()
     tick = time.perf_counter()
     bond, option, kernel_seconds = price_parts(instruments, curve_sets, parts, real)
@@ -55,18 +58,24 @@ def price_chunk(instruments: Instruments, curve_sets, parts, real):
         engines[part.rows] = part.engine
     log_pricing(len(instruments) * len(curve_sets), instruments.node_steps * len(curve_sets),
                 time.perf_counter() - tick, kernel_seconds, "+".join(dict.fromkeys(p.engine for p in parts)))
-    return bond, option, engines
+    measured = None if risk is None else risk.measure(instruments, curve_sets[0], quotes)
+    return bond, option, engines, measured
 
 
 def gather(positions, *chunks):
-    """The prices of every chunk, put back in the order of the valid rows (``positions`` of each chunk)."""
+    """The prices (and measures) of every chunk, put back in the order of the valid rows (``positions`` of
+    each chunk)."""
     scenarios = chunks[0][0].shape[0]
     n = sum(len(p) for p in positions)
     bond, option = np.full((scenarios, n), np.nan), np.full((scenarios, n), np.nan)
     engines = np.empty(n, dtype=object)
-    for rows, (b, o, e) in zip(positions, chunks):
+    measured = None if chunks[0][3] is None else \
+        {k: np.empty(n, dtype=v.dtype) for k, v in chunks[0][3].items()}
+    for rows, (b, o, e, m) in zip(positions, chunks):
         bond[:, rows], option[:, rows], engines[rows] = b, o, e
-    return bond, option, engines
+        for k in measured or ():
+            measured[k][rows] = m[k]
+    return bond, option, engines, measured
 
 
 @dataclass
@@ -86,7 +95,8 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
     prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
                        exercise_schedule=exercise_schedule(options.exercise_schedule, table),
                        models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
-    job = Job(table, prepared, market, options.real, options.on_invalid)
+    prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
+    job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
     plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
                        gpu=gpu)
     return ReadChunk(job, plan.parts)
@@ -106,8 +116,9 @@ def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
     parts = chunk.parts
     if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
         parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
-    bond, option, engines = price_chunk(instruments, job.market.curve_sets, parts, job.real)
-    return job.priced(bond, option, engines)
+    bond, option, engines, measured = price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk,
+                                                  job.valid_quotes())
+    return job.priced(bond, option, engines, measured)
 
 
 def task_name(engines, real) -> str:

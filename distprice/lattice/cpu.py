@@ -11,6 +11,9 @@ step the option is zero and only the bond rolls back. Each event's amount gets i
 
 Work is balanced over threads with the longest-processing-time rule on ``width * height``. Scratch rows
 are allocated once per thread, never per node or step.
+
+Risk (:class:`CpuRisk`, see :mod:`~.sweeps`): the forward passes of a job's trees are kept, and each tree is
+rolled back under every curve bump, one backward pass after another with the same step helpers.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from .batch import Batch
 from .events import EXERCISE
+from .sweeps import Trees, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
@@ -174,6 +178,40 @@ def _event_amount(amount, t, s, dt, curve_t, curve_z):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
+def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from, bond_from=0):
+    """Rolls bond ``B`` back from step i + 1 to step i into ``Bn`` with the step's ``e = exp(-alpha_i dt)`` from
+    step ``bond_from`` up, and option ``O`` into ``On`` below the last exercise step (above it the option is
+    zero and not rolled back); returns whether the bond and the option were rolled."""
+    w = 2 * jmax + 1
+    r = min(i, jmax)
+    lo, hi = _span(jmax, r) if r < jmax else (_2, numba.uint64(w))
+    option = i < option_from
+    bond = i >= bond_from
+    if option and bond:
+        _stencil2(e, coef[0], coef[1], coef[2], B, Bn, O, On, lo, hi)
+    elif option:
+        _stencil(e, coef[0], coef[1], coef[2], O, On, lo, hi)
+    else:
+        _stencil(e, coef[0], coef[1], coef[2], B, Bn, lo, hi)
+    if r == jmax:
+        if option:
+            _edge_values(jmax, e, coef, top, bottom, O, On)
+        if bond:
+            _edge_values(jmax, e, coef, top, bottom, B, Bn)
+    return bond, option
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _apply(kind, amount, is_call, B, O, lo, hi):
+    """One event at the nodes ``[lo, hi)``: the redemption and coupons add to the bond, an exercise takes the
+    larger of the option and its payoff."""
+    if kind == EXERCISE:
+        _exercise(is_call, amount, B, O, lo, hi)
+    else:
+        _add(B, amount, lo, hi)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
 def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t, curve_z,
               e_step, e_time, e_kind, e_amount, option_from):
     """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step; returns their values at
@@ -183,32 +221,17 @@ def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t
     their table order: the redemption and coupons add to the bond, an exercise takes the larger of the option
     and its payoff.
     """
-    w = 2 * jmax + 1
-    bu, bm, bd = coef[0], coef[1], coef[2]
     real = B.dtype.type
     ei = 0
     for i in range(n, -1, -1):
-        r = min(i, jmax)
         if i < n:
-            e = ea[i]
-            lo, hi = _span(jmax, r) if r < jmax else (_2, numba.uint64(w))
-            if i < option_from:
-                _stencil2(e, bu, bm, bd, B, Bn, O, On, lo, hi)
-                if r == jmax:
-                    _edge_values(jmax, e, coef, top, bottom, O, On)
+            if _roll_step(jmax, i, ea[i], coef, top, bottom, B, Bn, O, On, option_from)[1]:
                 O, On = On, O
-            else:
-                _stencil(e, bu, bm, bd, B, Bn, lo, hi)
-            if r == jmax:
-                _edge_values(jmax, e, coef, top, bottom, B, Bn)
             B, Bn = Bn, B
-        lo, hi = _span(jmax, r)
+        lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
-            amount = real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z))
-            if e_kind[ei] == EXERCISE:
-                _exercise(is_call, amount, B, O, lo, hi)
-            else:
-                _add(B, amount, lo, hi)
+            _apply(e_kind[ei], real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)), is_call,
+                   B, O, lo, hi)
             ei += 1
     return B[jmax + 1], O[jmax + 1]
 
@@ -285,3 +308,217 @@ def price_cpu(batch: Batch):
                events.kind, events.amount, batch.option_from, int(g.width.max()), int(g.height.max()),
                np.zeros(1, dtype=real), bond, option)
     return bond.astype(np.float64), option.astype(np.float64)
+
+
+# ---- risk: trees kept between calls, rolled back under many curve bumps at once (see sweeps.py) ----
+
+@numba.njit(cache=True)
+def _bump_exponent(t, grid, dz):
+    """``dz(t) * t``, dz linear between the ``grid`` times and flat outside (kernels/bumps.cuh likewise)."""
+    m = len(grid)
+    if t <= grid[0]:
+        return dz[0] * t
+    if t >= grid[m - 1]:
+        return dz[m - 1] * t
+    j = 0
+    while grid[j + 1] < t:
+        j += 1
+    return (dz[j] + (dz[j + 1] - dz[j]) * (t - grid[j]) / (grid[j + 1] - grid[j])) * t
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
+                 curve_t, curve_z, max_width, alpha_offsets, ea_out):
+    """The forward pass of every tree: its ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``."""
+    for t in numba.prange(len(thread_offsets) - 1):
+        size = max_width + 2
+        coef = np.zeros((4, size))
+        rows = np.zeros((2, size))
+        for q in range(thread_offsets[t], thread_offsets[t + 1]):
+            k = order[q]
+            r = task_row[k]
+            jm, n = jmax[r], height[r]
+            top, bottom = _coefficients(jm, dt[r], task_dr[k], M[r], coef)
+            for p in range(2 * jm + 3):
+                rows[0, p] = 0.0
+                rows[1, p] = 0.0
+            c = curve_index[r]
+            ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
+            cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
+                     ea_out[alpha_offsets[k]:alpha_offsets[k] + n])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _backward_bumped(jmax, n, first, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, grid, dz, e_step, e_time,
+                     e_kind, e_adjusted, option_from, bond_from, save_at, saved):
+    """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first``: from zeroed rows at the height n,
+    or from ``B`` and ``O`` holding the values at step ``first`` after its events. Step i's ``exp(-alpha_i
+    dt)`` is ``ea[i] * r(t_{i+1}) / r(t_i)`` and an event's amount (``e_adjusted``: forward-adjusted on the
+    base curve) carries ``r(t) / r(s dt)``, r(t) = ``exp(-dz(t) t)``. Below step ``bond_from`` (the first
+    exercise) no exercise needs the bond: it is not rolled back there, and only the option's value at the root
+    is returned. At the steps ``save_at`` (decreasing) the rows are copied to ``saved[c, 0 or 1]``."""
+    ei = 0
+    while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and first < n)):
+        ei += 1
+    c = 0
+    above = _bump_exponent(first * dt, grid, dz)
+    for i in range(first, -1, -1):
+        tau = i * dt
+        here = _bump_exponent(tau, grid, dz)
+        if i < first:
+            bond, option = _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
+                                      option_from, bond_from)
+            if option:
+                O, On = On, O
+            if bond:
+                B, Bn = Bn, B
+            above = here
+        lo, hi = _span(jmax, min(i, jmax))
+        while ei < len(e_step) and e_step[ei] == i:
+            if i >= bond_from:
+                amount = e_adjusted[ei]
+                if e_time[ei] != tau:
+                    amount *= math.exp(here - _bump_exponent(e_time[ei], grid, dz))
+                _apply(e_kind[ei], amount, is_call, B, O, lo, hi)
+            ei += 1
+        while c < len(save_at) and save_at[c] == i:
+            saved[c, 0, :] = B
+            saved[c, 1, :] = O
+            c += 1
+    return O[jmax + 1]
+
+
+@numba.njit(cache=True)
+def _straight(grid, dz, e_time, e_kind, e_present):
+    """The bond's value at the root under the bump: its cash flows ``e_present`` (each amount times ``P(0, t)``
+    on the base curve) times ``r(t) = exp(-dz(t) t)``, which is what its tree gives (it reprices them)."""
+    total = 0.0
+    for e in range(len(e_time)):
+        if e_kind[e] != EXERCISE:
+            total += e_present[e] * math.exp(-_bump_exponent(e_time[e], grid, dz))
+    return total
+
+
+@numba.njit(cache=True)
+def _rows_from(rows, w, saved=None):
+    """Rows 0-3 zeroed (bond, option and their buffers) over the ``w + 2`` nodes, or rows 0 and 2 (bond and
+    option) set to ``saved[0]`` and ``saved[1]``."""
+    for a in range(4):
+        for p in range(w + 2):
+            rows[a, p] = 0.0
+    if saved is not None:
+        rows[0, :w + 2] = saved[0, :w + 2]
+        rows[2, :w + 2] = saved[1, :w + 2]
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_kind, e_amount, adjusted,
+                present, bond_from):
+    """Per event: its amount forward-adjusted on its row's curve (:func:`_event_amount`) and its amount times
+    ``P(0, t)``; per row: the step of its first exercise (0 without one)."""
+    for r in numba.prange(len(e_off) - 1):
+        c = curve_index[r]
+        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        bond_from[r] = 0
+        for e in range(e_off[r], e_off[r + 1]):
+            adjusted[e] = _event_amount(e_amount[e], e_time[e], e_step[e], dt[r], ct, cz)
+            present[e] = e_amount[e] * _discount_bond(e_time[e], ct, cz, 0)[0]
+            if e_kind[e] == EXERCISE:
+                bond_from[r] = e_step[e]  # events come in decreasing steps: the last is the first exercise
+
+
+@numba.njit(cache=True, parallel=True, nogil=True)
+def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_offsets, ea_store, start, grid, dz, jmax,
+              height, dt, M, is_call, e_off, e_step, e_time, e_kind, e_adjusted, e_present, option_from, bond_from,
+              max_width, bond_out, option_out):
+    """Each task's tree under each of its bumps, one backward pass after another: bump 0 from the top, saving
+    its rows at the steps where other bumps start; the others from the top or from those rows. The bond's
+    value at the root is its discounted cash flows (:func:`_straight`)."""
+    bumps = dz.shape[1]
+    for t in numba.prange(len(thread_offsets) - 1):
+        size = max_width + 2
+        coef = np.zeros((4, size))
+        rows = np.zeros((4, size))
+        saved = np.zeros((bumps, 2, size))
+        save_at = np.zeros(bumps, dtype=np.int64)
+        for q in range(thread_offsets[t], thread_offsets[t + 1]):
+            k = order[q]
+            tree = tasks[k]
+            r = task_row[tree]
+            jm, n = jmax[r], height[r]
+            w = 2 * jm + 1
+            top, bottom = _coefficients(jm, dt[r], task_dr[tree], M[r], coef)
+            lo, hi = e_off[r], e_off[r + 1]
+            ea = ea_store[alpha_offsets[tree]:alpha_offsets[tree] + n]
+            starts = start[k]
+            saves = 0  # the distinct steps below the height where bumps start, decreasing
+            for s in np.sort(starts[1:])[::-1]:
+                if s < n and (saves == 0 or save_at[saves - 1] != s):
+                    save_at[saves] = s
+                    saves += 1
+            for b in range(bumps):
+                first = starts[b] if b else n
+                if first == n:
+                    _rows_from(rows, w)
+                else:
+                    _rows_from(rows, w, saved[np.searchsorted(-save_at[:saves], -first)])
+                option_out[k, b] = _backward_bumped(
+                    jm, n, first, dt[r], is_call[r], ea, coef, top, bottom, rows[0], rows[1], rows[2], rows[3], grid,
+                    dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_adjusted[lo:hi], option_from[r],
+                    bond_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
+                bond_out[k, b] = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi])
+
+
+class CpuRisk:
+    """The CPU engine's risk (see :mod:`~.sweeps` for the interface): forward passes once per tree, kept;
+    each call of :meth:`roll` rolls its trees back under all its bumps, in parallel over trees. Below a row's
+    first exercise no exercise needs the bond, so only the option is rolled back there; the bond's value at the
+    root is its cash flows discounted on the bumped curve, which is what its tree gives (to rounding)."""
+
+    def __init__(self, batch: Batch):
+        if batch.real != np.float64:
+            raise ValueError("risk measures are computed in fp64")
+        self.batch = batch
+        events = batch.events
+        self.adjusted, self.present = np.empty(len(events.amount)), np.empty(len(events.amount))
+        """Each event's amount forward-adjusted on the batch's curves, and times P(0, t), once for every tree and
+        bump."""
+        self.bond_from = np.zeros(len(batch), dtype=np.int64)
+        """The first exercise step of each row: below it the bond is not rolled back."""
+        _adjust_all(batch.geometry.dt, batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
+                    events.offsets, events.step, events.time, events.kind, events.amount, self.adjusted, self.present,
+                    self.bond_from)
+
+    def trees(self, rows: np.ndarray, volatility: np.ndarray, dr: np.ndarray) -> Trees:
+        b, g = self.batch, self.batch.geometry
+        rows = np.asarray(rows, np.int64)
+        dr = np.ascontiguousarray(dr, np.float64)
+        heights = g.height[rows]
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(heights, out=offsets[1:])
+        ea = np.empty(offsets[-1])
+        if len(rows):
+            order, thread_offsets = balance((g.width[rows] * heights).astype(np.float64), numba.get_num_threads())
+            _forward_all(order, thread_offsets, rows, dr, g.jmax, g.height, g.dt, g.M, b.curve_index, b.curve_offsets,
+                         b.curve_t, b.curve_z, int(g.width[rows].max()), offsets, ea)
+        return Trees(rows, np.asarray(volatility, np.float64), dr, (offsets, ea))
+
+    def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        b, g, events = self.batch, self.batch.geometry, self.batch.events
+        tasks = np.asarray(tasks, np.int64)
+        dz = np.ascontiguousarray(dz, np.float64)
+        bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
+        if len(tasks) == 0:
+            return bond, option
+        rows = trees.rows[tasks]
+        start = start_steps(grid, dz, g.dt[rows], g.height[rows])
+        order, thread_offsets = balance((g.width[rows] * start.sum(axis=1)).astype(np.float64),
+                                        numba.get_num_threads())
+        offsets, ea = trees.state
+        _roll_all(order, thread_offsets, tasks, trees.rows, trees.dr, offsets, ea, start,
+                  np.ascontiguousarray(grid, np.float64), dz, g.jmax, g.height, g.dt, g.M, b.is_call, events.offsets,
+                  events.step, events.time, events.kind, self.adjusted, self.present, b.option_from, self.bond_from,
+                  int(g.width[rows].max()), bond, option)
+        return bond, option

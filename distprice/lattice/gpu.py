@@ -1,6 +1,7 @@
 """GPU engines: CuPy launchers for ``kernels/outer.cu`` (``gpu-outer``), ``kernels/flat.cu`` (``gpu-flat``) and
 ``kernels/wide.cu`` (trees too wide for a flat block); ``kernels/adjust.cu`` forward-adjusts the events'
-amounts under each curve set before the pricing kernels run.
+amounts under each curve set before the pricing kernels run; ``kernels/risk.cu`` is the risk engine's
+(:class:`GpuRisk`: trees kept on the device, rolled back under many curve bumps).
 
 The CUDA sources are compiled once per process, precision and build option (NVRTC, through
 ``cupy.RawModule``). The host layouts (sorting, padding, bin packing: :mod:`~.layouts`) are timed apart from
@@ -22,6 +23,7 @@ from ..errors import Fp32OverflowError, GpuUnavailableError
 from .batch import Batch
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, FlatLayout, OuterLayout, choose_flat_shape,
                       exclusive_cumsum, flat_layout, flat_shared_bytes, outer_layout)
+from .sweeps import Trees, start_steps
 
 WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
@@ -346,3 +348,76 @@ def price_gpu(batch: Batch, kernel: str, **options) -> GpuRun:
     upload, kernel (CUDA events) and download are timed apart.
     """
     return start_gpu(batch, kernel, time_upload=True, **options).finish()
+
+
+# ---- risk (kernels/risk.cu): trees kept on the device, rolled back under many curve bumps ----
+
+RISK_THREADS = 128
+RISK_ROW_BYTES = 2**31
+"""Device bytes of bump rows one roll launch may take; a larger call is rolled in parts."""
+
+
+class GpuRisk:
+    """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``, one tree per thread,
+    its forward pass once per tree (kept on the device), each call of :meth:`roll` rolling its trees back
+    under all its bumps, two rows per bump, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded
+    once, its events' amounts adjusted under its curves."""
+
+    def __init__(self, batch: Batch):
+        if batch.real != np.float64:
+            raise ValueError("risk measures are computed in fp64")
+        self.batch = batch
+        self.device = upload(batch)
+
+    def _leading(self):
+        return tuple(self.device.args[name] for name, _ in KERNEL_ARGS)
+
+    def trees(self, rows: np.ndarray, volatility: np.ndarray, dr: np.ndarray) -> Trees:
+        cupy = require_gpu()
+        g = self.batch.geometry
+        rows = np.asarray(rows, np.int64)
+        layout = outer_layout(g.width[rows], g.height[rows], lanes=WARP)
+        slots = np.arange(len(rows))
+        alpha_at = np.empty(len(rows), dtype=np.int64)
+        alpha_at[layout.order] = layout.alpha_base[slots // WARP] + slots % WARP
+        device = _Device(cupy)
+        alphas = device.empty(max(layout.alpha_elements, 1), np.float64)
+        state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
+                 "dr": device.put(np.asarray(dr, np.float64))}
+        if len(rows):
+            kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function(
+                "risk_forward")
+            kernel((-(-len(rows) // RISK_THREADS),), (RISK_THREADS,),
+                   (*self._leading(), np.int32(len(rows)), device.put(layout.order), state["rows"], state["dr"],
+                    np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
+                    device.empty(max(layout.row_elements, 1), np.float64), alphas))
+        return Trees(rows, np.asarray(volatility, np.float64), np.asarray(dr, np.float64), state)
+
+    def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        cupy = require_gpu()
+        g = self.batch.geometry
+        tasks = np.asarray(tasks, np.int64)
+        dz = np.ascontiguousarray(dz, np.float64)
+        bumps = dz.shape[1]
+        bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
+        rows = trees.rows[tasks]
+        start = start_steps(grid, dz, g.dt[rows], g.height[rows]).astype(np.int32)
+        part_of = (np.cumsum(2 * bumps * g.width[rows].astype(np.int64) * 8) - 1) // RISK_ROW_BYTES
+        kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function("risk_roll")
+        state = trees.state
+        for p in np.unique(part_of):
+            part = np.flatnonzero(part_of == p)
+            device = _Device(cupy)
+            layout = outer_layout(g.width[rows[part]], g.height[rows[part]], lanes=WARP)
+            row_base, row_elements = exclusive_cumsum(2 * bumps * layout.pitch.astype(np.int64) * WARP)
+            out_bond, out_option = device.poisoned(len(part) * bumps), device.poisoned(len(part) * bumps)
+            kernel((-(-len(part) // RISK_THREADS),), (RISK_THREADS,),
+                   (*self._leading(), self.device.args["event_time"], np.int32(len(part)),
+                    device.put(layout.order), device.put(tasks[part]), state["rows"], state["dr"], state["alpha_at"],
+                    np.int32(WARP), np.int32(bumps), device.put(start[part]), np.int32(len(grid)),
+                    device.put(np.asarray(grid, np.float64)), device.put(dz[part]), np.int32(WARP),
+                    device.put(row_base), device.put(layout.pitch), device.empty(max(row_elements, 1), np.float64),
+                    state["alphas"], out_bond, out_option))
+            bond[part] = cupy.asnumpy(out_bond).reshape(len(part), bumps)
+            option[part] = cupy.asnumpy(out_option).reshape(len(part), bumps)
+        return bond, option

@@ -92,52 +92,14 @@ def price_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], 
     out = []
     try:
         for i, (_, row) in enumerate(portfolio.iterrows()):
-            valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
-            settings.evaluationDate = ql_date(valuation)
-            curve = curves[_value(row, "curve", "default")]
-            handle = curve_handle(curve, valuation)
-            face, coupon = float(_value(row, "face", 100.0)), float(_value(row, "coupon", 0.0))
-            settle = int(_value(row, "settlement_days", 0))
-            calendar = quantlib_calendar(_value(row, "calendar", "none"))
-            payment = convention(_value(row, "payment_convention", "following"))
-            accrual = convention(_value(row, "accrual_convention", "unadjusted"))
-            maturity = ql.DateParser.parseISO(str(row["maturity_date"])[:10])
-            issue = ql.DateParser.parseISO(str(row["issue_date"])[:10]) if coupon > 0 else None
-            frequency = int(_value(row, "coupon_frequency", 0))
-            redemption = float(_value(row, "redemption", 100.0))
-            counter = day_counter(_value(row, "day_count", "30/360"))
-            schedule = ql.Schedule(issue, maturity, ql.Period(12 // frequency, ql.Months), calendar, accrual, accrual,
-                                   ql.DateGeneration.Backward, bool(_value(row, "end_of_month", False))) \
-                if coupon > 0 else None
-            if schedule is not None:
-                straight = ql.FixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue)
-            else:
-                straight = ql.ZeroCouponBond(settle, calendar, face, maturity, payment, redemption)
-            straight.setPricingEngine(ql.DiscountingBondEngine(handle))
+            built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i])
+            straight, bond, face = built["straight"], built["bond"], built["face"]
             instrument = _value(row, "instrument", "bond_option")
             result = dict(bond_price=straight.NPV(), accrued=straight.accruedAmount() * face / 100.0)
-            if instrument == "bond":
+            if bond is None:
                 result.update(price=straight.NPV(), dirty_price=straight.dirtyPrice() * face / 100.0,
                               clean_price=straight.cleanPrice() * face / 100.0)
-                out.append(result)
-                continue
-            kind = {"callable_bond": "call", "puttable_bond": "put"}.get(instrument, _value(row, "option_type", "call"))
-            dates = _exercise_dates(row, straight, exercise_schedule)
-            callabilities = ql.CallabilitySchedule([ql.Callability(
-                ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
-                ql.Callability.Call if kind == "call" else ql.Callability.Put, date) for date, price, dirty in dates])
-            if schedule is not None:
-                bond = ql.CallableFixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue,
-                                                callabilities)
-            else:
-                bond = ql.CallableZeroCouponBond(settle, face, calendar, maturity, counter, payment, redemption,
-                                                 ql.Date(), callabilities)
-            last = max(c.date() for c in straight.cashflows())
-            n = steps[i] if steps is not None else round(counter_years(curve, valuation, last) *
-                                                         int(_value(row, "steps_per_year", 12)))
-            model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
-            bond.setPricingEngine(ql.TreeCallableFixedRateBondEngine(model, int(n), handle))
-            if instrument == "bond_option":
+            elif instrument == "bond_option":
                 option = abs(bond.NPV() - straight.NPV())
                 result.update(price=option, dirty_price=np.nan, clean_price=np.nan, accrued=np.nan)
             else:
@@ -147,6 +109,93 @@ def price_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], 
     finally:
         settings.evaluationDate = saved
     return pd.DataFrame(out, index=portfolio.index)[["price", "bond_price", "dirty_price", "clean_price", "accrued"]]
+
+
+def risk_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], as_of=None,
+                        exercise_schedule: pd.DataFrame | None = None, steps=None, bump: float = 1e-3,
+                        market_clean=None, spread=None) -> pd.DataFrame:
+    """QuantLib's risk of dated callable and puttable bonds (arguments as :func:`price_dated_quantlib`):
+    ``CallableBond.OAS(market clean per 100, curve, curve's day count, Continuous, NoFrequency)`` where
+    ``market_clean`` (a sequence, units of face) gives one, then at that spread (or 0)
+    ``effectiveDuration`` and ``effectiveConvexity`` with spread bump ``bump`` (decimal), or at ``spread`` (a
+    sequence, decimal) where given. QuantLib's OAS
+    matches the value at the valuation date (``NPV``) to the market's dirty price, not the dirty price at
+    settlement. Returns ``oas`` (NaN without a market price), ``effective_duration``, ``effective_convexity``
+    in the portfolio's index."""
+    import QuantLib as ql
+
+    settings = ql.Settings.instance()
+    saved = settings.evaluationDate
+    out = []
+    try:
+        for i, (_, row) in enumerate(portfolio.iterrows()):
+            built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i])
+            bond, handle, face = built["bond"], built["handle"], built["face"]
+            counter = ql.Actual360() if built["curve"].day_count == "ACT/360" else ql.Actual365Fixed()
+            clean = None if market_clean is None else market_clean[i]
+            oas = np.nan
+            if clean is not None and np.isfinite(clean):
+                oas = bond.OAS(float(clean) * 100.0 / face, handle, counter, ql.Continuous, ql.NoFrequency)
+            at = float(spread[i]) if spread is not None else 0.0 if np.isnan(oas) else oas
+            out.append(dict(oas=oas,
+                            effective_duration=bond.effectiveDuration(at, handle, counter, ql.Continuous,
+                                                                      ql.NoFrequency, bump),
+                            effective_convexity=bond.effectiveConvexity(at, handle, counter, ql.Continuous,
+                                                                        ql.NoFrequency, bump)))
+    finally:
+        settings.evaluationDate = saved
+    return pd.DataFrame(out, index=portfolio.index)
+
+
+def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedule, steps) -> dict:
+    """QuantLib's objects of a dated row, at its valuation date (made QuantLib's evaluation date): the
+    straight bond (``straight``, priced by discounting), the callable or puttable bond (``bond``, priced on
+    the Hull-White tree; None for a plain bond), the curve (``handle``, and ``curve`` ours) and ``face``."""
+    import QuantLib as ql
+
+    valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
+    ql.Settings.instance().evaluationDate = ql_date(valuation)
+    curve = curves[_value(row, "curve", "default")]
+    handle = curve_handle(curve, valuation)
+    face, coupon = float(_value(row, "face", 100.0)), float(_value(row, "coupon", 0.0))
+    settle = int(_value(row, "settlement_days", 0))
+    calendar = quantlib_calendar(_value(row, "calendar", "none"))
+    payment = convention(_value(row, "payment_convention", "following"))
+    accrual = convention(_value(row, "accrual_convention", "unadjusted"))
+    maturity = ql.DateParser.parseISO(str(row["maturity_date"])[:10])
+    issue = ql.DateParser.parseISO(str(row["issue_date"])[:10]) if coupon > 0 else None
+    frequency = int(_value(row, "coupon_frequency", 0))
+    redemption = float(_value(row, "redemption", 100.0))
+    counter = day_counter(_value(row, "day_count", "30/360"))
+    schedule = ql.Schedule(issue, maturity, ql.Period(12 // frequency, ql.Months), calendar, accrual, accrual,
+                           ql.DateGeneration.Backward, bool(_value(row, "end_of_month", False))) \
+        if coupon > 0 else None
+    if schedule is not None:
+        straight = ql.FixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue)
+    else:
+        straight = ql.ZeroCouponBond(settle, calendar, face, maturity, payment, redemption)
+    straight.setPricingEngine(ql.DiscountingBondEngine(handle))
+    built = dict(straight=straight, bond=None, handle=handle, curve=curve, face=face)
+    instrument = _value(row, "instrument", "bond_option")
+    if instrument == "bond":
+        return built
+    kind = {"callable_bond": "call", "puttable_bond": "put"}.get(instrument, _value(row, "option_type", "call"))
+    dates = _exercise_dates(row, straight, exercise_schedule)
+    callabilities = ql.CallabilitySchedule([ql.Callability(
+        ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
+        ql.Callability.Call if kind == "call" else ql.Callability.Put, date) for date, price, dirty in dates])
+    if schedule is not None:
+        bond = ql.CallableFixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue,
+                                        callabilities)
+    else:
+        bond = ql.CallableZeroCouponBond(settle, face, calendar, maturity, counter, payment, redemption,
+                                         ql.Date(), callabilities)
+    last = max(c.date() for c in straight.cashflows())
+    n = steps if steps is not None else round(counter_years(curve, valuation, last) *
+                                              int(_value(row, "steps_per_year", 12)))
+    model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
+    bond.setPricingEngine(ql.TreeCallableFixedRateBondEngine(model, int(n), handle))
+    return {**built, "bond": bond}
 
 
 def counter_years(curve: ZeroCurve, valuation: int, date) -> float:

@@ -3,10 +3,12 @@
 It builds its own event schedule from the instrument's times, or for a dated row from its cash flows and
 exercise dates (:mod:`distprice.dates`), not the vectorised tables of :mod:`~.events` and :mod:`~.dated`, so
 that the fast engines, which use those tables, are checked against an independent reading of the rules.
-Slow: numpy over the nodes of one time step at a time; float64 only.
+Slow: numpy over the nodes of one time step at a time; float64 only. Its risk (:class:`ReferenceRisk`)
+prices every bumped curve and volatility anew.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 
@@ -17,6 +19,7 @@ from ..dates import NO_DATE, accrued, cash_flows, is_business_day
 from .dated import DatedRows
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
+from .sweeps import BumpedCurve, Trees
 
 
 REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
@@ -186,3 +189,27 @@ def price_reference(instruments: Instruments, curves: dict[str, ZeroCurve]):
         results.append(price_instrument(ins, curve, events, n))
     prices = np.array(results, dtype=np.float64).reshape(-1, 2)
     return prices[:, 0], prices[:, 1]
+
+
+class ReferenceRisk:
+    """The reference engine's risk: every tree under every bump priced anew, literally, one row at a time (a
+    new curve ``z(t) + dz(t)``, a new tree of the task's volatility, a new forward pass); see
+    :mod:`~.sweeps` for the interface."""
+
+    def __init__(self, instruments: Instruments, curves: dict[str, ZeroCurve]):
+        self.instruments = instruments
+        self.curves = curves
+
+    def trees(self, rows: np.ndarray, volatility: np.ndarray, dr: np.ndarray) -> Trees:
+        return Trees(np.asarray(rows, np.int64), np.asarray(volatility, np.float64), np.asarray(dr, np.float64))
+
+    def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        bond, option = np.empty(dz.shape[:2]), np.empty(dz.shape[:2])
+        for k, task in enumerate(tasks):
+            row = self.instruments.take([trees.rows[task]])
+            row = dataclasses.replace(row, table=row.table.assign(volatility=trees.volatility[task]))
+            name = row.table["curve"].iloc[0]
+            for b in range(dz.shape[1]):
+                bumped = {name: BumpedCurve(self.curves[name], grid, dz[k, b])}
+                (bond[k, b],), (option[k, b],) = price_reference(row, bumped)
+        return bond, option

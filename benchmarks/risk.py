@@ -1,0 +1,149 @@
+"""The full risk measure set against one pricing, CPU engine; writes ``risk.json`` and ``risk.md``.
+
+    python benchmarks/risk.py OUTPUT_DIR [--desk-size 2000] [--r1-size 5000] [--repeat 1]
+
+On the ``desk`` book and on R1: one pricing (pack and the CPU engine), then the measures (dv01, duration,
+convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
+model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a pricing is a forward and a
+backward pass over each tree (2 w n); the measures need one forward pass, a backward pass per curve bump (a
+key-rate bump only below the top of its triangle: :func:`~distprice.lattice.sweeps.start_steps`), a
+forward and a backward pass per volatility bump (rows with an option) and a backward pass per OAS
+evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if every
+node-step cost what a pricing's does. Times are CPU seconds of the process (all threads): on a shared
+machine, wall time counts the others' work too.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from common import save
+
+from distprice.curves import builtin_curves, load_curves
+from distprice.job import exercise_schedule, valuation_day
+from distprice.lattice import datasets
+from distprice.lattice.batch import pack
+from distprice.lattice.cpu import price_cpu
+from distprice.lattice.desk import AS_OF, desk
+from distprice.lattice.instruments import prepare
+from distprice.lattice.measures import DEFAULT_KEY_RATES
+from distprice.lattice.quotes import Quotes
+from distprice.lattice import risk
+from distprice.lattice.risk import price_measures, settlement
+from distprice.lattice.sweeps import key_rate_bumps, start_steps
+
+PARTS = {"parallel (3 bumps)": ["dv01", "duration", "convexity"], "key rates (16 bumps)": ["krd"],
+         "vega (2 trees)": ["vega"]}
+
+
+def book(name: str, size: int):
+    """Valid instruments of ``desk`` or ``R1`` and their curves."""
+    if name == "desk":
+        d = desk(size, 0)
+        curves = load_curves(d.curves)
+        prepared = prepare(d.portfolio, curves, as_of=valuation_day(AS_OF),
+                           exercise_schedule=exercise_schedule(d.exercise_schedule, d.portfolio))
+    else:
+        curves = builtin_curves()
+        prepared = prepare(datasets.generate(name, size, 0), curves)
+    return prepared.instruments(), curves
+
+
+def timed(run, repeat: int):
+    """Median CPU seconds of this process (every thread) over ``repeat`` calls after a warm-up (which also
+    compiles), and the last result. CPU time, not wall time: on a machine shared with other work the time
+    slices others take do not count."""
+    result = run()
+    seconds = []
+    for _ in range(repeat):
+        tick = time.process_time()
+        result = run()
+        seconds.append(time.process_time() - tick)
+    return float(np.median(seconds)), result
+
+
+def floor(instruments, evaluations: float) -> dict:
+    """Node-steps (full rectangles) of a pricing and of each part of the measure set: rows with an option on
+    their trees, plain bonds off them (their discounted cash flows)."""
+    g = instruments.geometry
+    option = (instruments.table["instrument"] != "bond").to_numpy()
+    wn = (g.width.astype(np.float64) * g.height)[option]
+    grid = np.array(DEFAULT_KEY_RATES)
+    bumps = np.concatenate([np.zeros((1, 8)), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)])
+    start = start_steps(grid, np.broadcast_to(bumps, (len(wn), *bumps.shape)), g.dt[option], g.height[option])
+    parts = {"pricing": float(instruments.node_steps), "forward": wn.sum(), "parallel": 3 * wn.sum(),
+             "key rates": float((g.width[option, None] * start[:, 1:]).sum()), "vega": 4 * wn.sum(),
+             "oas": evaluations * wn.sum()}
+    parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
+    return parts
+
+
+def counted(evaluations: list):
+    """:func:`~distprice.lattice.oas.find_roots` that records each row's evaluations in ``evaluations``."""
+    find_roots = risk.find_roots
+
+    def wrapper(*args, **kwargs):
+        roots, count = find_roots(*args, **kwargs)
+        evaluations.append(count)
+        return roots, count
+    return wrapper
+
+
+def run(name: str, size: int, repeat: int) -> dict:
+    instruments, curves = book(name, size)
+    pricing, (bond, option) = timed(lambda: price_cpu(pack(instruments, curves)), max(repeat, 3))
+    kind = instruments.table["instrument"].to_numpy()
+    price = np.where(kind == "bond_option", option, bond + np.where(kind == "callable_bond", -option, option))
+    t, discount, _ = settlement(instruments, curves)
+    quotes = Quotes(price / discount * 0.995, np.ones(len(price), dtype=bool))
+    report = {"rows": len(instruments), "node_steps": instruments.node_steps, "pricing_seconds": pricing, "parts": {}}
+    for part, measures in {**PARTS, "oas (rounds)": ["oas"]}.items():
+        seconds, out = timed(lambda: price_measures(instruments, curves, engine="cpu", measures=measures,
+                                                    quotes=quotes if part.startswith("oas") else None), repeat)
+        report["parts"][part] = seconds
+        if part.startswith("oas"):
+            report["oas_found"] = int(np.isfinite(out["oas"]).sum())
+    report["measures_seconds"], out = timed(lambda: price_measures(instruments, curves, engine="cpu", quotes=quotes),
+                                            repeat)
+    report["measures_without_oas_seconds"], _ = timed(lambda: price_measures(instruments, curves, engine="cpu"),
+                                                      repeat)
+    report["errors"] = int(sum(e is not None for e in out["error"]))
+    evaluations = []
+    risk.find_roots, plain = counted(evaluations), risk.find_roots
+    try:
+        price_measures(instruments, curves, engine="cpu", measures=["oas"], quotes=quotes)
+    finally:
+        risk.find_roots = plain
+    report["oas_evaluations_mean"] = float(evaluations[0].mean())
+    report["oas_evaluations_max"] = int(evaluations[0].max())
+    report["floor"] = floor(instruments, report["oas_evaluations_mean"])
+    return report
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("output_dir", type=Path)
+    parser.add_argument("--desk-size", type=int, default=2000)
+    parser.add_argument("--r1-size", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=1)
+    args = parser.parse_args()
+    reports = {"numba_threads": numba.get_num_threads(), "target_ratio": 6.0,
+               "desk": run("desk", args.desk_size, args.repeat), "R1": run("R1", args.r1_size, args.repeat)}
+    lines = ["| book | rows | pricing CPU s | measures CPU s | ratio | without OAS | parallel | key rates | vega | "
+             "OAS | OAS evaluations | floor ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in ("desk", "R1"):
+        r = reports[name]
+        p = r["pricing_seconds"]
+        parts = " | ".join(f"{r['parts'][k] / p:.2f}x" for k in (*PARTS, "oas (rounds)"))
+        lines.append(f"| {name} | {r['rows']} | {p:.2f} | {r['measures_seconds']:.2f} | "
+                     f"{r['measures_seconds'] / p:.2f}x | {r['measures_without_oas_seconds'] / p:.2f}x | {parts} | "
+                     f"{r['oas_evaluations_mean']:.1f} | {r['floor']['measures'] / r['floor']['pricing']:.2f}x |")
+    save(args.output_dir, "risk", reports, lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The risk kernels (kernels/risk.cu): the bump arithmetic of kernels/bumps.cuh built on the host and held
+against the CPU engine's, the kernels compiled by nvcc, and (``-m gpu``) the GPU risk engine against the CPU's."""
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from distprice.curves import builtin_curves
+from distprice.lattice.batch import pack
+from distprice.lattice.cpu import CpuRisk, _bump_exponent
+from distprice.lattice.gpu import gpu_available, kernel_dir
+from distprice.lattice.sweeps import key_rate_bumps
+
+from utils import host_library, instruments_of, random_portfolio
+
+SHIM = """
+#include "bumps.cuh"
+extern "C" double exponent(double t, const double* grid, const double* dz, int knots)
+{
+    return bump_exponent(t, grid, dz, knots);
+}
+extern "C" double rate_factor(double here, double above, const double* grid, const double* dz, int knots)
+{
+    return bump_rate_factor(here, above, grid, dz, knots);
+}
+extern "C" double event_factor(double t, double tau, const double* grid, const double* dz, int knots)
+{
+    return bump_event_factor(t, tau, grid, dz, knots);
+}
+"""
+DOUBLES = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
+
+
+@pytest.fixture(scope="module")
+def shim(tmp_path_factory):
+    library = host_library(SHIM, tmp_path_factory.mktemp("bumps"), kernel_dir())
+    if library is None:
+        pytest.skip("no C++ compiler")
+    for name in ("exponent", "rate_factor", "event_factor"):
+        function = getattr(library, name)
+        function.restype = ctypes.c_double
+        function.argtypes = [ctypes.c_double, ctypes.c_double, DOUBLES, DOUBLES, ctypes.c_int][
+            (1 if name == "exponent" else 0):]
+    return library
+
+
+def test_bump_arithmetic_equals_the_cpu_engines(shim):
+    """dz(t) t on the key grid (flat ends, knots included), the factor of a step's exp(-alpha dt) and of an
+    event's amount: the CPU engine's formulas, and np.interp's dz to rounding."""
+    grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
+    rng = np.random.default_rng(2)
+    times = np.r_[rng.uniform(0, 45, 400), grid, 0.0]
+    for dz in (0.01 + 1e-3 * key_rate_bumps(8)[3], np.full(8, -2e-3), rng.normal(0, 0.01, 8)):
+        for t in times:
+            device = shim.exponent(t, grid, dz, 8)
+            assert device == _bump_exponent(t, grid, dz)
+            assert device == pytest.approx(np.interp(t, grid, dz) * t, rel=1e-14, abs=1e-16)
+        for here in rng.uniform(0, 40, 50):
+            above = here + 1 / 52
+            expected = np.exp(_bump_exponent(here, grid, dz) - _bump_exponent(above, grid, dz))
+            assert shim.rate_factor(here, above, grid, dz, 8) == pytest.approx(expected, rel=1e-15)
+            t = here + 0.3 / 52
+            assert shim.event_factor(t, here, grid, dz, 8) == pytest.approx(
+                np.exp(_bump_exponent(here, grid, dz) - _bump_exponent(t, grid, dz)), rel=1e-15)
+        assert shim.event_factor(4.0, 4.0, grid, dz, 8) == 1.0  # on the grid: exactly one
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
+@pytest.mark.parametrize("real", ["double", "float"])
+def test_risk_kernels_compile(tmp_path, real):
+    result = subprocess.run(["nvcc", "-std=c++17", "-arch=compute_90", "--ptx", f"-DREAL={real}",
+                             f"-I{kernel_dir()}", str(kernel_dir() / "risk.cu"), "-o", str(tmp_path / "k.ptx")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert ".entry risk_forward" in ptx and ".entry risk_roll" in ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+def test_gpu_risk_engine_equals_the_cpus():
+    """Forward passes kept on the device, then every tree rolled back under a base bump, a parallel shift and
+    the key-rate bumps (some started from bump 0's rows), and trees of another volatility."""
+    from distprice.lattice.gpu import GpuRisk
+
+    instruments = instruments_of(random_portfolio(np.random.default_rng(11), 120))
+    batch = pack(instruments, builtin_curves())
+    grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
+    bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8),
+                            -1e-3 * key_rate_bumps(8)])
+    n = len(instruments)
+    dz = np.broadcast_to(0.002 + bumps, (n, *bumps.shape))
+    rows = np.r_[np.arange(n), np.arange(n)]
+    sigma = np.r_[instruments.table["volatility"], instruments.table["volatility"] + 1e-4]
+    dr = np.r_[instruments.geometry.dr, instruments.geometry.dr * sigma[n:] / sigma[:n]]
+    results = []
+    for engine in (CpuRisk(batch), GpuRisk(batch)):
+        trees = engine.trees(rows, sigma, dr)
+        results.append(engine.roll(trees, np.arange(n), grid, dz)
+                       + engine.roll(trees, np.arange(n, 2 * n)[::2], grid, dz[::2, :3]))
+    for cpu, gpu in zip(*results):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-11, atol=1e-11)
