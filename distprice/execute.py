@@ -131,7 +131,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
             for s, curves in enumerate(curve_sets):
                 scenario = batch.with_curves(curves) if s else batch
                 launched = start_gpu(scenario, kernel, device_batch=on_device.with_curves(scenario) if s else on_device,
-                                     layouts=layouts, **block)
+                                     layouts=layouts, check_finite=False, **block)  # the job names such rows
                 layouts = launched.layouts
                 in_flight.append((rows, s, node_steps, launched))
                 while len(in_flight) > GPU_IN_FLIGHT:
