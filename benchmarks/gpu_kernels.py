@@ -111,7 +111,8 @@ def run_variant(batch, options, repeat, reference):
                 upload_s=statistics.median(r.seconds["upload"] for r in runs),
                 download_s=statistics.median(r.seconds["download"] for r in runs),
                 device_bytes=last.device_bytes, bond_error=bond_error, option_error=option_error,
-                non_finite=int((~finite).sum()), **last.detail)
+                non_finite=int((~finite).sum()),
+                **{("computed_node_steps" if k == "node_steps" else k): v for k, v in last.detail.items()})
 
 
 WIDE_TREES = {1027: 0.00431, 2057: 0.00215, 4017: 0.0011, 4419: 0.001}

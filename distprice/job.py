@@ -245,8 +245,9 @@ class Job:
         carried = self.table.reset_index(drop=True).assign(
             width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
             height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
-            engine=pd.Series(engines, dtype="string"))
-        sign = canonical["instrument"].map(INSTRUMENT_SIGN).to_numpy(dtype=np.float64)
+            engine=_labels(engines))
+        kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
+        sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
         quantity = canonical["quantity"].to_numpy()
         for s in range(len(bond)):
             b, o = np.full(n, np.nan), np.full(n, np.nan)
@@ -259,7 +260,7 @@ class Job:
                 error = errors.copy()
                 error[failed] = [p.rule for p in self._unpriced(failed)]
             frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o,
-                                   error=pd.array(error, dtype="string"), **columns)
+                                   error=_labels(error), **columns)
             if dated:
                 frame = frame.assign(**self._dated_prices(price, self.market.curve_sets[first_set + s]))
             frame = frame[[*inputs, *outputs]]
@@ -441,3 +442,13 @@ class Tally:
         return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,
                        {name: count // per_row for name, count in self.engines.items()}, self.scenarios,
                        self.prices, dict(self.values))
+
+
+def _labels(values: np.ndarray) -> pd.arrays.StringArray:
+    """A ``string`` column of ``values`` (an object array of str or None with few distinct values, such as
+    engine names or mostly-None errors), converted once per distinct value rather than once per row."""
+    codes, names = pd.factorize(values)
+    if len(names) == 0:
+        return pd.array(np.full(len(values), None, dtype=object), dtype="string")
+    return pd.array(np.asarray(names, dtype=object), dtype="string").take(codes, allow_fill=True)
+

@@ -1,11 +1,14 @@
 // Shared pieces of the GPU kernels: the precision, the Hull-White tree's branching weights, the arrays every
-// kernel reads and the event cursor (the zero curve is in curve.cuh, the events' arithmetic in events.cuh).
-// Compiled with -DREAL=double (fp64) or -DREAL=float (fp32); tree parameters (dt, dr, M) and the curve stay
-// double, node arithmetic is in `real`.
+// kernel reads, the event cursor and where a follower finds its leader's forward pass (the zero curve is in
+// curve.cuh, the events' arithmetic in events.cuh). Compiled with -DREAL=double (fp64) or -DREAL=float
+// (fp32); tree parameters (dt, dr, M) and the curve stay double, node arithmetic is in `real`. All but
+// alphas_from_sums are host-compilable too (HOST_DEVICE, curve.cuh), so that the tests build one tree's
+// arithmetic on any machine.
 //
 // Node indices: an instrument of half-width jmax has w = 2 jmax + 1 nodes p = 0 .. w-1, j = p - jmax.
-// Every kernel covers the full rectangle of w nodes on every step (node-steps counted as 2 w h); nodes not
-// yet reachable hold exact zeros in the forward pass and never feed reachable nodes in the backward pass.
+// Every kernel covers the full rectangle of w nodes on every step (node-steps counted as 2 w h, w h for a
+// follower, which runs no forward pass); nodes not yet reachable hold exact zeros in the forward pass and
+// never feed reachable nodes in the backward pass.
 #pragma once
 
 #include "events.cuh"
@@ -21,17 +24,17 @@ struct Branching {
     double up, mid, down;
 };
 
-__device__ __forceinline__ Branching interior_branching(double x)
+HOST_DEVICE Branching interior_branching(double x)
 {
     return {1.0 / 6.0 + (x * x + x) / 2.0, 2.0 / 3.0 - x * x, 1.0 / 6.0 + (x * x - x) / 2.0};
 }
 
-__device__ __forceinline__ Branching top_branching(double x)
+HOST_DEVICE Branching top_branching(double x)
 {
     return {7.0 / 6.0 + (x * x + 3.0 * x) / 2.0, -1.0 / 3.0 - x * x - 2.0 * x, 1.0 / 6.0 + (x * x + x) / 2.0};
 }
 
-__device__ __forceinline__ Branching bottom_branching(double x)
+HOST_DEVICE Branching bottom_branching(double x)
 {
     return {1.0 / 6.0 + (x * x - x) / 2.0, -1.0 / 3.0 - x * x + 2.0 * x, 7.0 / 6.0 + (x * x - 3.0 * x) / 2.0};
 }
@@ -77,10 +80,10 @@ struct Tree {
     int knots;
     real top_up, top_mid, top_down, bottom_up, bottom_mid, bottom_down;
 
-    __device__ Tree(const Portfolio& book, long long row) : Tree(book, row, book.dr[row]) {}
+    HOST_DEVICE Tree(const Portfolio& book, long long row) : Tree(book, row, book.dr[row]) {}
 
     // The row's tree with another rate step dr (another volatility: the risk kernels' vega trees).
-    __device__ Tree(const Portfolio& book, long long row, double dr)
+    HOST_DEVICE Tree(const Portfolio& book, long long row, double dr)
     {
         jmax = book.jmax[row];
         width = 2 * jmax + 1;
@@ -103,11 +106,11 @@ struct Tree {
     }
 
     // exp(-j dr dt) of node p.
-    __device__ __forceinline__ double node_discount(int p) const { return exp(-(p - jmax) * drdt); }
+    HOST_DEVICE double node_discount(int p) const { return exp(-(p - jmax) * drdt); }
 
     // Interior branching probabilities of node p times its discount; zero for the edge nodes, whose own
     // branching the caller adds with the edge weights.
-    __device__ __forceinline__ Branching interior_weights(int p, double node_discount) const
+    HOST_DEVICE Branching interior_weights(int p, double node_discount) const
     {
         if (p <= 0 || p >= width - 1) return {0.0, 0.0, 0.0};
         const Branching b = interior_branching((p - jmax) * M);
@@ -125,13 +128,13 @@ struct StepEvents {
 struct EventCursor {
     int next, end;  // batches hold fewer than 2^31 events (the launcher checks)
 
-    __device__ void start(const Portfolio& book, long long row)
+    HOST_DEVICE void start(const Portfolio& book, long long row)
     {
         next = int(book.event_offsets[row]);
         end = int(book.event_offsets[row + 1]);
     }
 
-    __device__ __forceinline__ StepEvents at(const Portfolio& book, int i)
+    HOST_DEVICE StepEvents at(const Portfolio& book, int i)
     {
         StepEvents events{next, next, false};
         while (next < end && book.event_step[next] == i) events.exercise |= book.event_kind[next++] == EVENT_EXERCISE;
@@ -141,21 +144,39 @@ struct EventCursor {
 };
 
 // The events of a step, in order, at one node.
-__device__ __forceinline__ void apply_events(const Portfolio& book, const StepEvents& events, bool call, real& bond,
-                                             real& option)
+HOST_DEVICE void apply_events(const Portfolio& book, const StepEvents& events, bool call, real& bond, real& option)
 {
     for (int e = events.first; e < events.last; ++e)
         apply_event(book.event_kind[e], book.event_amount[e], call, bond, option);
 }
 
+// Where the trees of a launch find exp(-alpha_m dt). A launch of leaders (`followers` 0) runs every tree's own
+// forward pass. In a launch of followers (`followers` 1) no tree runs one: the tree of batch row r reads the
+// values its group's leader computed in an earlier launch (distprice/lattice/groups.py), at
+// alphas[at[r] + m * stride[r]], for every step m of its own (a group's leader is its tallest tree).
+struct Leaders {
+    bool followers;
+    const long long* at;
+    const int* stride;
+    const real* alphas;
+
+    HOST_DEVICE const real* of(long long row) const { return alphas + at[row]; }
+};
+
+// Kernel parameters that make up Leaders, and the braced list that builds it from them.
+#define LEADER_PARAMS int in_followers, const long long *in_leader_at, const int *in_leader_stride, \
+    const real *in_leader_alphas
+#define LEADER_ARGS {in_followers != 0, in_leader_at, in_leader_stride, in_leader_alphas}
+
 // Exchanges two row pointers: double-buffered rows swap roles after each step.
-__device__ __forceinline__ void swap_rows(real*& a, real*& b)
+HOST_DEVICE void swap_rows(real*& a, real*& b)
 {
     real* t = a;
     a = b;
     b = t;
 }
 
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 // Turns the sums S~_m = sum_j Q~(m, j) exp(-j dr dt) of state prices iterated without the alphas into
 // e_m = exp(-alpha_m dt) = P(m+1) S~_{m-1} / (P(m) S~_m), S~_{-1} = P(0) = 1, in place in
 // ea[m * count + k] for the `count` instruments of the block (batch rows rows[k]) and m < their height.
@@ -184,3 +205,4 @@ __device__ void alphas_from_sums(const Portfolio& book, const long long* rows, i
     }
     __syncthreads();
 }
+#endif

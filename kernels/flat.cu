@@ -17,7 +17,8 @@
 // instrument's last thread adds, in warp order (the result does not depend on timing), during the next
 // step. The e_m are then computed in parallel. Loop counts are the bin's tallest height; instruments that
 // are done idle. S~_m and then e_m live in global memory, padded per bin and transposed:
-// alphas[alpha_base[b] + m * count + k] for instrument k of bin b.
+// alphas[alpha_base[b] + m * count + k] for instrument k of bin b. A launch of followers (common.cuh's
+// Leaders) skips the forward pass: each tree reads the e_m its leader computed in a launch of leaders.
 #include "common.cuh"
 
 #ifndef FLAT_NODES
@@ -84,10 +85,11 @@ __device__ __forceinline__ void store_nodes(real* row, int first, const real (&v
 
 extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
     flat_price(PORTFOLIO_PARAMS, const long long* order, const int* bin_first, const int* node_offset,
-               const int* bin_height, const long long* alpha_base, real* alphas, double* bond_out,
+               const int* bin_height, const long long* alpha_base, real* alphas, LEADER_PARAMS, double* bond_out,
                double* option_out)
 {
     const Portfolio book PORTFOLIO_ARGS;
+    const Leaders leaders LEADER_ARGS;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5, threads = blockDim.x;
     const int first = bin_first[blockIdx.x], count = bin_first[blockIdx.x + 1] - first;
     const int steps = bin_height[blockIdx.x];
@@ -130,8 +132,8 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
 #pragma unroll
     for (int u = 0; u < NODES; ++u) discount[u] = p0 + u < w ? real(tree.node_discount(p0 + u)) : real(0);
 
-    // ---- forward: S~_m, then exp(-alpha_m dt), for m < height ----
-    {
+    // ---- forward: S~_m, then exp(-alpha_m dt), for m < height (leaders only: the whole block or none) ----
+    if (!leaders.followers) {
         // Gather weights of the sources p-2 .. p+2: interior neighbours, then the edge nodes' branching.
         real g[NODES][5];
 #pragma unroll
@@ -203,6 +205,13 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
     }
     const bool call = k >= 0 && book.is_call[id];
     const int last_exercise = k >= 0 ? book.option_from[id] : 0;
+    // this tree's exp(-alpha_m dt) at my_ea[m * ea_stride]: its own, or its leader's
+    const real* my_ea = ea;
+    long long ea_stride = count;
+    if (k >= 0) {
+        my_ea = leaders.followers ? leaders.of(id) : ea + k;
+        ea_stride = leaders.followers ? leaders.stride[id] : count;
+    }
     EventCursor cursor;
     if (k >= 0) cursor.start(book, id);
     real* B = rows + 2;
@@ -212,7 +221,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
     real e_next = real(0);  // exp(-alpha dt) of the next step, loaded a step ahead
     for (int i = steps; i >= 0; --i) {
         const real e = e_next;
-        if (i >= 1 && i - 1 < height) e_next = ea[(long long)(i - 1) * count + k];
+        if (i >= 1 && i - 1 < height) e_next = my_ea[(i - 1) * ea_stride];
         if (i <= height) {
             real b[NODES], o[NODES];
             if (i == height) {

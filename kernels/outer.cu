@@ -12,6 +12,8 @@
 //     rows[row_base[g] + (r * pitch[g] + p) * lanes + l]
 // and consecutive threads touch consecutive addresses. exp(-alpha_m dt) of step m sits at
 //     alphas[alpha_base[g] + m * lanes + l].
+// A launch of followers (common.cuh's Leaders) runs no forward pass: each tree reads its leader's values,
+// written there by a launch of leaders.
 #include "outer.cuh"
 
 #ifndef OUTER_THREADS
@@ -21,11 +23,13 @@
 #define OUTER_MIN_BLOCKS 1
 #endif
 
-extern "C" __global__ void __launch_bounds__(OUTER_THREADS, OUTER_MIN_BLOCKS) outer_price(PORTFOLIO_PARAMS, int n, const long long* order, int lanes,
-                                       const long long* row_base, const int* pitch, const long long* alpha_base,
-                                       real* rows, real* alphas, double* bond_out, double* option_out)
+extern "C" __global__ void __launch_bounds__(OUTER_THREADS, OUTER_MIN_BLOCKS)
+    outer_price(PORTFOLIO_PARAMS, int n, const long long* order, int lanes, const long long* row_base,
+                const int* pitch, const long long* alpha_base, real* rows, real* alphas, LEADER_PARAMS,
+                double* bond_out, double* option_out)
 {
     const Portfolio book PORTFOLIO_ARGS;
+    const Leaders leaders LEADER_ARGS;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
     const long long row = order[k];
@@ -33,29 +37,13 @@ extern "C" __global__ void __launch_bounds__(OUTER_THREADS, OUTER_MIN_BLOCKS) ou
     const long long stride = lanes;
     real* bond = rows + row_base[group] + lane;
     real* option = bond + pitch[group] * stride;
-    real* ea = alphas + alpha_base[group] + lane;
     const Tree tree(book, row);
-    forward(tree, bond, ea, stride);
-
-    const bool call = book.is_call[row];
-    const int last_exercise = book.option_from[row];
-    EventCursor cursor;
-    cursor.start(book, row);
-    const StepEvents last = cursor.at(book, tree.height);
-    for (int p = 0; p < tree.width; ++p) {
-        real b = real(0), o = real(0);
-        apply_events(book, last, call, b, o);
-        bond[p * stride] = b;
-        option[p * stride] = o;
+    if (leaders.followers) {
+        backward(book, tree, row, bond, option, stride, leaders.of(row), leaders.stride[row], bond_out[row],
+                 option_out[row]);
+    } else {
+        real* ea = alphas + alpha_base[group] + lane;
+        forward(tree, bond, ea, stride);
+        backward(book, tree, row, bond, option, stride, ea, stride, bond_out[row], option_out[row]);
     }
-    for (int i = tree.height - 1; i >= 0; --i) {
-        const real e = ea[i * stride];
-        const StepEvents events = cursor.at(book, i);
-        if (i < last_exercise)
-            roll_back<true>(book, tree, e, bond, option, stride, events, call);
-        else
-            roll_back<false>(book, tree, e, bond, option, stride, events, call);
-    }
-    bond_out[row] = double(bond[tree.jmax * stride]);
-    option_out[row] = double(option[tree.jmax * stride]);
 }

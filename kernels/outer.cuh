@@ -1,5 +1,6 @@
-// One instrument per thread, its rows in global memory with a stride between nodes: the forward pass and one
-// backward step of kernels/outer.cu (see there for the layout), shared with kernels/risk.cu.
+// One instrument per thread, its rows in global memory with a stride between nodes: the forward pass, one
+// backward step and the backward pass of kernels/outer.cu (see there for the layout), shared with
+// kernels/risk.cu. Host-compilable, like common.cuh (the tests run one tree through them on the host).
 #pragma once
 
 #include "common.cuh"
@@ -16,9 +17,9 @@ struct NodeWalk {
     double ratio, discount;
     int p;
 
-    __device__ NodeWalk(const Tree& t) : tree(t), ratio(exp(-t.drdt)), discount(0.0), p(-1) {}
+    HOST_DEVICE NodeWalk(const Tree& t) : tree(t), ratio(exp(-t.drdt)), discount(0.0), p(-1) {}
 
-    __device__ __forceinline__ Branching next()
+    HOST_DEVICE Branching next()
     {
         ++p;
         discount = (p & 31) == 0 ? tree.node_discount(p) : discount * ratio;
@@ -27,7 +28,7 @@ struct NodeWalk {
 };
 
 // Inflow of node p from the edge nodes, whose outflows (edge weight x e x Q) are given per target.
-__device__ __forceinline__ real edge_inflow(const Tree& tree, int p, real top_flow, real bottom_flow)
+HOST_DEVICE real edge_inflow(const Tree& tree, int p, real top_flow, real bottom_flow)
 {
     const int w = tree.width;
     real inflow = real(0);
@@ -37,7 +38,7 @@ __device__ __forceinline__ real edge_inflow(const Tree& tree, int p, real top_fl
 }
 
 // Forward pass: fills ea[m * stride] = exp(-alpha_m dt) for m < height, using `Q` as scratch.
-__device__ void forward(const Tree& tree, real* Q, real* ea, long long stride)
+HOST_DEVICE void forward(const Tree& tree, real* Q, real* ea, long long stride)
 {
     const int w = tree.width;
     for (int p = 0; p < w; ++p) Q[p * stride] = p == tree.jmax ? real(1) : real(0);
@@ -82,7 +83,7 @@ __device__ void forward(const Tree& tree, real* Q, real* ea, long long stride)
 // rolled back, then the step's events are applied to it in registers, in order. Above the last exercise
 // step the option is zero and its row is left alone.
 template <bool with_option>
-__device__ __forceinline__ void roll_back(const Portfolio& book, const Tree& tree, real e, real* B, real* O,
+HOST_DEVICE void roll_back(const Portfolio& book, const Tree& tree, real e, real* B, real* O,
                                           long long stride, const StepEvents& events, bool call)
 {
     const int w = tree.width;
@@ -137,4 +138,34 @@ __device__ __forceinline__ void roll_back(const Portfolio& book, const Tree& tre
         O[0] = o_bottom;
         O[top] = o_top;
     }
+}
+
+// The backward pass of the tree of batch row `row` on its rows `bond` and `option` (nodes `stride` apart),
+// with exp(-alpha_m dt) at ea[m * ea_stride]: from the events of its last step down to the root, where it
+// leaves the bond's and the option's values.
+HOST_DEVICE void backward(const Portfolio& book, const Tree& tree, long long row, real* bond, real* option,
+                          long long stride, const real* ea, long long ea_stride, double& bond_root,
+                          double& option_root)
+{
+    const bool call = book.is_call[row];
+    const int last_exercise = book.option_from[row];
+    EventCursor cursor;
+    cursor.start(book, row);
+    const StepEvents last = cursor.at(book, tree.height);
+    for (int p = 0; p < tree.width; ++p) {
+        real b = real(0), o = real(0);
+        apply_events(book, last, call, b, o);
+        bond[p * stride] = b;
+        option[p * stride] = o;
+    }
+    for (int i = tree.height - 1; i >= 0; --i) {
+        const real e = ea[i * ea_stride];
+        const StepEvents events = cursor.at(book, i);
+        if (i < last_exercise)
+            roll_back<true>(book, tree, e, bond, option, stride, events, call);
+        else
+            roll_back<false>(book, tree, e, bond, option, stride, events, call);
+    }
+    bond_root = double(bond[tree.jmax * stride]);
+    option_root = double(option[tree.jmax * stride]);
 }

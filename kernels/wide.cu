@@ -7,7 +7,8 @@
 //
 // As in the flat kernel, the forward pass iterates the state prices without the alphas and turns the
 // sums S~_m into exp(-alpha_m dt) afterwards (alphas_from_sums), so a step needs one barrier; the block's
-// sum is reduced by shuffles within warps and by thread 0 over the warps, in a fixed order.
+// sum is reduced by shuffles within warps and by thread 0 over the warps, in a fixed order. A launch of
+// followers (common.cuh's Leaders) skips the forward pass: each tree reads its leader's exp(-alpha_m dt).
 #include "common.cuh"
 
 #ifndef WIDE_THREADS
@@ -23,9 +24,10 @@ __device__ __forceinline__ real warp_sum(real v)
 
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
     wide_price(PORTFOLIO_PARAMS, const long long* order, const long long* row_base, const long long* alpha_base,
-               real* scratch, real* alphas, double* bond_out, double* option_out)
+               real* scratch, real* alphas, LEADER_PARAMS, double* bond_out, double* option_out)
 {
     const Portfolio book PORTFOLIO_ARGS;
+    const Leaders leaders LEADER_ARGS;
     const int t = threadIdx.x, threads = blockDim.x, lane = t & 31, warp = t >> 5, warps = threads >> 5;
     const long long id = order[blockIdx.x];
     const Tree tree(book, id);
@@ -39,50 +41,55 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
     for (int i = t; i < 5 * pitch; i += threads) rows[i] = real(0);
     __syncthreads();
     for (int p = t; p < w; p += threads) discount[p] = real(tree.node_discount(p));
+    __syncthreads();
 
-    // ---- forward: S~_m, then exp(-alpha_m dt) ----
-    real* Q = rows + 2;
-    real* Q_next = Q + pitch;
-    if (t == 0) {
-        Q[tree.jmax] = real(1);
-        ea[0] = real(1);  // S~_0
-    }
-    __syncthreads();
-    for (int m = 0; m + 1 < height; ++m) {
-        if (t == 0 && m >= 1) {  // S~_m from the warp sums of the previous step
-            real sum = real(0);
-            for (int v = 0; v < warps; ++v) sum += partial[(m - 1) & 1][v];
-            ea[m] = sum;
+    // ---- forward: S~_m, then exp(-alpha_m dt) (leaders only) ----
+    if (!leaders.followers) {
+        real* Q = rows + 2;
+        real* Q_next = Q + pitch;
+        if (t == 0) {
+            Q[tree.jmax] = real(1);
+            ea[0] = real(1);  // S~_0
         }
-        real v = real(0);
-        for (int p = t; p < w; p += threads) {
-            const Branching below = tree.interior_weights(p - 1, discount[p - 1]);
-            const Branching here = tree.interior_weights(p, discount[p]);
-            const Branching above = tree.interior_weights(p + 1, discount[p + 1]);
-            real q = real(below.up) * Q[p - 1] + real(here.mid) * Q[p] + real(above.down) * Q[p + 1];
-            if (p <= 2 || p >= w - 3) {  // the edge nodes' own branching
-                if (p == 2) q += tree.bottom_up * Q[0];
-                if (p == 1) q += tree.bottom_mid * Q[0];
-                if (p == 0) q += tree.bottom_down * Q[0];
-                if (p == w - 1) q += tree.top_up * Q[w - 1];
-                if (p == w - 2) q += tree.top_mid * Q[w - 1];
-                if (p == w - 3) q += tree.top_down * Q[w - 1];
-            }
-            Q_next[p] = q;
-            v += q * discount[p];
-        }
-        v = warp_sum(v);
-        if (lane == 0) partial[m & 1][warp] = v;
         __syncthreads();
-        swap_rows(Q, Q_next);
+        for (int m = 0; m + 1 < height; ++m) {
+            if (t == 0 && m >= 1) {  // S~_m from the warp sums of the previous step
+                real sum = real(0);
+                for (int v = 0; v < warps; ++v) sum += partial[(m - 1) & 1][v];
+                ea[m] = sum;
+            }
+            real v = real(0);
+            for (int p = t; p < w; p += threads) {
+                const Branching below = tree.interior_weights(p - 1, discount[p - 1]);
+                const Branching here = tree.interior_weights(p, discount[p]);
+                const Branching above = tree.interior_weights(p + 1, discount[p + 1]);
+                real q = real(below.up) * Q[p - 1] + real(here.mid) * Q[p] + real(above.down) * Q[p + 1];
+                if (p <= 2 || p >= w - 3) {  // the edge nodes' own branching
+                    if (p == 2) q += tree.bottom_up * Q[0];
+                    if (p == 1) q += tree.bottom_mid * Q[0];
+                    if (p == 0) q += tree.bottom_down * Q[0];
+                    if (p == w - 1) q += tree.top_up * Q[w - 1];
+                    if (p == w - 2) q += tree.top_mid * Q[w - 1];
+                    if (p == w - 3) q += tree.top_down * Q[w - 1];
+                }
+                Q_next[p] = q;
+                v += q * discount[p];
+            }
+            v = warp_sum(v);
+            if (lane == 0) partial[m & 1][warp] = v;
+            __syncthreads();
+            swap_rows(Q, Q_next);
+        }
+        if (t == 0 && height >= 2) {
+            real sum = real(0);
+            for (int v = 0; v < warps; ++v) sum += partial[(height - 2) & 1][v];
+            ea[height - 1] = sum;
+        }
+        __syncthreads();
+        alphas_from_sums(book, order + blockIdx.x, 1, height, ea);
     }
-    if (t == 0 && height >= 2) {
-        real sum = real(0);
-        for (int v = 0; v < warps; ++v) sum += partial[(height - 2) & 1][v];
-        ea[height - 1] = sum;
-    }
-    __syncthreads();
-    alphas_from_sums(book, order + blockIdx.x, 1, height, ea);
+    const real* my_ea = leaders.followers ? leaders.of(id) : ea;
+    const long long ea_stride = leaders.followers ? leaders.stride[id] : 1;
 
     // ---- backward: bond and option from maturity to the root ----
     const bool call = book.is_call[id];
@@ -94,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
     real* O = B_next + pitch;
     real* O_next = O + pitch;
     for (int i = height; i >= 0; --i) {
-        const real e = i < height ? ea[i] : real(0);
+        const real e = i < height ? my_ea[i * ea_stride] : real(0);
         const StepEvents events = cursor.at(book, i);
         for (int p = t; p < w; p += threads) {
             real b, o = real(0);

@@ -174,7 +174,9 @@ def test_fitted_mean_reversion_and_volatility_match_quantlib(seed):
         error = payer_price(swaptions, a, sigma) / fit.market_price - 1.0
         return error @ error
 
-    assert objective(fit.mean_reversion, fit.volatility) <= objective(expected_a, expected_sigma)
+    # Both optimisers stop at a minimum of the same sum of squares: ours is no worse than QuantLib's but for
+    # the last bits of the sum (the two evaluate the same prices in a different order).
+    assert objective(fit.mean_reversion, fit.volatility) <= objective(expected_a, expected_sigma) * (1 + 1e-10)
 
 
 def quotes_table(**columns):

@@ -339,7 +339,7 @@ def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_d
     script.write_text("import distprice\nfrom distprice.cluster.config import ClusterConfig\n\n"
                       "with distprice.Pricer(ClusterConfig(kind='local', n_workers=1, dashboard_address=None)) as p:\n"
                       "    print(p.workers)\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode != 0
     assert "ClusterError: the local cluster's worker processes did not start" in done.stderr
     assert 'under `if __name__ == "__main__":`' in done.stderr

@@ -107,8 +107,8 @@ def random_dated_bonds(rng: np.random.Generator, n: int, steps_per_year: int = 3
     i = 0
     while len(rows) < n:
         frequency = int(rng.choice([1, 2, 4, 12]))
-        valuation = base + int(rng.integers(-3, 4))
-        maturity = valuation + int(rng.integers(int(years[0] * 365), int(years[1] * 365)))
+        valuation = base + np.timedelta64(int(rng.integers(-3, 4)), "D")
+        maturity = valuation + np.timedelta64(int(rng.integers(int(years[0] * 365), int(years[1] * 365))), "D")
         row = dict(id=f"d{i}", instrument=str(rng.choice(["callable_bond", "puttable_bond"])), exercise="bermudan",
                    coupon=float(rng.integers(4, 33)) / 400, coupon_frequency=frequency,
                    issue_date=str(valuation - int(rng.integers(30, 900))), maturity_date=str(maturity),

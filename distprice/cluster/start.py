@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import multiprocessing
 import os
+import sys
 
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from ..lattice.gpu import gpu_available
@@ -65,17 +67,26 @@ def start(config: ClusterConfig):
             raise ClusterError("cluster kind local-cuda needs dask-cuda: pip install 'distprice[gpu]'") from None
         cluster = LocalCUDACluster(n_workers=config.n_workers, **options)
     else:
+        advice = ("In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
+                  "`if __name__ == \"__main__\":`, since each worker process imports the script again")
+        if config.processes and _importing_main_in_child():
+            raise ClusterError(f"a worker process of the local cluster imported the script, which starts a cluster "
+                               f"again. {advice}")
         try:
             cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
                                    **options)
         except Exception as error:
             if not config.processes:
                 raise
-            raise ClusterError(f"the local cluster's worker processes did not start ({error}). In a script, start "
-                               f"the cluster (distprice.Pricer, or cluster= of distprice.price) under "
-                               f"`if __name__ == \"__main__\":`, since each worker process imports the script "
-                               f"again") from None
+            raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
     return Client(cluster, security=security), cluster
+
+
+def _importing_main_in_child() -> bool:
+    """Whether this is a child process importing its parent's script (``__mp_main__``): what a worker process
+    of a local cluster does with a script that starts the cluster outside ``if __name__ == "__main__":``."""
+    main = sys.modules.get("__main__")
+    return multiprocessing.parent_process() is not None and getattr(main, "__name__", "") == "__mp_main__"
 
 
 def cluster_config(cluster) -> ClusterConfig:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -73,48 +76,93 @@ def _codes(column: pd.Series, mapping: dict | None = None):
     return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
 
 
-def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Batch:
-    """Lay out ``instruments`` for the fast engines in precision ``real`` (no Python loop per row)."""
-    real = np.dtype(real)
+class Stopwatch:
+    """Seconds spent in each stage of the layout (``events``, ``layout``), summed over every thread that lays
+    out while it is :func:`watching`."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def stage(self, name: str):
+        tick = time.perf_counter()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - tick
+
+
+_WATCHING: list[Stopwatch] = []
+
+
+@contextmanager
+def watching(stopwatch: Stopwatch):
+    """Every :func:`pack` in this process reports its stages to ``stopwatch`` meanwhile."""
+    _WATCHING.append(stopwatch)
+    try:
+        yield stopwatch
+    finally:
+        _WATCHING.remove(stopwatch)
+
+
+def _stage(name: str):
+    return _WATCHING[-1].stage(name) if _WATCHING else nullcontext()
+
+
+def events_of(instruments: Instruments) -> EventTable:
+    """The events of every row of ``instruments`` (time-form and dated), in the order the engines apply them."""
     table = instruments.table
     number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
                                                "expiry", "first_exercise", "exercise_frequency", "strike")}
     exercise = _codes(table["exercise"], EXERCISE_CODES)[0]
     has_option = (table["instrument"] != "bond").to_numpy()
     timed = np.flatnonzero(~instruments.is_dated)
-    parts = [(timed, time_form_events(*(v[timed] for v in (
+    rows = slice(None) if len(timed) == len(table) else timed
+    parts = [(timed, time_form_events(*(v[rows] for v in (
         exercise, number["expiry"], number["first_exercise"], number["exercise_frequency"], number["strike"],
         number["maturity"], number["coupon"], number["coupon_frequency"], number["face"], number["steps_per_year"],
-        has_option))))]
+        has_option))))] if len(timed) else []
     if instruments.dated is not None:
         dated = np.flatnonzero(instruments.is_dated)
         parts.append((dated, dated_events(instruments.dated.take(dated), exercise[dated], number["strike"][dated],
                                           has_option[dated], number["steps_per_year"][dated])))
-    events = parts[0][1] if len(timed) == len(table) else EventTable.combine(len(table), parts)
-    curve_index, keys = _curve_keys(table["curve"].to_numpy(dtype=object), table["valuation"].to_numpy(), curves)
-    return Batch(
-        real=real,
-        geometry=instruments.geometry,
-        is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
-        curve_index=curve_index,
-        events=events,
-        option_from=events.last_exercise_step(),
-        curve_names=keys,
-        **_curve_knots(keys, curves),
-    )
+    return EventTable.combine(len(table), parts)
 
 
-def _curve_keys(names: np.ndarray, valuation: np.ndarray, curves: dict[str, ZeroCurve]):
-    """Each row's curve as an index into the distinct (curve id, valuation date) pairs, and those pairs (the
-    date only for curves with knots by date: other curves are the same on every date)."""
-    distinct = pd.unique(names)
-    by_date = [name for name in distinct if curves[name].dates is not None]
-    if not by_date:
-        index, labels = pd.factorize(names)
-        return index.astype(np.int64), tuple((name, NO_DATE) for name in labels)
-    dated = pd.Series(names).isin(by_date).to_numpy()
-    index, labels = pd.factorize(pd.MultiIndex.from_arrays([names, np.where(dated, valuation, NO_DATE)]))
-    return index.astype(np.int64), tuple((name, int(day)) for name, day in labels)
+def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Batch:
+    """Lay out ``instruments`` for the fast engines in precision ``real`` (no Python loop per row): their
+    events (:func:`events_of`), then the rest of the layout."""
+    with _stage("events"):
+        events = events_of(instruments)
+    with _stage("layout"):
+        table = instruments.table
+        curve_index, keys = _curve_keys(table["curve"], table["valuation"].to_numpy(), curves)
+        return Batch(
+            real=np.dtype(real),
+            geometry=instruments.geometry,
+            is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
+            curve_index=curve_index,
+            events=events,
+            option_from=events.last_exercise_step(),
+            curve_names=keys,
+            **_curve_knots(keys, curves),
+        )
+
+
+def _curve_keys(names: pd.Series, valuation: np.ndarray, curves: dict[str, ZeroCurve]):
+    """Each row's curve as an index into the distinct (curve id, valuation date) pairs, in order of first
+    appearance, and those pairs (the date only for curves with knots by date: other curves are the same on
+    every date)."""
+    codes, labels = pd.factorize(names)
+    labels = [str(name) for name in labels]
+    by_date = np.array([curves[name].dates is not None for name in labels], dtype=bool)
+    if not by_date.any():
+        return codes.astype(np.int64), tuple((name, NO_DATE) for name in labels)
+    day_codes, days = pd.factorize(np.where(by_date[codes], valuation, NO_DATE))
+    index, pairs = pd.factorize(codes.astype(np.int64) * len(days) + day_codes)
+    return index.astype(np.int64), tuple((labels[k // len(days)], int(days[k % len(days)])) for k in pairs)
 
 
 def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: dict[str, ZeroCurve],

@@ -9,8 +9,16 @@ are a gather with no branches, the two edge rows of the tree are handled apart. 
 step the option is zero and only the bond rolls back. Each event's amount gets its forward adjustment
 ``P(0, t) / P(0, s dt)`` on the row's curve as it is applied (one for events on the tree's grid).
 
-Work is balanced over threads with the longest-processing-time rule on ``width * height``. Scratch rows
-are allocated once per thread, never per node or step.
+Rows whose trees share a forward pass (:mod:`~.groups`: the same tree shape and curve) share it: the
+forward passes of the groups' leaders (each group's tallest tree) run first, in parallel, into a table of
+``exp(-alpha_m dt)``; then every row runs its backward pass on its group's values (a row alone in its group
+runs its own forward pass there, as each row did before sharing). A follower reads exactly the values its own
+forward pass would have computed (the same arithmetic on the same numbers, step by step), so its prices are
+bit for bit those of pricing it alone. The table holds at most about TABLE_REALS values at once: a batch of
+many groups is priced in waves of groups.
+
+Work is balanced over threads with the longest-processing-time rule on the node-steps of each tree. Scratch
+rows are allocated once per thread, never per node or step.
 
 Risk (:class:`CpuRisk`, see :mod:`~.sweeps`): the forward passes of a job's trees are kept, and each tree is
 rolled back under every curve bump, one backward pass after another with the same step helpers.
@@ -18,12 +26,14 @@ rolled back under every curve bump, one backward pass after another with the sam
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numba
 import numpy as np
 
 from .batch import Batch
 from .events import EXERCISE
+from .groups import TreeGroups, batch_groups, node_steps
 from .sweeps import Trees, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
@@ -238,15 +248,18 @@ def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t,
-               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, max_width, max_height, real_zero,
+               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, alpha_at, table, max_width, max_height,
                bond_out, option_out):
+    """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t: a row's ``exp(-alpha_m dt)``
+    are ``table[alpha_at[r] + m]`` (its group's forward pass), or with ``alpha_at[r] < 0`` its own forward
+    pass's."""
     n_threads = len(thread_offsets) - 1
-    real = real_zero.dtype
+    real = table.dtype
     for t in numba.prange(n_threads):
         size = max_width + 2
         coef = np.zeros((4, size), dtype=real)
         rows = np.zeros((6, size), dtype=real)
-        ea = np.zeros(max_height + 1, dtype=real)
+        own = np.zeros(max_height + 1, dtype=real)
         for q in range(thread_offsets[t], thread_offsets[t + 1]):
             r = order[q]
             jm, n = jmax[r], height[r]
@@ -258,10 +271,14 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
             c = curve_index[r]
             ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], ea)
+            source, first = table, alpha_at[r]
+            if first < 0:
+                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own)
+                source, first = own, 0
             lo, hi = e_off[r], e_off[r + 1]
-            b, o = _backward(jm, n, dt[r], is_call[r], ea, coef, top, bottom, rows[2], rows[3], rows[4], rows[5],
-                             ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi], option_from[r])
+            b, o = _backward(jm, n, dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2], rows[3],
+                             rows[4], rows[5], ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi],
+                             option_from[r])
             bond_out[r] = b
             option_out[r] = o
 
@@ -291,23 +308,76 @@ def balance(cost: np.ndarray, n_threads: int):
     return order.astype(np.int64), thread_offsets
 
 
-def price_cpu(batch: Batch):
-    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``, computed in the
-    batch's precision."""
+TABLE_REALS = 2**24
+"""About the most ``exp(-alpha dt)`` values of shared forward passes held at once (128 MiB in fp64): groups
+whose leaders' heights add up to more are priced in waves."""
+
+
+@dataclass
+class CpuRun:
+    """Prices of one CPU engine call (float64 arrays, batch order) and the node-steps it computed (full
+    rectangles: :func:`~.groups.node_steps`)."""
+
+    bond: np.ndarray
+    option: np.ndarray
+    node_steps: float
+
+
+def _waves(groups: TreeGroups, height: np.ndarray, limit: int):
+    """The waves a batch is priced in: per wave, its rows (batch positions) and each row's offset in the
+    wave's table of forward passes (-1: a row alone in its group, which runs its own), and the leaders whose
+    forward passes fill that table. Groups of two rows or more take turns, in order, filling tables of about
+    ``limit`` values (a group taller than that, one alone); rows alone are priced in the first wave."""
+    shared = np.flatnonzero(groups.size >= 2)
+    tallest = height[groups.leader[shared]].astype(np.int64)
+    start = np.cumsum(tallest) - tallest
+    wave_of = np.zeros(len(groups), dtype=np.int64)
+    wave_of[shared] = start // limit
+    offset = np.full(len(groups), -1, dtype=np.int64)
+    offset[shared] = start - wave_of[shared] * limit
+    row_wave = wave_of[groups.group]
+    for k in np.unique(row_wave):
+        rows = np.flatnonzero(row_wave == k)
+        leaders = shared[wave_of[shared] == k]
+        yield rows, offset[groups.group[rows]], groups.leader[leaders], offset[leaders]
+
+
+def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
+    """Prices every instrument of ``batch`` in the batch's precision; with ``share`` each group of rows that
+    share a tree (:mod:`~.groups`) runs one forward pass, else every row runs its own."""
     real = batch.real
     g = batch.geometry
     n = len(batch)
     bond = np.full(n, np.nan, dtype=real)
     option = np.full(n, np.nan, dtype=real)
+    groups = batch_groups(batch) if share else TreeGroups.alone(n)
     if n == 0:
-        return bond.astype(np.float64), option.astype(np.float64)
-    order, thread_offsets = balance((g.width * g.height).astype(np.float64), numba.get_num_threads())
+        return CpuRun(bond.astype(np.float64), option.astype(np.float64), 0.0)
+    threads = numba.get_num_threads()
     events = batch.events
-    _price_all(order, thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.is_call, batch.curve_index,
-               batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
-               events.kind, events.amount, batch.option_from, int(g.width.max()), int(g.height.max()),
-               np.zeros(1, dtype=real), bond, option)
-    return bond.astype(np.float64), option.astype(np.float64)
+    max_width = int(g.width.max())
+    for rows, row_offset, leaders, leader_offset in _waves(groups, g.height, TABLE_REALS):
+        table = np.zeros(max(int((leader_offset + g.height[leaders]).max(initial=0)), 1), dtype=real)
+        if len(leaders):
+            order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
+            _forward_all(order, thread_offsets, leaders, g.dr[leaders], g.jmax, g.height, g.dt, g.M, batch.curve_index,
+                         batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table)
+        alpha_at = np.full(n, -1, dtype=np.int64)
+        alpha_at[rows] = row_offset
+        passes = np.where(row_offset < 0, 2.0, 1.0)
+        order, thread_offsets = balance(passes * g.width[rows] * g.height[rows], threads)
+        _price_all(rows[order], thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.is_call, batch.curve_index,
+                   batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
+                   events.kind, events.amount, batch.option_from, alpha_at, table, max_width,
+                   int(g.height[rows].max()), bond, option)
+    return CpuRun(bond.astype(np.float64), option.astype(np.float64), node_steps(g.width, g.height, groups.group))
+
+
+def price_cpu(batch: Batch, share: bool = True):
+    """Bond and option prices (float64 arrays, batch order) of every instrument of ``batch``, computed in the
+    batch's precision (``share``: as for :func:`run_cpu`)."""
+    run = run_cpu(batch, share)
+    return run.bond, run.option
 
 
 # ---- risk: trees kept between calls, rolled back under many curve bumps at once (see sweeps.py) ----
@@ -329,11 +399,13 @@ def _bump_exponent(t, grid, dz):
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
                  curve_t, curve_z, max_width, alpha_offsets, ea_out):
-    """The forward pass of every tree: its ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``."""
+    """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
+    ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``."""
+    real = ea_out.dtype
     for t in numba.prange(len(thread_offsets) - 1):
         size = max_width + 2
-        coef = np.zeros((4, size))
-        rows = np.zeros((2, size))
+        coef = np.zeros((4, size), dtype=real)
+        rows = np.zeros((2, size), dtype=real)
         for q in range(thread_offsets[t], thread_offsets[t + 1]):
             k = order[q]
             r = task_row[k]

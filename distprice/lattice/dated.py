@@ -16,6 +16,7 @@ exercise amount is ``face * price / 100``, plus the accrued interest at the exer
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 import numba
@@ -28,6 +29,7 @@ from ..dates.daycounts import year_fraction
 from ..dates.terms import read_terms
 from ..errors import Problem
 from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
+from .geometry import consecutive
 
 SCHEDULE_COLUMNS = ("id", "date", "price", "price_type")
 NO_EXERCISE = -1
@@ -56,6 +58,11 @@ class ExerciseSchedule:
     def take(self, positions) -> "ExerciseSchedule":
         """The schedules of the rows at ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)
+        span = consecutive(positions)
+        if isinstance(span, slice):
+            lo, hi = self.offsets[span.start], self.offsets[span.stop]
+            return ExerciseSchedule(self.offsets[span.start:span.stop + 1] - lo, self.day[lo:hi], self.price[lo:hi],
+                                    self.dirty[lo:hi])
         counts = self.counts[positions]
         offsets = np.zeros(len(positions) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -71,28 +78,28 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
         return ExerciseSchedule.empty(len(ids)), [Problem(None, "exercise schedule", c, "must have this column")
                                                   for c in missing]
     n = len(table)
-    keys = table["id"].astype("string").to_numpy(dtype=object, na_value=None)
+    keys = table["id"].astype("string")
     days, not_dates = parse_dates(table["date"])
     price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    kind = (table["price_type"].astype("string").str.strip().str.lower().fillna("clean").to_numpy(dtype=object)
-            if "price_type" in table.columns else np.full(n, "clean", dtype=object))
-    index = pd.Index(pd.Series(ids).astype("string").to_numpy(dtype=object, na_value=None))
-    rows = pd.Series(np.arange(len(ids), dtype=np.float64), index=index)
-    rows = rows[~rows.index.duplicated()].reindex(keys).to_numpy()
-    found: list[tuple[int, Problem]] = []
+    if "price_type" in table.columns:
+        codes, labels = pd.factorize(table["price_type"].astype("string").str.strip().str.lower().fillna("clean"))
+        known, dirty = (np.array([f(label) for label in labels] + [False], dtype=bool)[codes]
+                        for f in (lambda label: label in PRICE_TYPES, lambda label: label == "dirty"))
+    else:
+        known, dirty = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+    rows = _positions_of(pd.Series(ids).astype("string"), keys)
+    found: list[tuple[np.ndarray, str, str]] = []
 
     def flag(mask, column, rule):
-        for r in np.flatnonzero(mask):
-            label = f" (id {keys[r]!r})" if keys[r] is not None else ""
-            found.append((r, Problem(None, f"exercise schedule row {r + 1}{label}", column, rule)))
+        found.append((np.flatnonzero(mask), column, rule))
 
-    flag(pd.isna(keys), "id", "is required")
-    flag(~pd.isna(keys) & np.isnan(rows), "id", "names no row of the portfolio")
+    absent = keys.isna().to_numpy()
+    flag(absent, "id", "is required")
+    flag(~absent & np.isnan(rows), "id", "names no row of the portfolio")
     flag((days == NO_DATE) | np.isin(np.arange(n), not_dates), "date", "must be a date YYYY-MM-DD")
     flag(~np.isfinite(price) | (price < 0), "price", "must be a number >= 0 (% of face)")
-    flag(~np.isin(kind, PRICE_TYPES), "price_type", f"must be one of {', '.join(PRICE_TYPES)}")
-    good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0)
-                          & np.isin(kind, PRICE_TYPES))
+    flag(~known, "price_type", f"must be one of {', '.join(PRICE_TYPES)}")
+    good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0) & known)
     good = good[np.lexsort((days[good], rows[good]))]
     repeated = np.zeros(len(good), dtype=bool)
     repeated[1:] = (rows[good][1:] == rows[good][:-1]) & (days[good][1:] == days[good][:-1])
@@ -100,15 +107,37 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
     keep = good[~repeated]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows[keep].astype(np.int64), minlength=len(ids)), out=offsets[1:])
-    found.sort(key=lambda rp: rp[0])
-    return ExerciseSchedule(offsets, days[keep], price[keep], kind[keep] == "dirty"), [p for _, p in found]
+    return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found)
+
+
+def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
+    """The position of the first of ``ids`` equal to each key (NaN: none; a missing key matches a missing id),
+    both columns of text."""
+    codes, _ = pd.factorize(pd.concat([ids, keys], ignore_index=True), use_na_sentinel=False)
+    mine, theirs = codes[:len(ids)], codes[len(ids):]
+    first = np.full(codes.max(initial=-1) + 1, np.nan)
+    distinct, at = np.unique(mine, return_index=True)
+    first[distinct] = at
+    return first[theirs]
+
+
+def _schedule_problems(keys: pd.Series, found: list) -> list[Problem]:
+    """Problems of the schedule rows each rule flagged, by row, and within a row in the order of the rules."""
+    rows = np.concatenate([positions for positions, _, _ in found])
+    rule = np.repeat(np.arange(len(found)), [len(positions) for positions, _, _ in found])
+    order = np.argsort(rows, kind="stable")
+    labels = keys.iloc[rows[order]].to_numpy(dtype=object, na_value=None)
+    return [Problem(None, f"exercise schedule row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
+                    found[k][1], found[k][2]) for r, k, key in zip(rows[order].tolist(), rule[order].tolist(), labels)]
 
 
 @dataclass(frozen=True)
 class DatedRows:
     """The dated terms of rows: their bonds (``terms``), ``valuation``, ``settlement``, ``expiry`` and ``first``
     (exercise) dates and ``redemption_day`` (day numbers), ``days_per_year`` (D of the row's curve), the accrued
-    interest at settlement (``accrued``, face units) and the exercise dates given by table (``schedule``)."""
+    interest at settlement (``accrued``, face units), the exercise dates given by table (``schedule``) and, once
+    the rows are validated, their events in the tree's time (``events``, :func:`dated_events`; a row that is
+    not valid has none), built from the schedules computed at validation."""
 
     terms: BondTerms
     valuation: np.ndarray
@@ -119,14 +148,19 @@ class DatedRows:
     days_per_year: np.ndarray
     accrued: np.ndarray
     schedule: ExerciseSchedule
+    events: EventTable | None = None
 
     def __len__(self) -> int:
         return len(self.valuation)
 
     def take(self, positions) -> "DatedRows":
-        """The rows at ``positions``."""
+        """The rows at ``positions``; all rows in order: these; consecutive rows: views."""
         positions = np.asarray(positions, dtype=np.int64)
-        return DatedRows(**{f.name: (value[positions] if isinstance(value, np.ndarray) else value.take(positions))
+        if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
+            return self
+        span = consecutive(positions)
+        return DatedRows(**{f.name: (value[span] if isinstance(value, np.ndarray) else
+                                     None if value is None else value.take(span if f.name == "terms" else positions))
                             for f in fields(self) for value in [getattr(self, f.name)]})
 
     def years(self, days) -> np.ndarray:
@@ -139,16 +173,33 @@ class DatedRows:
         return np.maximum((2 * k * steps_per_year + self.days_per_year) // (2 * self.days_per_year), 1)
 
 
+PIECE_ROWS = 50_000
+"""Rows whose cash flows are computed at once (pieces of this size keep the kernels' arrays in the caches)."""
+TERM_COLUMNS = ("issue_date", "maturity_date", "coupon", "coupon_frequency", "day_count", "calendar",
+                "accrual_convention", "payment_convention", "end_of_month", "settlement_days", "face", "redemption",
+                "valuation_date", "expiry_date", "first_exercise_date")
+"""The columns a dated row's terms and dates are read from."""
+
+
+def pieces(rows: np.ndarray) -> list[np.ndarray]:
+    """``rows`` cut into consecutive pieces of at most PIECE_ROWS."""
+    return [rows[i:i + PIECE_ROWS] for i in range(0, len(rows), PIECE_ROWS)] or [rows]
+
+
 def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, schedule: ExerciseSchedule,
                exercise: np.ndarray, has_option: np.ndarray, strike: np.ndarray,
-               where) -> tuple[DatedRows, list[Problem]]:
-    """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
+               where) -> tuple[DatedRows, list[Problem], list]:
+    """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame``, every rule they break, and their
+    cash flows: pieces ``(positions, CashFlows, exercise counts)`` of the rows whose terms are usable (the
+    counts of the rows whose exercise dates were checked, else 0), for :func:`with_events`.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
     curve), ``schedule``, ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
     ``rows``; problems name rows by their position in ``frame`` (``where(position)`` labels one).
     """
-    subset = frame.iloc[rows].reset_index(drop=True)
+    subset = frame[[c for c in TERM_COLUMNS if c in frame.columns]]
+    if len(rows) != len(frame):
+        subset = subset.iloc[rows]
     terms, found = read_terms(subset, lambda p: where(int(rows[p])))
     problems = [Problem(int(rows[p.position]), p.where, p.column, p.rule) for p in found]
     n = len(rows)
@@ -171,10 +222,11 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     bad_terms[[p.position for p in found]] = True
     usable = ~bad_terms & (valuation != NO_DATE)
     good = np.flatnonzero(usable)
-    flows = cash_flows(terms.take(good), valuation[good])
     settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
     accrued_s = np.zeros(n)
-    settlement[good], redemption_day[good], accrued_s[good] = flows.settlement, flows.redemption_date, flows.accrued
+    flows = [(piece, cash_flows(terms.take(piece), valuation[piece])) for piece in pieces(good)]
+    for piece, part in flows:
+        settlement[piece], redemption_day[piece], accrued_s[piece] = part.settlement, part.redemption_date, part.accrued
     matured = usable & (redemption_day <= settlement)
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
     dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
@@ -194,17 +246,18 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     last_tabled = np.full(n, NO_DATE, np.int64)
     last_tabled[tabled] = schedule.day[schedule.offsets[1:][tabled] - 1]
     flag(by_table & (last_tabled > last_date), "exercise", "the exercise schedule has a date after the redemption date")
-    checked = np.flatnonzero((by_table & (last_tabled <= last_date))
-                             | (by_dates & (expiry != NO_DATE) & (expiry <= last_date) & ~np.isnan(strike)
-                                & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry))))
-    if len(checked):
-        codes = np.full(len(good), NO_EXERCISE)
-        codes[np.searchsorted(good, checked)] = exercise[checked]
-        none = np.zeros(n, bool)
-        none[good] = exercise_counts(dated.take(good), flows, codes) == 0
-        flag(none & np.isin(np.arange(n), checked), "exercise", "leaves no exercise date after the settlement date")
+    checked = (by_table & (last_tabled <= last_date)) | (by_dates & (expiry != NO_DATE) & (expiry <= last_date)
+                                                         & ~np.isnan(strike)
+                                                         & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry)))
+    none = np.zeros(n, bool)
+    for k, (piece, part) in enumerate(flows):
+        codes = np.where(checked[piece], exercise[piece], NO_EXERCISE)
+        counts = exercise_counts(dated.take(piece), part, codes) if checked[piece].any() else np.zeros(len(piece), int)
+        none[piece] = checked[piece] & (counts == 0)
+        flows[k] = (piece, part, counts)
+    flag(none, "exercise", "leaves no exercise date after the settlement date")
     problems.sort(key=lambda p: p.position)
-    return dated, problems
+    return dated, problems, flows
 
 
 @numba.njit(cache=True)
@@ -302,14 +355,15 @@ def exercise_counts(rows: DatedRows, flows: CashFlows, exercise: np.ndarray) -> 
     return _exercise_counts(*_exercise_inputs(rows, flows, exercise))
 
 
-def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, strike: np.ndarray):
+def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, strike: np.ndarray, counts=None):
     """Each row's exercise dates after settlement (increasing; none for ``exercise`` NO_EXERCISE) and their
     amounts (face units; a clean price plus the accrued interest at the date): ``(offsets, days, amounts)``,
-    CSR."""
+    CSR. ``counts``: the rows' :func:`exercise_counts`, when known already."""
     code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business, calendar, settlement = \
         _exercise_inputs(rows, flows, exercise)
-    counts = _exercise_counts(code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business,
-                              calendar, settlement)
+    if counts is None:
+        counts = _exercise_counts(code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business,
+                                  calendar, settlement)
     offsets = np.zeros(len(code) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     days, amounts, dirty = np.empty(offsets[-1], np.int64), np.empty(offsets[-1]), np.zeros(offsets[-1], np.bool_)
@@ -321,21 +375,19 @@ def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, stri
     return offsets, days, amounts
 
 
+@numba.njit(cache=True, inline="always")
+def _step_of(k, spy, D):
+    """The step of a day k days after the valuation date, ``max(1, round_half_up(k * spy / D))``, and whether
+    the day lies on the step's grid."""
+    return max((2 * k * spy + D) // (2 * D), 1), (k * spy) % D == 0
+
+
 @numba.njit(cache=True, parallel=True)
-def _merge(valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount, x_off, x_day,
-           x_amount):
-    """Each row's events, latest first (redemption, exercises, coupons at equal days), with their steps and
-    tree times."""
-    n = len(valuation)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        offsets[r + 1] = offsets[r] + 1 + (c_off[r + 1] - c_off[r]) + (x_off[r + 1] - x_off[r])
-    m = offsets[n]
-    step = np.empty(m, np.int64)
-    time = np.empty(m)
-    kind = np.empty(m, np.uint8)
-    amount = np.empty(m)
-    for r in numba.prange(n):
+def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount, x_off,
+           x_day, x_amount, step, time, kind, amount):
+    """Each row's events into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``, ``time``, ``kind`` and
+    ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times."""
+    for r in numba.prange(len(valuation)):
         c, x = c_off[r + 1] - 1, x_off[r + 1] - 1
         redeemed = False
         D = days_per_year[r]
@@ -352,18 +404,58 @@ def _merge(valuation, days_per_year, spy, redemption_day, redemption_amount, c_o
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
                 c -= 1
             k = d - valuation[r]
-            s = max((2 * k * spy[r] + D) // (2 * D), 1)
+            if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
+                s, on_grid = _step_of(k, spy[r], 365)
+            elif D == 360:
+                s, on_grid = _step_of(k, spy[r], 360)
+            else:
+                s, on_grid = _step_of(k, spy[r], D)
             step[e] = s
-            time[e] = s * (1.0 / spy[r]) if (k * spy[r]) % D == 0 else k / D
-    return offsets, step, time, kind, amount
+            time[e] = s * (1.0 / spy[r]) if on_grid else k / D
 
 
 def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
                  steps_per_year: np.ndarray) -> EventTable:
     """The events of dated rows: the redemption and the coupons paid after settlement, and (rows
-    ``has_option``) the exercises of :func:`exercise_dates`."""
-    flows = cash_flows(rows.terms, rows.valuation)
-    x_off, x_day, x_amount = exercise_dates(rows, flows, np.where(has_option, exercise, NO_EXERCISE), strike)
-    return EventTable(*_merge(rows.valuation, rows.days_per_year, np.ascontiguousarray(steps_per_year, np.int64),
-                              flows.redemption_date, flows.redemption_amount, flows.coupons.offsets,
-                              flows.coupons.payment, flows.coupons.amount, x_off, x_day, x_amount))
+    ``has_option``) the exercises of :func:`exercise_dates`; the rows' own ``events`` when validation built
+    them."""
+    if rows.events is not None:
+        return rows.events
+    flows = [(piece, cash_flows(rows.terms.take(piece), rows.valuation[piece]), None)
+             for piece in pieces(np.arange(len(rows)))]
+    return _event_table(rows, flows, np.where(has_option, exercise, NO_EXERCISE), strike, steps_per_year)
+
+
+def with_events(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
+                steps_per_year: np.ndarray) -> DatedRows:
+    """``rows`` with their events, from the cash flows :func:`read_dated` computed (rows outside its pieces get
+    none); ``exercise`` codes (NO_EXERCISE: no exercise dates), ``strike`` and ``steps_per_year`` per row."""
+    return dataclasses.replace(rows, events=_event_table(rows, flows, exercise, strike, steps_per_year))
+
+
+def _event_table(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
+                 steps_per_year: np.ndarray) -> EventTable:
+    """The events of ``rows`` from their cash flows in pieces ``(positions, CashFlows, exercise counts or
+    None)`` (increasing positions; rows in no piece get none): each piece's exercise dates, then every piece
+    merged into one table."""
+    exercises = [exercise_dates(rows.take(piece), part, exercise[piece], strike[piece],
+                                None if known is None else np.where(exercise[piece] == NO_EXERCISE, 0, known))
+                 for piece, part, known in flows]
+    counts = np.zeros(len(rows), dtype=np.int64)
+    for (piece, part, _), (x_off, _, _) in zip(flows, exercises):
+        counts[piece] = 1 + part.coupons.counts + np.diff(x_off)
+    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    m = offsets[-1]
+    table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
+                       np.empty(m, np.float64))
+    spy = np.ascontiguousarray(steps_per_year, np.int64)
+    for (piece, part, _), (x_off, x_day, x_amount) in zip(flows, exercises):
+        if not len(piece):
+            continue
+        first, local = offsets[piece[0]], offsets[np.append(piece, piece[-1] + 1)]
+        window = slice(first, offsets[piece[-1] + 1])
+        _merge(local - first, rows.valuation[piece], rows.days_per_year[piece], spy[piece], part.redemption_date,
+               part.redemption_amount, part.coupons.offsets, part.coupons.payment, part.coupons.amount, x_off, x_day,
+               x_amount, table.step[window], table.time[window], table.kind[window], table.amount[window])
+    return table

@@ -1,6 +1,6 @@
 """The events of a whole portfolio at once, mapped to tree steps: each row's redemption, coupons and exercises,
 as one table in the order the backward pass applies them (numba loops over rows, two passes: count the
-events, then fill them).
+events, then fill them; blocks of rows on several threads).
 
 An event has a time t (years of the row's tree, t > 0), a kind and an amount: the redemption and each coupon
 pay their cash flow, an exercise is worth ``payoff(bond, amount)`` (its amount includes the accrued interest
@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+
+from ..dates.parallel import over_rows
+from .geometry import consecutive
 
 _SCHEDULE_EPS = 1e-9
 """Tolerance, in periods of a schedule, when deciding whether a time falls on the schedule."""
@@ -47,10 +50,30 @@ class EventTable:
         lo, hi = self.offsets[r], self.offsets[r + 1]
         return self.step[lo:hi], self.time[lo:hi], self.kind[lo:hi], self.amount[lo:hi]
 
+    def take(self, positions) -> "EventTable":
+        """The events of the rows at ``positions`` (an index array), renumbered from 0; all rows in order: this
+        table itself; consecutive rows: views of its arrays."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) == len(self.offsets) - 1 and np.array_equal(positions, np.arange(len(positions))):
+            return self
+        span = consecutive(positions)
+        if isinstance(span, slice):
+            lo, hi = self.offsets[span.start], self.offsets[span.stop]
+            return EventTable(self.offsets[span.start:span.stop + 1] - lo, self.step[lo:hi], self.time[lo:hi],
+                              self.kind[lo:hi], self.amount[lo:hi])
+        counts = np.diff(self.offsets)[positions]
+        offsets = np.zeros(len(positions) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        origin = np.repeat(self.offsets[:-1][positions] - offsets[:-1], counts) + np.arange(offsets[-1])
+        return EventTable(offsets, self.step[origin], self.time[origin], self.kind[origin], self.amount[origin])
+
     @classmethod
     def combine(cls, rows: int, parts) -> "EventTable":
         """One table of ``rows`` rows from ``parts``, pairs ``(positions, table)``: each table holds the events
-        of the rows at its positions (the parts cover every row once)."""
+        of the rows at its positions (rows that no part covers have none; one part of every row in order: its
+        table itself)."""
+        if len(parts) == 1 and len(parts[0][0]) == rows and np.array_equal(parts[0][0], np.arange(rows)):
+            return parts[0][1]
         counts = np.zeros(rows, dtype=np.int64)
         for positions, table in parts:
             counts[positions] = np.diff(table.offsets)
@@ -82,6 +105,15 @@ def _last_exercise_step(offsets, step, kind):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _accrued(t, maturity, coupon, coupon_frequency, face):
+    if coupon <= 0.0 or coupon_frequency <= 0.0:
+        return 0.0
+    k = math.ceil((maturity - t) * coupon_frequency - _SCHEDULE_EPS)
+    t_prev = maturity - k / coupon_frequency
+    return face * coupon * max(t - t_prev, 0.0)
+
+
 @numba.vectorize(["float64(float64, float64, float64, float64, float64)"], cache=True)
 def accrued(t, maturity, coupon, coupon_frequency, face):
     """Accrued interest at time ``t``: ``face * coupon * (t - t_prev)``; a ufunc.
@@ -89,11 +121,7 @@ def accrued(t, maturity, coupon, coupon_frequency, face):
     ``t_prev`` is the latest time ``<= t`` of the regular schedule ``maturity - k / coupon_frequency``
     (which runs back before today); zero on a coupon date and for zero-coupon bonds.
     """
-    if coupon <= 0.0 or coupon_frequency <= 0.0:
-        return 0.0
-    k = math.ceil((maturity - t) * coupon_frequency - _SCHEDULE_EPS)
-    t_prev = maturity - k / coupon_frequency
-    return face * coupon * max(t - t_prev, 0.0)
+    return _accrued(t, maturity, coupon, coupon_frequency, face)
 
 
 @numba.njit(cache=True)
@@ -140,40 +168,48 @@ def _exercise_time(code, k, expiry, ex_frequency, spy):
 
 
 @numba.njit(cache=True, nogil=True)
-def _time_form_table(code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy, has_option):
-    n = len(maturity)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    for r in range(n):
-        coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
-        exercises = _exercise_count(code[r], expiry[r], first[r], ex_frequency[r], spy[r]) if has_option[r] else 0
-        offsets[r + 1] = offsets[r] + 1 + coupons + exercises
-    m = offsets[n]
-    step = np.empty(m, dtype=np.int64)
-    time = np.empty(m, dtype=np.float64)
-    kind = np.empty(m, dtype=np.uint8)
-    amount = np.empty(m, dtype=np.float64)
-    for r in range(n):
-        coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
-        exercises = _exercise_count(code[r], expiry[r], first[r], ex_frequency[r], spy[r]) if has_option[r] else 0
+def _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option):
+    """Coupons and exercise dates of row r."""
+    coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
+    exercises = _exercise_count(code[r], expiry[r], first[r], ex_frequency[r], spy[r]) if has_option[r] else 0
+    return coupons, exercises
+
+
+@numba.njit(cache=True, nogil=True)
+def _time_form_counts(lo, hi, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option,
+                      counts):
+    for r in range(lo, hi):
+        coupons, exercises = _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy,
+                                        has_option)
+        counts[r] = 1 + coupons + exercises
+
+
+@numba.njit(cache=True, nogil=True)
+def _time_form_fill(lo, hi, code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy,
+                    has_option, offsets, step, time, kind, amount):
+    for r in range(lo, hi):
+        coupons, exercises = _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy,
+                                        has_option)
         pay = face[r] * coupon[r] / frequency[r] if coupons else 0.0
         # merge the three lists, each latest first: redemption, exercises, coupons at equal times
         c, x, redeemed = 0, 0, False
+        tc = _coupon_time(r, c, maturity, frequency) if c < coupons else -1.0
+        tx = _exercise_time(code[r], x, expiry[r], ex_frequency[r], spy[r]) if x < exercises else -1.0
         for e in range(offsets[r], offsets[r + 1]):
-            tc = _coupon_time(r, c, maturity, frequency) if c < coupons else -1.0
-            tx = _exercise_time(code[r], x, expiry[r], ex_frequency[r], spy[r]) if x < exercises else -1.0
             if not redeemed and maturity[r] >= max(tc, tx) - SAME_TIME:
                 t, kind[e], amount[e] = maturity[r], REDEMPTION, face[r]
                 redeemed = True
             elif x < exercises and tx >= tc - SAME_TIME:
                 t, kind[e] = tx, EXERCISE
-                amount[e] = strike[r] + accrued(tx, maturity[r], coupon[r], frequency[r], face[r])
+                amount[e] = strike[r] + _accrued(tx, maturity[r], coupon[r], frequency[r], face[r])
                 x += 1
+                tx = _exercise_time(code[r], x, expiry[r], ex_frequency[r], spy[r]) if x < exercises else -1.0
             else:
                 t, kind[e], amount[e] = tc, COUPON, pay
                 c += 1
+                tc = _coupon_time(r, c, maturity, frequency) if c < coupons else -1.0
             step[e] = time_step(t, spy[r])
             time[e] = _on_grid(t, step[e], spy[r])
-    return offsets, step, time, kind, amount
 
 
 def time_form_events(exercise_code, expiry, first_exercise, exercise_frequency, strike, maturity, coupon,
@@ -190,5 +226,16 @@ def time_form_events(exercise_code, expiry, first_exercise, exercise_frequency, 
     expiry, first, strike, maturity, coupon, face = floats
     code, ex_frequency, frequency, spy = (np.ascontiguousarray(v, dtype=np.int64) for v in
                                           (exercise_code, exercise_frequency, coupon_frequency, steps_per_year))
-    return EventTable(*_time_form_table(code, expiry, first, ex_frequency, strike, maturity, coupon, frequency,
-                                        face, spy, np.ascontiguousarray(has_option, dtype=np.bool_)))
+    has_option = np.ascontiguousarray(has_option, dtype=np.bool_)
+    n = len(maturity)
+    counts = np.empty(n, dtype=np.int64)
+    over_rows(_time_form_counts, n, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option,
+              counts)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    m = offsets[-1]
+    table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
+                       np.empty(m, np.float64))
+    over_rows(_time_form_fill, n, code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy,
+              has_option, offsets, table.step, table.time, table.kind, table.amount)
+    return table

@@ -38,9 +38,21 @@ class TreeGeometry:
         return 2 * self.width * self.height
 
     def take(self, positions) -> "TreeGeometry":
-        """The geometry of the trees at ``positions`` (an index array or a boolean mask)."""
+        """The geometry of the trees at ``positions`` (an index array or a boolean mask; consecutive positions:
+        views)."""
+        positions = consecutive(positions)
         return TreeGeometry(**{f.name: np.asarray(getattr(self, f.name))[positions]
                                for f in dataclasses.fields(self)})
+
+
+def consecutive(positions):
+    """``positions`` (an index array) as a slice when they are consecutive and increasing (taking them then
+    makes views, not copies); anything else as it is."""
+    if isinstance(positions, np.ndarray) and positions.dtype.kind in "iu" and positions.ndim == 1 and \
+            len(positions) and positions[-1] - positions[0] == len(positions) - 1 and \
+            (len(positions) < 2 or (np.diff(positions) == 1).all()):
+        return slice(int(positions[0]), int(positions[-1]) + 1)
+    return positions
 
 
 def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeGeometry:

@@ -3,11 +3,20 @@
 amounts under each curve set before the pricing kernels run; ``kernels/risk.cu`` is the risk engine's
 (:class:`GpuRisk`: trees kept on the device, rolled back under many curve bumps).
 
+Rows whose trees share a forward pass (:mod:`~.groups`) are priced in two launches of their kernel: the
+groups' leaders (each group's tallest tree, and every row alone in its group) run their forward and backward
+passes as before; then their followers run the backward pass only, reading their leader's ``exp(-alpha_m dt)``
+from the leaders' launch (:class:`RunLayout`). A follower of the outer or wide kernel computes bit for bit
+what it would alone (its leader's forward pass is its own, step for step, in the same code); in the flat
+kernel a forward pass's sums are split at the block's warps where its tree happens to lie, so a follower's
+prices differ from its own forward pass's in the last bits. The outer engine prices every row alone unless
+told to share (:data:`SHARES` says why).
+
 The CUDA sources are compiled once per process, precision and build option (NVRTC, through
 ``cupy.RawModule``). The host layouts (sorting, padding, bin packing: :mod:`~.layouts`) are timed apart from
 the kernels. Results come back as float64 arrays in the batch's row order. The arrays every kernel reads are
-declared once, in :data:`KERNEL_ARGS`, in the order of the kernels' ``PORTFOLIO_PARAMS`` (a test holds the
-two together).
+declared once, in :data:`KERNEL_ARGS`, in the order of the kernels' ``PORTFOLIO_PARAMS``, and what a launch
+says of its leaders in :data:`LEADER_ARGS` (``LEADER_PARAMS``; a test holds each pair together).
 """
 from __future__ import annotations
 
@@ -21,8 +30,9 @@ import numpy as np
 
 from ..errors import Fp32OverflowError, GpuUnavailableError
 from .batch import Batch
-from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, FlatLayout, OuterLayout, choose_flat_shape,
-                      exclusive_cumsum, flat_layout, flat_shared_bytes, outer_layout)
+from .groups import TreeGroups, batch_groups, node_steps
+from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
+                      flat_shared_bytes, outer_layout)
 from .sweeps import Trees, start_steps
 
 WIDE_THREADS = 1024
@@ -42,6 +52,10 @@ KERNEL_ARGS = (
 )
 """The arrays every pricing kernel reads (``PORTFOLIO_PARAMS`` of ``kernels/common.cuh``): name and C element
 type. ``event_amount`` is computed on the device (:func:`adjust`) from the events' times and raw amounts."""
+LEADER_ARGS = (("followers", "int"), ("leader_at", "long long"), ("leader_stride", "int"), ("leader_alphas", "real"))
+"""What a pricing kernel reads after its own layout's arguments (``LEADER_PARAMS`` of ``kernels/common.cuh``):
+whether its trees are followers, and where each follower finds its leader's ``exp(-alpha_m dt)`` (the first
+is a scalar, the others arrays: :class:`RunLayout`)."""
 ADJUST_ARGS = (("event_time", "double"), ("event_raw", "double"))
 """What only the adjustment kernel reads: each event's time (years) and raw amount."""
 CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
@@ -196,38 +210,165 @@ def upload(batch: Batch) -> DeviceBatch:
     return _adjusted(device, args, batch.real, len(batch))
 
 
-# ---- launches ----
+# ---- layouts and launches ----
 
-def _launch_outer(device, leading, rows_idx, layout: OuterLayout, real, bond, option, defines=()):
-    kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
-    order = device.put(rows_idx[layout.order])
-    rows = device.empty(max(layout.row_elements, 1), real)
-    alphas = device.empty(max(layout.alpha_elements, 1), real)
-    n = len(layout.order)
-    args = (*leading, np.int32(n), order, np.int32(layout.lanes), device.put(layout.row_base),
-            device.put(layout.pitch), device.put(layout.alpha_base), rows, alphas, bond, option)
-    return lambda: kernel((-(-n // OUTER_THREADS),), (OUTER_THREADS,), args)
+@dataclass(frozen=True)
+class WideLayout:
+    """Trees of the wide kernel, one block each: tree b's five rows start at ``row_base[b]`` of the scratch
+    rows, its ``exp(-alpha_m dt)`` at ``alpha_base[b]``."""
 
-
-def _launch_flat(device, leading, rows_idx, layout: FlatLayout, real, bond, option, defines=()):
-    build = {"FLAT_NODES": layout.nodes, "FLAT_MAX_THREADS": layout.threads,
-             "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)), **dict(defines)}
-    kernel = _module("flat.cu", real, tuple(sorted(build.items()))).get_function("flat_price")
-    shared = flat_shared_bytes(layout, real)
-    kernel.max_dynamic_shared_size_bytes = shared
-    args = (*leading, device.put(rows_idx[layout.order]), device.put(layout.bin_first), device.put(layout.node_offset),
-            device.put(layout.bin_height), device.put(layout.alpha_base),
-            device.empty(max(layout.alpha_elements, 1), real), bond, option)
-    return lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)
+    row_base: np.ndarray
+    alpha_base: np.ndarray
+    row_elements: int
+    alpha_elements: int
 
 
-def _launch_wide(device, leading, rows_idx, width, height, real, bond, option):
-    kernel = _module("wide.cu", real, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
+def wide_layout(width: np.ndarray, height: np.ndarray) -> WideLayout:
+    """The wide kernel's layout of trees of these widths and heights, in their order."""
     row_base, row_elements = exclusive_cumsum(5 * (width.astype(np.int64) + 4))
     alpha_base, alpha_elements = exclusive_cumsum(height.astype(np.int64))
-    args = (*leading, device.put(rows_idx), device.put(row_base), device.put(alpha_base),
-            device.empty(row_elements, real), device.empty(alpha_elements, real), bond, option)
-    return lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)
+    return WideLayout(row_base, alpha_base, row_elements, alpha_elements)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a run: ``kernel`` (outer, flat or wide) on batch rows ``rows`` laid out by
+    ``layout``; a launch of ``followers`` runs no forward passes (their leaders' launches come first)."""
+
+    kernel: str
+    rows: np.ndarray
+    layout: object
+    followers: bool
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """What a run of a batch launches, in order (leaders first), and where each follower finds its leader's
+    ``exp(-alpha_m dt)``: at ``leader_at[r] + m * leader_stride[r]`` of the alphas of its kernel's launch of
+    leaders (batch row r). ``node_steps``: what the run computes (:func:`~.groups.node_steps`)."""
+
+    launches: tuple[Launch, ...]
+    leader_at: np.ndarray
+    leader_stride: np.ndarray
+    node_steps: float
+    detail: dict
+
+
+def _alpha_places(launch: Launch) -> tuple[np.ndarray, np.ndarray]:
+    """Where each tree of a launch of leaders (in ``launch.rows`` order) keeps its ``exp(-alpha_m dt)``: the
+    offset of step 0 in the launch's alphas and the stride between steps (the kernels' layouts)."""
+    layout, n = launch.layout, len(launch.rows)
+    at, stride = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int32)
+    if launch.kernel == "outer":
+        k = np.arange(n)
+        at[layout.order] = layout.alpha_base[k // layout.lanes] + k % layout.lanes
+        stride[:] = layout.lanes
+    elif launch.kernel == "flat":
+        count = np.diff(layout.bin_first)
+        bin_of = np.repeat(np.arange(layout.bins), count)
+        at[layout.order] = layout.alpha_base[bin_of] + np.arange(n) - layout.bin_first[bin_of]
+        stride[layout.order] = count[bin_of]
+    else:
+        at[:] = layout.alpha_base
+        stride[:] = 1
+    return at, stride
+
+
+SHARES = {"flat": True, "outer": False}
+"""Whether each engine shares forward passes unless told (``share=None``). The flat kernel's time follows its
+node-steps, and sharing halves them on a book of few models (H100, 20 000 desk rows: 2.08x faster). The outer
+kernel's time is its longest trees' (one tree per thread): a second launch for the followers adds a second tail
+that costs more than the forward passes it saves (same book: 0.90x), so it prices every row alone."""
+
+
+def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: int | None = WARP, sort: bool = True,
+               threads: int | None = None, nodes: int | None = None) -> RunLayout:
+    """The launches of a run of ``batch`` on the ``outer`` or ``flat`` engine (flat: trees wider than
+    FLAT_MAX_WIDTH on the wide kernel). With ``share`` each group of rows that share a tree (:mod:`~.groups`)
+    has one leader, its tallest row, priced first with its forward pass; the others follow in a second launch
+    of the same kernel, on the leader's alphas. Without, every row leads (one launch per kernel, as before
+    sharing). ``share=None``: the kernel's :data:`SHARES`. The other options are :func:`start_gpu`'s."""
+    if kernel not in SHARES:
+        raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
+    share = SHARES[kernel] if share is None else share
+    n = len(batch)
+    width, height = batch.geometry.width, batch.geometry.height
+    groups = batch_groups(batch) if share else TreeGroups.alone(n)
+    leads = groups.is_leader
+    rows_idx = np.arange(n, dtype=np.int64)
+    if kernel == "flat":
+        wide = width > FLAT_MAX_WIDTH
+        kinds = {"flat": rows_idx[~wide], "wide": rows_idx[wide]}
+    else:
+        kinds = {"outer": rows_idx}
+    shape = None
+    if len(kinds.get("flat", ())):
+        flat_rows = kinds["flat"]
+        shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
+            nodes or FLAT_NODES, threads)
+
+    def layout(kind: str, rows: np.ndarray):
+        if kind == "outer":
+            return outer_layout(width[rows], height[rows], lanes=lanes or len(rows), sort=sort)
+        if kind == "flat":
+            return flat_layout(width[rows], height[rows], shape[1], shape[0])
+        return wide_layout(width[rows], height[rows])
+
+    launches = []
+    for followers in (False, True):
+        for kind, rows in kinds.items():
+            chosen = rows[leads[rows] != followers]
+            if len(chosen):
+                launches.append(Launch(kind, chosen, layout(kind, chosen), followers))
+    leader_at, leader_stride = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int32)
+    for launch in launches:
+        if not launch.followers:
+            leader_at[launch.rows], leader_stride[launch.rows] = _alpha_places(launch)
+    leader_of = groups.leader_of
+    leader_at, leader_stride = leader_at[leader_of], leader_stride[leader_of]
+    detail = {"node_steps": node_steps(width, height, groups.group), "leaders": int(leads.sum())}
+    flat = [launch for launch in launches if launch.kernel == "flat"]
+    if flat:
+        flat_rows = kinds["flat"]
+        run = sum(launch.layout.thread_steps() // (2 if launch.followers else 1) for launch in flat)
+        detail.update(nodes=shape[0], threads=shape[1], bins=sum(launch.layout.bins for launch in flat),
+                      flat_rows=len(flat_rows),
+                      occupancy=node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows]) / max(run, 1))
+    if "outer" in kinds:
+        detail.update(outer_rows=n)
+    if len(kinds.get("wide", ())):
+        detail.update(wide_rows=len(kinds["wide"]))
+    return RunLayout(tuple(launches), leader_at, leader_stride, detail["node_steps"], detail)
+
+
+def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option, defines=()):
+    """The launch of ``launch`` (a callable) and the alphas its trees write (a launch of leaders) or one
+    unused element (followers). ``leaders``: the values of LEADER_ARGS."""
+    layout = launch.layout
+    rows_idx = launch.rows
+    elements = 1 if launch.followers else max(getattr(layout, "alpha_elements", 1), 1)
+    alphas = device.empty(elements, real)
+    if launch.kernel == "outer":
+        kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
+        n = len(layout.order)
+        args = (*leading, np.int32(n), device.put(rows_idx[layout.order]), np.int32(layout.lanes),
+                device.put(layout.row_base), device.put(layout.pitch), device.put(layout.alpha_base),
+                device.empty(max(layout.row_elements, 1), real), alphas, *leaders, bond, option)
+        return (lambda: kernel((-(-n // OUTER_THREADS),), (OUTER_THREADS,), args)), alphas
+    if launch.kernel == "flat":
+        build = {"FLAT_NODES": layout.nodes, "FLAT_MAX_THREADS": layout.threads,
+                 "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)), **dict(defines)}
+        kernel = _module("flat.cu", real, tuple(sorted(build.items()))).get_function("flat_price")
+        shared = flat_shared_bytes(layout, real)
+        kernel.max_dynamic_shared_size_bytes = shared
+        args = (*leading, device.put(rows_idx[layout.order]), device.put(layout.bin_first),
+                device.put(layout.node_offset), device.put(layout.bin_height), device.put(layout.alpha_base),
+                alphas, *leaders, bond, option)
+        return (lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)), alphas
+    kernel = _module("wide.cu", real, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
+    args = (*leading, device.put(rows_idx), device.put(layout.row_base), device.put(layout.alpha_base),
+            device.empty(layout.row_elements, real), alphas, *leaders, bond, option)
+    return (lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)), alphas
 
 
 @dataclass
@@ -245,8 +386,8 @@ class PendingRun:
     device_bytes: int
     detail: dict
     check_finite: bool
-    layouts: dict
-    """The layouts launched, for another run of the same batch (:func:`start_gpu`'s ``layouts``)."""
+    layouts: RunLayout
+    """The launches, for another run of the same batch (:func:`start_gpu`'s ``layouts``)."""
 
     def finish(self) -> GpuRun:
         self.stopped.synchronize()
@@ -263,10 +404,10 @@ class PendingRun:
         return GpuRun(bond, option, seconds, self.device_bytes, self.detail)
 
 
-def start_gpu(batch: Batch, kernel: str, *, lanes: int | None = WARP, sort: bool = True,
+def start_gpu(batch: Batch, kernel: str, *, share: bool | None = None, lanes: int | None = WARP, sort: bool = True,
               threads: int | None = None, nodes: int | None = None, defines: tuple = (),
               check_finite: bool = True, device_batch: DeviceBatch | None = None,
-              layouts: dict | None = None, time_upload: bool = False) -> PendingRun:
+              layouts: RunLayout | None = None, time_upload: bool = False) -> PendingRun:
     """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
     the host can prepare the next batch meanwhile. ``layouts`` (a :class:`PendingRun`'s, for the same batch
     and kernel) skips the layout; ``time_upload`` waits for the copies to time them."""
@@ -275,23 +416,8 @@ def start_gpu(batch: Batch, kernel: str, *, lanes: int | None = WARP, sort: bool
     real = batch.real
     seconds = {}
     tick = time.perf_counter()
-    width, height = batch.geometry.width, batch.geometry.height
-    rows_idx = np.arange(n, dtype=np.int64)
-    outer_rows, flat_rows, wide_rows = rows_idx, rows_idx[:0], rows_idx[:0]
-    if kernel == "flat":
-        wide = width > FLAT_MAX_WIDTH
-        outer_rows, flat_rows, wide_rows = rows_idx[:0], rows_idx[~wide], rows_idx[wide]
-    elif kernel != "outer":
-        raise ValueError(f"kernel must be 'outer' or 'flat', not {kernel!r}")
     if layouts is None:
-        layouts = {}
-        if len(outer_rows):
-            layouts["outer"] = outer_layout(width[outer_rows], height[outer_rows],
-                                            lanes=lanes or len(outer_rows), sort=sort)
-        if len(flat_rows):
-            shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
-                nodes or FLAT_NODES, threads)
-            layouts["flat"] = flat_layout(width[flat_rows], height[flat_rows], shape[1], shape[0])
+        layouts = layout_run(batch, kernel, share=share, lanes=lanes, sort=sort, threads=threads, nodes=nodes)
     seconds["layout"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -303,14 +429,22 @@ def start_gpu(batch: Batch, kernel: str, *, lanes: int | None = WARP, sort: bool
         raise ValueError("the device batch is of another batch or precision")
     leading = tuple(device_batch.args[name] for name, _ in KERNEL_ARGS)
     bond, option = device.poisoned(n), device.poisoned(n)
-    launches = []
-    if "outer" in layouts:
-        launches.append(_launch_outer(device, leading, outer_rows, layouts["outer"], real, bond, option, defines))
-    if "flat" in layouts:
-        launches.append(_launch_flat(device, leading, flat_rows, layouts["flat"], real, bond, option, defines))
-    if len(wide_rows):
-        launches.append(_launch_wide(device, leading, wide_rows, width[wide_rows], height[wide_rows], real,
-                                     bond, option))
+    types = {name: C_TYPES[ctype] or real for name, ctype in LEADER_ARGS}
+    none = {name: device.empty(1, types[name]) for name in ("leader_at", "leader_stride", "leader_alphas")}
+    places = {}
+    if any(launch.followers for launch in layouts.launches):
+        places = {name: device.put(getattr(layouts, name).astype(types[name], copy=False))
+                  for name in ("leader_at", "leader_stride")}
+    launches, leader_alphas = [], {}
+    for launch in layouts.launches:
+        given = {**none, "followers": types["followers"](0)}
+        if launch.followers:
+            given.update(places, followers=types["followers"](1), leader_alphas=leader_alphas[launch.kernel])
+        leaders = tuple(given[name] for name, _ in LEADER_ARGS)
+        run, alphas = _launch(device, leading, launch, real, leaders, bond, option, defines)
+        if not launch.followers:
+            leader_alphas[launch.kernel] = alphas
+        launches.append(run)
     if time_upload:
         cupy.cuda.Device().synchronize()
     seconds["upload"] = time.perf_counter() - tick
@@ -320,32 +454,27 @@ def start_gpu(batch: Batch, kernel: str, *, lanes: int | None = WARP, sort: bool
     for launch in launches:
         launch()
     stopped.record()
-    detail = {}
-    if "flat" in layouts:
-        flat = layouts["flat"]
-        detail.update(nodes=flat.nodes, threads=flat.threads, bins=flat.bins, flat_rows=len(flat_rows),
-                      occupancy=float((2 * width[flat_rows] * height[flat_rows]).sum() / max(flat.thread_steps(), 1)))
-    if "outer" in layouts:
-        detail.update(outer_rows=len(outer_rows))
-    if len(wide_rows):
-        detail.update(wide_rows=len(wide_rows))
-    return PendingRun(cupy, kernel, real, bond, option, started, stopped, seconds, device.bytes, detail,
-                      check_finite, layouts)
+    return PendingRun(cupy, kernel, real, bond, option, started, stopped, seconds, device.bytes,
+                      dict(layouts.detail), check_finite, layouts)
 
 
 def price_gpu(batch: Batch, kernel: str, **options) -> GpuRun:
     """Price ``batch`` with the ``outer`` or ``flat`` kernel in the batch's precision; see :mod:`~.layouts`
     for the layouts.
 
-    Options (keywords of :func:`start_gpu`): ``lanes`` (outer: 32 warp padding, None global padding, 1
-    none) and ``sort`` select the outer layout; ``threads`` and ``nodes`` fix the flat block's shape
-    (default: :func:`~.layouts.choose_flat_shape`); ``defines`` adds ``-D`` build options (register caps and
-    the like, for the benchmarks); ``device_batch``: the batch already on the device (see :func:`upload`),
-    whose bytes then do not count in this call's footprint or upload time; ``check_finite``.
+    Options (keywords of :func:`start_gpu`): ``share`` prices each group of rows that share a tree
+    (:mod:`~.groups`) with one forward pass, its leader's, in two launches (leaders, then followers); None (the
+    default): as :data:`SHARES` says for the kernel (flat shares, outer does not);
+    ``lanes`` (outer: 32 warp padding, None global padding, 1 none) and ``sort`` select the outer layout;
+    ``threads`` and ``nodes`` fix the flat block's shape (default: :func:`~.layouts.choose_flat_shape` on every
+    flat row); ``defines`` adds ``-D`` build options (register caps and the like, for the benchmarks);
+    ``device_batch``: the batch already on the device (see :func:`upload`), whose bytes then do not count in
+    this call's footprint or upload time; ``check_finite``.
 
     Outputs start as NaN, so a row a kernel never wrote cannot pass: with ``check_finite`` a non-finite
     price raises (in fp32 it is an overflow: see :class:`~distprice.errors.Fp32OverflowError`). Layout,
-    upload, kernel (CUDA events) and download are timed apart.
+    upload, kernel (CUDA events, every launch) and download are timed apart; ``detail["node_steps"]`` is
+    what the run computed (full rectangles).
     """
     return start_gpu(batch, kernel, time_upload=True, **options).finish()
 

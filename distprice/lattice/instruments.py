@@ -9,17 +9,20 @@ Rates are decimals (0.05 = 5 %); time-form prices are in the units of ``face``, 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
-from .dated import DatedRows, ExerciseSchedule, read_dated
-from .events import EXERCISE_CODES
-from .geometry import TreeGeometry, tree_geometry
+from .dated import NO_EXERCISE, DatedRows, ExerciseSchedule, read_dated, with_events
+from .events import AMERICAN, EUROPEAN, EXERCISE_CODES, EventTable
+from .geometry import TreeGeometry, consecutive, tree_geometry
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
 OPTION_TYPES = ("call", "put")
@@ -80,30 +83,69 @@ one)."""
 
 
 class _Checker:
-    """Collects problems for rows flagged by boolean masks, naming row number and id."""
+    """Collects the rows each rule flags, rule by rule, and names them only at the end (:meth:`problems`):
+    the messages are built for flagged rows alone, naming the row number and its id (``ids``: the raw id column,
+    None when there is none)."""
 
-    def __init__(self, ids: np.ndarray, first_row: int = 0):
+    def __init__(self, ids: pd.Series | None, n: int, first_row: int = 0):
         self.ids = ids
         self.first_row = first_row
-        self.problems: list[Problem] = []
-        self.invalid = np.zeros(len(ids), dtype=bool)
+        self.invalid = np.zeros(n, dtype=bool)
+        self._found: list[tuple[np.ndarray, str, str] | list[Problem]] = []
+
+    def id_values(self, positions: np.ndarray) -> np.ndarray:
+        """The ids at ``positions``, as ``to_numpy(dtype=object)`` gives them."""
+        if self.ids is None:
+            return np.full(len(positions), None, dtype=object)
+        return self.ids.iloc[positions].to_numpy(dtype=object)
 
     def where(self, position: int) -> str:
-        return f"row {self.first_row + position + 1} (id {_id_label(self.ids[position])})"
+        return _where(self.first_row + position, self.id_values(np.array([position]))[0])
 
     def flag(self, mask: np.ndarray, column: str, rule: str) -> None:
         mask = np.asarray(mask, dtype=bool)
-        self.invalid |= mask
-        for pos in np.flatnonzero(mask):
-            self.problems.append(Problem(int(pos), self.where(pos), column, rule))
+        if mask.any():
+            self.invalid |= mask
+            self._found.append((np.flatnonzero(mask), column, rule))
 
     def add(self, problems: list[Problem]) -> None:
         """Problems found elsewhere, unless this checker named the same row and column already."""
-        seen = {(p.position, p.column) for p in self.problems}
-        for p in problems:
-            if (p.position, p.column) not in seen:
-                self.problems.append(p)
-                self.invalid[p.position] = True
+        if not problems:
+            return
+        flagged = {}
+        for column in {p.column for p in problems}:
+            rows = [found[0] for found in self._found if not isinstance(found, list) and found[1] == column]
+            rows += [[q.position for q in found if q.column == column] for found in self._found if isinstance(found, list)]
+            flagged[column] = set(np.concatenate(rows).tolist()) if rows else set()
+        kept = [p for p in problems if p.position not in flagged[p.column]]
+        for p in kept:
+            self.invalid[p.position] = True
+        self._found.append(kept)
+
+    def problems(self) -> list[Problem]:
+        """Every problem found, by row, and within a row in the order the rules were checked."""
+        positions = [found[0] if not isinstance(found, list) else np.array([p.position for p in found], np.int64)
+                     for found in self._found]
+        if not positions:
+            return []
+        chunk = np.repeat(np.arange(len(positions)), [len(p) for p in positions])
+        inner = np.concatenate([np.arange(len(p)) for p in positions])
+        position = np.concatenate(positions)
+        order = np.argsort(position, kind="stable")
+        rows, first = np.unique(position, return_inverse=True)
+        labels = [_where(self.first_row + int(r), value) for r, value in zip(rows, self.id_values(rows))]
+        problems = []
+        for k in order.tolist():
+            found = self._found[chunk[k]]
+            if isinstance(found, list):
+                problems.append(found[inner[k]])
+            else:
+                problems.append(Problem(int(position[k]), labels[first[k]], found[1], found[2]))
+        return problems
+
+
+def _where(row: int, id_value) -> str:
+    return f"row {row + 1} (id {_id_label(id_value)})"
 
 
 @dataclass(frozen=True)
@@ -148,46 +190,168 @@ class Instruments:
         return float(self.geometry.node_steps.sum())
 
     def take(self, positions) -> "Instruments":
-        """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy."""
+        """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy;
+        consecutive rows: views."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
             return self
-        is_dated = self.is_dated[positions]
-        return Instruments(self.table.iloc[positions].reset_index(drop=True), self.geometry.take(positions),
+        span = consecutive(positions)
+        is_dated = self.is_dated[span]
+        return Instruments(self.table.iloc[span].reset_index(drop=True), self.geometry.take(positions),
                            is_dated, self.dated.take(positions) if self.dated is not None and is_dated.any() else None)
 
 
-def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
+def _text_dtype():
+    """The type pandas gives a column of Python strings: ``str`` (pandas 3) or ``object``."""
+    return pd.Series(np.array(["x"], dtype=object)).dtype
+
+
+def _text(labels, codes: np.ndarray, source: "_Labels | None" = None):
+    """A text column holding ``labels[codes]``, of the type pandas infers for Python strings (no per-row
+    conversion): the ``source`` column itself where it holds the same values in that type already."""
+    dtype = _text_dtype()
+    if dtype == object or len(codes) == 0:  # pandas leaves an empty object column as it is
+        return np.array(labels, dtype=object)[codes]
+    if source is not None and source.raw.dtype == dtype:
+        target = np.array([labels.index(label) if label in labels else -2 for label in source.labels] + [-2])
+        if np.array_equal(target[source.codes], codes):
+            return source.raw.array
+    return pd.array(np.array(labels, dtype=object), dtype=dtype).take(codes)
+
+
+@dataclass(frozen=True)
+class _Labels:
+    """A column read by its distinct values: ``codes`` (-1 where missing) into ``labels``, the text of each
+    distinct value as ``raw.astype("string")`` writes it."""
+
+    raw: pd.Series
+    codes: np.ndarray
+    labels: list[str]
+
+
+def _factorized(raw: pd.Series) -> _Labels:
+    """``raw`` by its distinct values, each converted to text once."""
+    if isinstance(raw.dtype, pd.StringDtype):
+        codes, uniques = pd.factorize(raw)
+        return _Labels(raw, codes, list(uniques))
+    if raw.dtype == object:
+        codes, uniques = pd.factorize(raw)
+        if all(type(u) is str for u in uniques):
+            return _Labels(raw, codes, list(uniques))
+    codes, uniques = pd.factorize(raw.astype("string"))
+    return _Labels(raw, codes, list(uniques))
+
+
+def _enum(raw: pd.Series | None, n: int, default, choices, column: str,
+          check: _Checker) -> tuple[np.ndarray, _Labels | None]:
+    """Codes (positions in ``choices``) of an enumerated column, read without case or surrounding spaces, and
+    the column by its distinct values; missing and unknown values take ``default`` (-1 for None), unknown ones
+    are flagged."""
+    fallback = -1 if default is None else choices.index(default)
     if raw is None:
-        return np.full(n, default, dtype=object)
-    text = raw.astype("string").str.strip().str.lower()
-    present = text.notna().to_numpy()
-    known = text.isin(choices).to_numpy()
-    check.flag(present & ~known, column, f"must be one of {', '.join(choices)}")
-    values = text.to_numpy(dtype=object, na_value=None)
-    values[~known] = default
-    return values
+        return np.full(n, fallback, dtype=np.int64), None
+    source = _factorized(raw)
+    normal = pd.Series(source.labels, dtype="string").str.strip().str.lower().fillna("")
+    known = np.array([value in choices for value in normal] + [True], dtype=bool)
+    index = np.array([choices.index(value) if ok else fallback for value, ok in zip(normal, known)] + [fallback],
+                     dtype=np.int64)
+    check.flag(~known[source.codes], column, f"must be one of {', '.join(choices)}")
+    return index[source.codes], source
 
 
-def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required) -> np.ndarray:
-    """A numeric column (NaN where missing without a default); ``required`` marks the rows that need a
-    value when the column has no default."""
+def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required,
+            present: np.ndarray | None) -> np.ndarray:
+    """A numeric column, a new array (NaN where missing without a default); ``required`` marks the rows that
+    need a value when the column has no default; ``present`` is ``raw.notna()``."""
     if raw is None:
         if default is None:
             check.flag(required, column, "is required")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
-    present = raw.notna().to_numpy()
     if pd.api.types.is_bool_dtype(raw.dtype):
         check.flag(present, column, "must be a number, not true or false")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    check.flag(present & np.isnan(values), column, "must be a number")
+    if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "fiu":
+        values = raw.to_numpy(dtype=np.float64, copy=True)
+    else:
+        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+        check.flag(present & np.isnan(values), column, "must be a number")
     check.flag(np.isinf(values), column, "must be finite")
     if default is None:
         check.flag(required & ~present, column, "is required")
     else:
-        values = np.where(present, values, default)
+        values[~present] = default
     return values
+
+
+def _present(raw: pd.Series | None, n: int) -> np.ndarray:
+    """``raw.notna()`` as a numpy array (all False without a column)."""
+    if raw is None:
+        return np.zeros(n, dtype=bool)
+    if isinstance(raw.dtype, np.dtype) and raw.dtype.kind == "f":
+        return ~np.isnan(raw.to_numpy())
+    return ~np.asarray(raw.isna().array, dtype=bool)
+
+
+def _ids(raw: pd.Series | None, n: int, missing: np.ndarray):
+    """The canonical id column: a text column as it is (pandas' string type), anything else as Python objects
+    (from which the table infers its type, as for any object column)."""
+    if raw is None:
+        return np.full(n, None, dtype=object)
+    if raw.dtype == _text_dtype() and raw.dtype != object and not missing.all():
+        return raw.array
+    return raw.to_numpy(dtype=object, copy=True)
+
+
+def _duplicated(raw: pd.Series | None, missing: np.ndarray) -> np.ndarray:
+    """Rows whose id (present) another row also holds."""
+    if raw is None:
+        return np.zeros(len(missing), dtype=bool)
+    if isinstance(raw.dtype, pd.StringDtype) and raw.dtype.storage == "pyarrow":
+        candidates = _same_hash(_string_hashes(pa.chunked_array(pa.array(raw.array))))
+    elif isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "iu":
+        candidates = _same_hash(raw.to_numpy())
+    elif raw.dtype == object:
+        return raw.duplicated(keep=False).to_numpy() & ~missing
+    else:
+        return pd.Series(raw.to_numpy(dtype=object)).duplicated(keep=False).to_numpy() & ~missing
+    same = np.zeros(len(missing), dtype=bool)
+    if len(candidates):
+        same[candidates] = raw.iloc[candidates].reset_index(drop=True).duplicated(keep=False).to_numpy()
+    return same & ~missing
+
+
+def _same_hash(keys: np.ndarray) -> np.ndarray:
+    """Positions (sorted) of the keys that another position also holds."""
+    ordered = np.sort(keys)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    return np.flatnonzero(np.isin(keys, repeated)) if len(repeated) else np.zeros(0, dtype=np.int64)
+
+
+def _string_hashes(text: pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit FNV-1a hash of each string's UTF-8 bytes (missing strings hash as empty ones)."""
+    out = np.empty(len(text), dtype=np.uint64)
+    start = 0
+    for chunk in text.chunks:
+        if pa.types.is_large_string(chunk.type):
+            chunk = chunk.cast(pa.large_string())
+        else:
+            chunk = chunk.cast(pa.string())
+        _, offsets, data = chunk.buffers()
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + len(chunk) + 1]
+        data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+        _fnv1a(offsets.astype(np.int64), data, out[start:start + len(chunk)])
+        start += len(chunk)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _fnv1a(offsets, data, out):
+    for r in range(len(out)):
+        h = np.uint64(14695981039346656037)
+        for i in range(offsets[r], offsets[r + 1]):
+            h = (h ^ np.uint64(data[i])) * np.uint64(1099511628211)
+        out[r] = h
 
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
@@ -204,31 +368,35 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     of its first row there (problems name rows by their number in the whole portfolio), and
     ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
     (:func:`duplicated_ids`).
+
+    Each column is read once, as numpy or Arrow arrays; text columns are matched by their distinct values, and
+    a problem's message is written for the rows that break a rule only.
     """
     n = len(portfolio)
     raw = {c: portfolio[c] if c in portfolio.columns else None for c in
            (*PORTFOLIO_COLUMNS, *DATE_COLUMNS, "maturity_date")}
-    ids = np.full(n, None, dtype=object) if raw["id"] is None else raw["id"].to_numpy(dtype=object)
-    check = _Checker(ids, first_row)
+    check = _Checker(raw["id"], n, first_row)
     if models is not None and "model" in portfolio.columns:
         _join_models(raw, portfolio["model"], models, check)
-    id_missing = pd.isna(ids)
+    present = {c: _present(raw[c], n) for c in dict.fromkeys(("id", *OPTION_COLUMNS, *TIME_COLUMNS, *FLOAT_COLUMNS,
+                                                               *INT_COLUMNS))}
+    id_missing = ~present["id"]
     check.flag(id_missing, "id", "is required")
     if unique_ids:
-        check.flag(pd.Series(ids).duplicated(keep=False).to_numpy() & ~id_missing, "id", DUPLICATE_ID)
+        check.flag(_duplicated(raw["id"], id_missing), "id", DUPLICATE_ID)
     is_dated = np.zeros(n, dtype=bool) if raw["maturity_date"] is None else \
         parse_dates(raw["maturity_date"])[0] != NO_DATE
-    present = {c: np.zeros(n, bool) if raw[c] is None else raw[c].notna().to_numpy()
-               for c in (*OPTION_COLUMNS, *TIME_COLUMNS)}
 
-    columns: dict[str, np.ndarray] = {"id": ids}
+    columns: dict[str, np.ndarray] = {"id": _ids(raw["id"], n, id_missing)}
+    code, text = {}, {}
     for name, (default, choices) in ENUM_COLUMNS.items():
-        columns[name] = _enum(raw[name], n, default, choices, name, check)
-    instrument = columns["instrument"]
-    has_option = instrument != "bond"
+        code[name], text[name] = _enum(raw[name], n, default, choices, name, check)
+    instrument, exercise = code["instrument"], np.array(list(EXERCISE_CODES.values()))[code["exercise"]]
+    has_option = instrument != INSTRUMENTS.index("bond")
     required = {"strike": has_option & ~is_dated, "expiry": has_option & ~is_dated, "maturity": ~is_dated}
+    everywhere = np.ones(n, dtype=bool)
     for name, (default, bound, strict, top) in FLOAT_COLUMNS.items():
-        values = _number(raw[name], n, default, name, check, required.get(name, np.ones(n, bool)))
+        values = _number(raw[name], n, default, name, check, required.get(name, everywhere), present[name])
         if bound is not None:
             check.flag(values <= bound if strict else values < bound, name,
                        f"must be {'>' if strict else '>='} {bound:g}")
@@ -236,32 +404,32 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                    f"must be between {-top:g} and {top:g}")
         columns[name] = values
     for name, (default, bound, top) in INT_COLUMNS.items():
-        values = _number(raw[name], n, default, name, check, np.ones(n, bool))
+        values = _number(raw[name], n, default, name, check, everywhere, present[name])
         finite = np.isfinite(values)
-        check.flag(finite & (values != np.floor(values)), name, "must be a whole number")
+        whole = values == np.floor(values)
+        check.flag(finite & ~whole, name, "must be a whole number")
         check.flag(finite & (values < bound), name, f"must be >= {bound}")
         check.flag(finite & (values > top), name, f"must be at most {top}")
-        usable = finite & (values == np.floor(values)) & (values >= bound) & (values <= top)
+        usable = finite & whole & (values >= bound) & (values <= top)
         columns[name] = np.where(usable, values, max(default, bound)).astype(np.int64)
-    curve = raw["curve"]
-    names = np.full(n, "default", dtype=object) if curve is None else \
-        curve.astype("string").fillna("default").to_numpy(dtype=object)
-    known_curve = pd.Series(names).isin(list(curves)).to_numpy()
-    for name in pd.unique(names[~known_curve]):
-        check.flag(~known_curve & (names == name), "curve", _unknown_curve(name, curves, given=curve is not None))
-    columns["curve"] = names
+    curve = _curve_codes(raw["curve"], n)
+    known_label = np.array([name in curves for name in curve.labels], dtype=bool)
+    for j, name in enumerate(curve.labels):
+        if name not in curves:
+            check.flag(curve.codes == j, "curve", _unknown_curve(name, curves, given=raw["curve"] is not None))
 
     # option type: required for bond options, implied (and checked) for callable and puttable bonds
-    option_type = columns["option_type"]
-    given = option_type != None  # noqa: E711 (element-wise)
+    option_type = code["option_type"]
+    given = option_type >= 0
     for kind, implied in IMPLIED_OPTION_TYPE.items():
-        is_kind = instrument == kind
+        is_kind = instrument == INSTRUMENTS.index(kind)
+        implied = OPTION_TYPES.index(implied)
         check.flag(is_kind & given & (option_type != implied), "option_type",
-                   f"a {kind} implies option_type {implied}")
+                   f"a {kind} implies option_type {OPTION_TYPES[implied]}")
         option_type = np.where(is_kind, implied, option_type)
-    check.flag((instrument == "bond_option") & _missing(raw["option_type"], n), "option_type",
+    check.flag((instrument == INSTRUMENTS.index("bond_option")) & ~present["option_type"], "option_type",
                "is required for a bond_option")
-    columns["option_type"] = np.where(option_type == None, "call", option_type)  # noqa: E711
+    option_type = np.where(option_type < 0, OPTION_TYPES.index("call"), option_type)
     for name in OPTION_COLUMNS:
         check.flag(~has_option & present[name], name, "must be empty for a bond (it has no option)")
     for name in TIME_COLUMNS:
@@ -277,22 +445,25 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         check.flag(timed & has_option & (c["expiry"] > c["maturity"]), "expiry", "must be <= maturity")
         check.flag(timed & (c["coupon"] > 0) & (c["coupon_frequency"] < 1), "coupon_frequency",
                    "must be >= 1 when coupon > 0")
-        check.flag(timed & has_option & (c["exercise"] != "european") & (c["first_exercise"] > c["expiry"]),
+        check.flag(timed & has_option & (exercise != EUROPEAN) & (c["first_exercise"] > c["expiry"]),
                    "first_exercise", "must be <= expiry")
 
-    dated = None
-    days_per_year = np.array([curves[name].days_per_year if ok else 365 for name, ok in zip(names, known_curve)])
+    dated, flows = None, None
+    days_per_year = np.array([curves[name].days_per_year if name in curves else 365 for name in curve.labels],
+                             dtype=np.int64)[curve.codes]
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
         schedule = exercise_schedule if exercise_schedule is not None else ExerciseSchedule.empty(n)
-        part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
-                                    np.array([EXERCISE_CODES[e] for e in c["exercise"][rows]]), has_option[rows],
-                                    c["strike"][rows], check.where)
+        part, problems, flows = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
+                                           exercise[rows], has_option[rows], c["strike"][rows], check.where)
         check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
     c["valuation"] = np.where(is_dated, dated.valuation, as_of) if dated is not None else np.full(n, as_of)
-    _check_curve_dates(check, names, known_curve, curves, as_of, is_dated, dated)
+    by_date = np.array([name in curves and curves[name].dates is not None for name in curve.labels],
+                       dtype=bool)[curve.codes]
+    check.flag(by_date & ~is_dated & (as_of == NO_DATE), "curve",
+               "has knots by date: give the job's valuation date (as_of) to price a row in years on it")
 
     geometry = tree_geometry(np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
                              np.where(c["volatility"] > 0, c["volatility"], 1.0),
@@ -306,14 +477,42 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                                  "(raise mean_reversion or lower steps_per_year)")
     check.flag(geometry.height > limits.max_height, "maturity",
                f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)")
-    events = _event_counts(c, is_dated, dated, has_option)
+    events = _event_counts(c, exercise, is_dated, dated, has_option)
     check.flag(events > limits.max_events, "exercise", f"gives more than {limits.max_events} events (coupons and "
                                                        "exercise dates): lower a frequency or shorten the window")
-    _check_rates(check, names, known_curve, curve_sets or [curves], geometry)
+    _check_rates(check, curve, known_label, curve_sets or [curves], geometry)
 
-    table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS})
-    problems = sorted(check.problems, key=lambda p: p.position)
-    return Prepared(table, ~check.invalid, problems, geometry, is_dated, dated)
+    if dated is not None:
+        live = ~check.invalid[rows]
+        dated = _aligned(n, rows, with_events(part, flows, np.where(has_option[rows] & live, exercise[rows], NO_EXERCISE),
+                                              c["strike"][rows], c["steps_per_year"][rows]))
+    c["instrument"] = _text(INSTRUMENTS, instrument, text["instrument"])
+    c["option_type"] = _text(OPTION_TYPES, option_type, text["option_type"])
+    c["exercise"] = _text(EXERCISES, code["exercise"], text["exercise"])
+    c["curve"] = _text(curve.labels, curve.codes, curve.source)
+    table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS}, copy=False)
+    return Prepared(table, ~check.invalid, check.problems(), geometry, is_dated, dated)
+
+
+@dataclass(frozen=True)
+class _Curves:
+    """Each row's curve id as a code into ``labels`` (``default`` where none is named), and the column read."""
+
+    codes: np.ndarray
+    labels: list[str]
+    source: _Labels | None = None
+
+
+def _curve_codes(raw: pd.Series | None, n: int) -> _Curves:
+    if raw is None:
+        return _Curves(np.zeros(n, dtype=np.int64), ["default"])
+    source = _factorized(raw)
+    codes, labels = source.codes, list(source.labels)
+    if (codes < 0).any():
+        if "default" not in labels:
+            labels.append("default")
+        codes = np.where(codes < 0, labels.index("default"), codes)
+    return _Curves(codes.astype(np.int64), labels, source)
 
 
 def _unknown_curve(name: str, curves: dict, given: bool) -> str:
@@ -346,45 +545,49 @@ def _join_models(raw: dict, model: pd.Series, models: pd.DataFrame, check: _Chec
         raw["curve"] = pd.Series(np.where(found & pd.isna(curve), model_curve, curve), dtype=object)
 
 
-def _event_counts(c: dict, is_dated, dated, has_option) -> np.ndarray:
+def _event_counts(c: dict, exercise: np.ndarray, is_dated, dated, has_option) -> np.ndarray:
     """An upper bound of each row's events: coupons over its life, and its exercise dates (bermudan: a year's
     dates times the years of the window; american: a step, or a business day, each)."""
-    years = np.nan_to_num(np.clip(c["maturity"], 0, 1000))
-    window = np.nan_to_num(np.clip(c["expiry"] - c["first_exercise"], 0, 1000))
-    per_year = np.where(c["exercise"] == "american", c["steps_per_year"], c["exercise_frequency"])
-    exercises = np.where(c["exercise"] == "european", 1, window * per_year + 1)
+    years = np.nan_to_num(np.clip(c["maturity"], 0, 1000), copy=False)
+    window = np.subtract(c["expiry"], c["first_exercise"])
+    exercises = np.nan_to_num(np.clip(window, 0, 1000, out=window), copy=False)
+    exercises *= np.where(exercise == AMERICAN, c["steps_per_year"], c["exercise_frequency"])
+    exercises += 1
+    exercises[exercise == EUROPEAN] = 1
     if dated is not None:
         dates = dated.expiry != NO_DATE
         span = np.where(dates, (np.where(dates, dated.expiry, 0) - np.maximum(dated.first, dated.settlement)) / 365.25,
                         0.0).clip(0, 1000)
-        exercises = np.where(is_dated, np.where(c["exercise"] == "european", 1, span * 366 + 1), exercises)
-    return years * c["coupon_frequency"] + np.where(has_option, exercises, 0) + 1
+        exercises = np.where(is_dated, np.where(exercise == EUROPEAN, 1, span * 366 + 1), exercises)
+    exercises[~has_option] = 0
+    years *= c["coupon_frequency"]
+    years += exercises
+    years += 1
+    return years
 
 
-def _check_rates(check: _Checker, names, known, curve_sets, geometry) -> None:
+def _check_rates(check: _Checker, curve: _Curves, known: np.ndarray, curve_sets, geometry) -> None:
     """A row whose curve's zero rates (in any curve set), times the years to its last step, leave the float
-    range is refused."""
-    for name in pd.unique(names[known]):
+    range is refused (``known``: which of ``curve.labels`` the curves input has)."""
+    years = geometry.height * geometry.dt + geometry.dt
+    for j, name in enumerate(curve.labels):
+        if not known[j]:
+            continue
+        rows = curve.codes == j
         rate = max(float(np.abs(curves[name].zero_rate).max()) for curves in curve_sets)
-        rows = known & (names == name)
-        years = (geometry.height * geometry.dt + geometry.dt)[rows]
-        top = rate * years
-        check.flag(np.isin(np.arange(len(names)), np.flatnonzero(rows)[top > MAX_RATE_YEARS]), "curve",
+        check.flag(rows & (rate * years > MAX_RATE_YEARS), "curve",
                    f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}")
 
 
 def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
-    """``part`` (the dated terms of ``rows``) spread over all n rows, the others repeating the first."""
+    """``part`` (the dated terms of ``rows``) spread over all n rows, the others repeating the first (and
+    without events)."""
     index = np.zeros(n, dtype=np.int64)
     index[rows] = np.arange(len(rows))
-    return part.take(index)
-
-
-def _check_curve_dates(check: _Checker, names, known, curves, as_of: int, is_dated, dated) -> None:
-    """A curve with knots by date needs the row's valuation date: a time-form row takes the job's."""
-    by_date = np.array([ok and curves[name].dates is not None for name, ok in zip(names, known)], dtype=bool)
-    check.flag(by_date & ~is_dated & (as_of == NO_DATE), "curve",
-               "has knots by date: give the job's valuation date (as_of) to price a row in years on it")
+    spread = dataclasses.replace(part, events=None).take(index)
+    if part.events is None:
+        return spread
+    return dataclasses.replace(spread, events=EventTable.combine(n, [(rows, part.events)]))
 
 
 DUPLICATE_ID = "must be unique"
@@ -422,6 +625,3 @@ def _id_label(value) -> str:
         value = int(value)
     return repr(value)
 
-
-def _missing(raw: pd.Series | None, n: int) -> np.ndarray:
-    return np.ones(n, dtype=bool) if raw is None else raw.isna().to_numpy()
