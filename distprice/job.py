@@ -241,11 +241,10 @@ class Job:
             for r, why in zip(np.flatnonzero(valid), measured["error"]):
                 if why is not None:
                     errors[r] = why if errors[r] is None else f"{errors[r]}; {why}"
-        inputs = list(self.table.columns)
-        carried = self.table.reset_index(drop=True).assign(
-            width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
-            height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
-            engine=_labels(engines))
+        base = self.table.reset_index(drop=True)
+        inputs = {name: base[name] for name in base.columns}  # the portfolio's columns, echoed (no copy)
+        columns.update(width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
+                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines))
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
         sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
         quantity = canonical["quantity"].to_numpy()
@@ -259,11 +258,11 @@ class Job:
                 price[failed] = b[failed] = o[failed] = np.nan
                 error = errors.copy()
                 error[failed] = [p.rule for p in self._unpriced(failed)]
-            frame = carried.assign(price=price, value=price * quantity, bond_price=b, option_price=o,
-                                   error=_labels(error), **columns)
+            made = dict(columns, price=price, value=price * quantity, bond_price=b, option_price=o,
+                        error=_labels(error))
             if dated:
-                frame = frame.assign(**self._dated_prices(price, self.market.curve_sets[first_set + s]))
-            frame = frame[[*inputs, *outputs]]
+                made.update(self._dated_prices(price, self.market.curve_sets[first_set + s]))
+            frame = pd.DataFrame({**inputs, **{name: made[name] for name in outputs}}, copy=False)
             if self.market.scenarios is not None:
                 frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
             yield frame

@@ -175,10 +175,11 @@ def read_terms(frame: pd.DataFrame, where: Callable[[int], str]) -> tuple[BondTe
     def flags(column):
         if column not in frame.columns:
             return np.zeros(n, dtype=bool)
-        text = frame[column].astype("string").str.strip().str.lower()
-        true, false = text.isin(["true", "1", "1.0", "yes"]), text.isin(["false", "0", "0.0", "no"]) | text.isna()
-        flag(np.flatnonzero(~(true | false).to_numpy()), column, "must be true or false")
-        return true.to_numpy(dtype=bool)
+        codes, labels = pd.factorize(frame[column].astype("string"))  # the distinct values, read once; missing: -1
+        text = pd.Series(labels, dtype="string").str.strip().str.lower()
+        true, false = text.isin(["true", "1", "1.0", "yes"]).to_numpy(), text.isin(["false", "0", "0.0", "no"]).to_numpy()
+        flag(np.flatnonzero(~np.append(true | false, True)[codes]), column, "must be true or false")
+        return np.append(true, False)[codes]
 
     terms = BondTerms(
         issue=dates("issue_date"), maturity=dates("maturity_date"),

@@ -82,9 +82,10 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
     days, not_dates = parse_dates(table["date"])
     price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     if "price_type" in table.columns:
-        codes, labels = pd.factorize(table["price_type"].astype("string").str.strip().str.lower().fillna("clean"))
-        known, dirty = (np.array([f(label) for label in labels] + [False], dtype=bool)[codes]
-                        for f in (lambda label: label in PRICE_TYPES, lambda label: label == "dirty"))
+        codes, labels = pd.factorize(table["price_type"].astype("string"))  # distinct values; missing (-1): clean
+        labels = pd.Series(labels, dtype="string").str.strip().str.lower()
+        known = np.array([label in PRICE_TYPES for label in labels] + [True], dtype=bool)[codes]
+        dirty = np.array([label == "dirty" for label in labels] + [False], dtype=bool)[codes]
     else:
         known, dirty = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
     rows = _positions_of(pd.Series(ids).astype("string"), keys)
