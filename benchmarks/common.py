@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from distprice.curves import builtin_curves
+from distprice.curves import builtin_curves, load_curves
+from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice import datasets
+from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.instruments import prepare
 from distprice.tables import write_tables
 
@@ -33,7 +35,15 @@ def median_seconds(run, repeat: int):
 
 
 def instruments(name: str, size: int | None = None, seed: int = 0):
-    """The valid instruments of a synthetic dataset on the built-in ``hull`` curve, and that curve set."""
+    """The valid instruments of a synthetic dataset on the built-in ``hull`` curve, or of the dated ``desk``
+    book on its own curves and exercise schedule, and that curve set."""
+    if name == "desk":
+        book = desk(size or 100_000, seed)
+        curves = load_curves(book.curves)
+        prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
+                           exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
+        assert not prepared.problems, prepared.problems[:3]
+        return prepared.instruments(), curves
     curves = builtin_curves()
     prepared = prepare(datasets.generate(name, size, seed), curves)
     assert not prepared.problems, prepared.problems[:3]

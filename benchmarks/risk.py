@@ -21,15 +21,10 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from common import save
+from common import instruments as book, save
 
-from distprice.curves import builtin_curves, load_curves
-from distprice.job import exercise_schedule, valuation_day
-from distprice.lattice import datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
-from distprice.lattice.desk import AS_OF, desk
-from distprice.lattice.instruments import prepare
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
 from distprice.lattice import risk
@@ -38,19 +33,6 @@ from distprice.lattice.sweeps import key_rate_bumps, start_steps
 
 PARTS = {"parallel (3 bumps)": ["dv01", "duration", "convexity"], "key rates (16 bumps)": ["krd"],
          "vega (2 trees)": ["vega"]}
-
-
-def book(name: str, size: int):
-    """Valid instruments of ``desk`` or ``R1`` and their curves."""
-    if name == "desk":
-        d = desk(size, 0)
-        curves = load_curves(d.curves)
-        prepared = prepare(d.portfolio, curves, as_of=valuation_day(AS_OF),
-                           exercise_schedule=exercise_schedule(d.exercise_schedule, d.portfolio))
-    else:
-        curves = builtin_curves()
-        prepared = prepare(datasets.generate(name, size, 0), curves)
-    return prepared.instruments(), curves
 
 
 def timed(run, repeat: int):

@@ -30,22 +30,12 @@ import numpy as np
 from common import instruments, save
 
 from distprice.curves import load_curves
-from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice import datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk, run_cpu
-from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.gpu import gpu_available
 from distprice.lattice.groups import batch_groups, node_steps
 from distprice.lattice.instruments import prepare
-
-
-def desk_book(size: int):
-    book = desk(size, 0)
-    curves = load_curves(book.curves)
-    prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
-                       exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
-    return prepared.instruments(), curves
 
 
 def r1_few_models(size: int, models: int):
@@ -128,7 +118,7 @@ def main():
     parser.add_argument("--models", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    books = {"desk": lambda: desk_book(args.desk_size),
+    books = {"desk": lambda: instruments("desk", args.desk_size),
              f"R1 few ({args.models} models)": lambda: r1_few_models(args.r1_size, args.models),
              "R1": lambda: instruments("R1", args.r1_size)}
     reports = []
