@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -60,23 +61,44 @@ class TreeGroups:
 
 
 def _combine(*keys: np.ndarray) -> np.ndarray:
-    """Codes (order of first appearance) of the tuples of ``keys``, arrays of one value per row."""
-    code = pd.factorize(keys[0])[0].astype(np.int64)
-    for key in keys[1:]:
-        part = pd.factorize(key)[0].astype(np.int64)
-        code = pd.factorize(code * (int(part.max(initial=0)) + 1) + part)[0].astype(np.int64)
-    return code
+    """Codes (order of first appearance) of the tuples of ``keys``, arrays of one value per row (integers, or
+    labels of any type). One factorization of a 64-bit mix of the keys, checked against the keys themselves:
+    rows whose mixes collide but whose keys differ (never seen, but possible) send it key by key."""
+    columns = [_integers(key) for key in keys]
+    mixed = np.zeros(len(columns[0]), dtype=np.uint64)
+    for column in columns:  # multiply-xorshift steps, wrapping modulo 2**64
+        mixed = (mixed ^ column.view(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+        mixed ^= mixed >> np.uint64(29)
+    code = pd.factorize(mixed)[0].astype(np.int64)
+    first = np.empty(int(code.max(initial=-1)) + 1, dtype=np.int64)
+    first[code[::-1]] = np.arange(len(code) - 1, -1, -1)  # each code's first row
+    if all(np.array_equal(column, column[first[code]]) for column in columns):
+        return code
+    code = columns[0]
+    for column in columns[1:]:
+        part = pd.factorize(column)[0].astype(np.int64)
+        code = pd.factorize(pd.factorize(code)[0].astype(np.int64) * (int(part.max(initial=0)) + 1) + part)[0]
+    return pd.factorize(code)[0].astype(np.int64)
 
 
+def _integers(key: np.ndarray) -> np.ndarray:
+    """A key as int64 values that are equal where the key's are: integers as they are, anything else by its
+    codes."""
+    key = np.asarray(key)
+    if key.dtype.kind in "iub":
+        return key.astype(np.int64, copy=False)
+    return pd.factorize(key)[0].astype(np.int64)
+
+
+@numba.njit(cache=True)
 def _leaders(group: np.ndarray, height: np.ndarray) -> np.ndarray:
     """Per group (0 .. max), the first of its tallest rows."""
-    groups = int(group.max(initial=-1)) + 1
-    tallest = np.zeros(groups, dtype=np.int64)
-    np.maximum.at(tallest, group, height)
-    candidates = np.flatnonzero(height == tallest[group])
-    present, first = np.unique(group[candidates], return_index=True)
+    groups = group.max() + 1 if len(group) else 0
     leader = np.full(groups, -1, dtype=np.int64)
-    leader[present] = candidates[first]
+    tallest = np.full(groups, -1, dtype=np.int64)
+    for r in range(len(group)):
+        if height[r] > tallest[group[r]]:
+            tallest[group[r]], leader[group[r]] = height[r], r
     return leader
 
 
