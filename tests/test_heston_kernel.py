@@ -12,6 +12,7 @@ import pytest
 
 from distprice.models import fit_surface, heston_surfaces, read_benchmark
 from distprice.models.heston_cpu import CpuEngine
+from distprice.models.quadrature import rotations
 from distprice.models.heston_gpu import (BLOCK, GROUP, KERNEL_ARGUMENTS, SOURCE, GpuEngine, gpu_available,
                                          kernel_dir)
 
@@ -90,6 +91,9 @@ class HostDevice:
 
     def download(self, array):
         return array.copy()
+
+    def rotations(self, nodes, log_strike):
+        return rotations(nodes, log_strike)
 
     def launch(self, kernel, grid, block, values):
         grid = (*grid, 1)[:2]
