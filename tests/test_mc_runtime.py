@@ -63,5 +63,7 @@ def test_bench_times_an_engine_and_splits_the_cpu_stages():
     assert "set medium  contract" in result.output and "paths 8192" in result.output and "PDU/s" in result.output
     stages = next(line for line in result.output.splitlines() if line.startswith("stages"))
     figures = dict(re.findall(r"(sobol|inverse_normal|bridge|paths_payoff) ([0-9.]+)", stages))
-    assert len(figures) == 4 and all(float(v) > 0 for v in figures.values())
+    # each stage is a difference of timings on 8192 paths: a short one may read 0.00 on a busy machine
+    assert len(figures) == 4 and all(float(v) >= 0 for v in figures.values())
+    assert sum(float(v) for v in figures.values()) > 0
     assert float(stages.rpartition("PDU/s ")[2]) > 1e6
