@@ -1,4 +1,4 @@
-"""The papers' synthetic portfolios and Hull's example: shapes, fractions, SPEC rules, strikes."""
+"""The papers' synthetic portfolios and Hull's example: shapes, fractions, the portfolio rules, strikes."""
 from functools import lru_cache
 
 import numpy as np
@@ -11,7 +11,7 @@ from distprice.lattice.datasets import (DATASETS, DEFAULT_SIZES, MIXTURES, _clea
 
 TIME_FORM = [name for name in DATASETS if name != "desk"]
 """The datasets in the papers' time form (``desk`` is dated: see test_desk.py)."""
-SPEC_COLUMNS = ["id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
+PORTFOLIO_COLUMNS = ["id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
                 "exercise_frequency", "maturity", "coupon", "coupon_frequency", "face", "mean_reversion",
                 "volatility", "steps_per_year", "curve", "quantity"]
 PAPERS = ["U1", "U2", "R1", "R2", "R3", "S1", "S2"]
@@ -30,7 +30,8 @@ def portfolio(name, size, seed=0):
 
 
 def tree_shape(frame):
-    """Width and height of each row's tree, by SPEC §2 (computed here, independently of the package)."""
+    """Width and height of each row's tree, by the tree's shape in docs/model/tree.rst (computed here,
+    independently of the package)."""
     dt = 1.0 / frame["steps_per_year"].to_numpy()
     m = np.exp(-frame["mean_reversion"].to_numpy() * dt) - 1.0
     jmax = np.ceil(-0.184 / m).astype(np.int64)
@@ -44,7 +45,7 @@ def discount_hull(t):
 
 
 def clean_forward_by_loop(maturity, expiry, coupon, coupon_frequency, face=100.0):
-    """Clean forward price at expiry (years), cash flows listed one by one (SPEC §3.2, §3.3)."""
+    """Clean forward price at expiry (years), cash flows listed one by one (docs/model/events.rst)."""
     if coupon == 0:
         return face * discount_hull(maturity) / discount_hull(expiry)
     times = maturity - np.arange(0, int(maturity * coupon_frequency) + 2) / coupon_frequency
@@ -78,7 +79,7 @@ def test_default_sizes():
 @pytest.mark.parametrize("name", TIME_FORM)
 def test_columns_size_ids_and_dtypes(name):
     frame = portfolio(name, 37)
-    assert list(frame.columns) == SPEC_COLUMNS
+    assert list(frame.columns) == PORTFOLIO_COLUMNS
     assert len(frame) == 37
     assert frame["id"].dtype == np.int64
     np.testing.assert_array_equal(frame["id"].to_numpy(), np.arange(37))
@@ -108,7 +109,7 @@ def test_datasets_differ_from_each_other_at_the_same_seed():
 @pytest.mark.parametrize("name", ["book", "S2"])
 def test_empty_portfolio(name):
     frame = generate(name, 0)
-    assert list(frame.columns) == SPEC_COLUMNS
+    assert list(frame.columns) == PORTFOLIO_COLUMNS
     assert len(frame) == 0
 
 

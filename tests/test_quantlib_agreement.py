@@ -1,4 +1,5 @@
-"""distprice against QuantLib's Hull-White tree on instruments where SPEC §5 says they agree exactly."""
+"""distprice against QuantLib's Hull-White tree on instruments where the two trees coincide and agree
+exactly (docs/model/tree.rst)."""
 import numpy as np
 import pandas as pd
 import pytest

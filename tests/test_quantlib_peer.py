@@ -1,8 +1,8 @@
 """Validation of the QuantLib peer (distprice.lattice.quantlib), the oracle the engines are checked against.
 
 The curves here have knots on whole days of a 360-day year, so QuantLib (Actual360) sees exactly the
-SPEC times. Each check is against something independent of QuantLib's tree: the closed-form Hull-White
-bond option, plain discounting, put-call parity, and the figures in SPEC §5.
+portfolio's year fractions. Each check is against something independent of QuantLib's tree: the closed-form
+Hull-White bond option, plain discounting, put-call parity, and the reference figures of docs/model/tree.rst.
 """
 
 from __future__ import annotations
@@ -24,22 +24,22 @@ HULL_RATES = np.array([
 ])
 
 CURVES = {
-    # SPEC's hull curve with its day counts read on a 360-day year: every knot is a whole Act360 day.
+    # the built-in hull curve with its day counts read on a 360-day year: every knot is a whole Act360 day.
     "hull360": (HULL_DAYS / 360.0, HULL_RATES),
     "flat5": (np.array([0.0]), np.array([0.05])),
-    # the SPEC hull curve itself (t = days/365); QuantLib rounds its knots to whole days.
+    # the built-in hull curve itself (t = days/365); QuantLib rounds its knots to whole days.
     "hull": (HULL_DAYS / 365.0, HULL_RATES),
 }
 
 
 def discount(curve: str, t: float) -> float:
-    """P(0, t) on a SPEC curve: zero rate linear in t between knots, flat outside."""
+    """P(0, t) on a distprice curve: zero rate linear in t between knots, flat outside."""
     knots, rates = CURVES[curve]
     return math.exp(-float(np.interp(t, knots, rates)) * t)
 
 
 def make_row(**overrides) -> dict:
-    """A SPEC §1.1 row with every default filled; Hull's example unless overridden."""
+    """A portfolio row (docs/guide/bonds.rst) with every default filled; Hull's example unless overridden."""
     row = dict(
         id=0, instrument="bond_option", option_type="put", exercise="european", strike=63.0, expiry=3.0,
         first_exercise=0.0, exercise_frequency=1, maturity=9.0, coupon=0.0, coupon_frequency=0,
@@ -75,7 +75,7 @@ def jamshidian_zero_bond_option(curve, a, sigma, expiry, maturity, strike, face,
     [
         ("hull360", 63.0, "put", 12, 4e-3),
         # The tree's error oscillates with the strike's place between nodes (amplitude ~3e-4 for
-        # 150-200 steps a year here; SPEC §5 has 2.2e-4 at 365), so a fine grid holds to 5e-4.
+        # 150-200 steps a year here; 2.2e-4 at 365 in docs/model/tree.rst), so a fine grid holds to 5e-4.
         ("hull360", 63.0, "put", 180, 5e-4),
         ("flat5", 74.0, "put", 120, 1e-3),
         ("flat5", 74.0, "call", 120, 1e-3),
@@ -89,10 +89,10 @@ def test_zero_bond_option_converges_to_jamshidian(curve, strike, kind, steps_per
     assert got.price[0] == got.option_price[0]
 
 
-def test_reproduces_spec_reference_figures():
-    """SPEC §5 tree figures on the hull curve (t = days/365). QuantLib puts the knots on whole Act360
-    days, which moves the curve by < 1e-6 relative. 1 step a year (a*dt = 0.1, jmax = 2) differs
-    more: QuantLib's tree does not truncate at jmax."""
+def test_reproduces_the_reference_figures():
+    """The reference tree figures (docs/model/tree.rst) on the hull curve (t = days/365). QuantLib puts the
+    knots on whole Act360 days, which moves the curve by < 1e-6 relative. 1 step a year (a*dt = 0.1, jmax = 2)
+    differs more: QuantLib's tree does not truncate at jmax."""
     reference = {5: 1.8382686, 10: 1.8185118, 25: 1.8112069}
     got = price(*[make_row(id=spy, curve="hull", steps_per_year=spy) for spy in reference])
     np.testing.assert_allclose(got.option_price.to_numpy(), list(reference.values()), rtol=1e-6)

@@ -1,4 +1,5 @@
-"""Every rule of SPEC §1–§4: the problem names row, id, column and rule; strict raises, report flags."""
+"""Every rule of the portfolio table and its curves (docs/guide/bonds.rst, docs/guide/errors.rst): the
+problem names row, id, column and rule; strict raises, report flags."""
 import numpy as np
 import pandas as pd
 import pytest

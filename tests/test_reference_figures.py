@@ -1,4 +1,5 @@
-"""SPEC §5: Hull's example, the analytic value, exact repricing of discount bonds, parity, exercise order."""
+"""The reference figures (docs/model/tree.rst): Hull's example, the analytic value, exact repricing of
+discount bonds, parity, exercise order."""
 import math
 
 import numpy as np
