@@ -10,6 +10,7 @@ import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from distprice.curves import builtin_curves, load_curves
@@ -23,15 +24,38 @@ LIBRARIES = ("numpy", "pandas", "pyarrow", "numba", "dask", "distributed", "cupy
 
 
 
+def median_times(run, repeat: int):
+    """Median wall and process-CPU seconds (every thread) of ``repeat`` calls of ``run`` after one warm-up call
+    (which also compiles), and the last call's result. CPU time leaves out the time slices other work takes on
+    a shared machine."""
+    result = run()
+    wall, cpu = [], []
+    for _ in range(repeat):
+        tick, tock = time.perf_counter(), time.process_time()
+        result = run()
+        wall.append(time.perf_counter() - tick)
+        cpu.append(time.process_time() - tock)
+    return statistics.median(wall), statistics.median(cpu), result
+
+
 def median_seconds(run, repeat: int):
     """Median wall seconds of ``repeat`` calls of ``run`` after one warm-up call, and the last call's result."""
-    result = run()
-    times = []
-    for _ in range(repeat):
-        tick = time.perf_counter()
-        result = run()
-        times.append(time.perf_counter() - tick)
-    return statistics.median(times), result
+    wall, _, result = median_times(run, repeat)
+    return wall, result
+
+
+@numba.njit(parallel=True)
+def _copy(a, b):
+    for i in numba.prange(len(a)):
+        b[i] = a[i]
+
+
+def copy_bandwidth(nbytes: int = 1 << 28) -> float:
+    """Bytes per second of a parallel copy into memory already written once (read + write counted)."""
+    a = np.ones(nbytes // 16, dtype=np.int64)
+    b = np.zeros_like(a)
+    seconds, _ = median_seconds(lambda: _copy(a, b), 5)
+    return 2 * a.nbytes / seconds
 
 
 def instruments(name: str, size: int | None = None, seed: int = 0):

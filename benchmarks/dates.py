@@ -24,7 +24,7 @@ import numpy as np
 from distprice.dates import (CALENDARS, CONVENTIONS, DAY_COUNTS, accrued, bond_terms, business_table, cash_flows,
                              coupons, day_numbers, redemption_dates, schedule, settlement_dates)
 
-from common import environment, median_seconds, save
+from common import copy_bandwidth, environment, median_seconds, save
 
 VALUATION = "2026-11-24"
 
@@ -69,20 +69,6 @@ def measured(run, repeat):
     return {"seconds": wall, "user_cpu_seconds": user, "system_cpu_seconds": system}, result
 
 
-@numba.njit(parallel=True)
-def _copy(a, b):
-    for i in numba.prange(len(a)):
-        b[i] = a[i]
-
-
-def copy_bandwidth(nbytes: int = 1 << 30) -> float:
-    """Bytes per second of a parallel copy into memory already written once (read + write counted)."""
-    a = np.ones(nbytes // 16, dtype=np.int64)
-    b = np.zeros_like(a)
-    seconds, _ = median_seconds(lambda: _copy(a, b), 5)
-    return 2 * a.nbytes / seconds
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("output_dir", type=Path)
@@ -117,7 +103,7 @@ def main():
     flows = None
     parts = [(terms.take(slice(a, a + args.chunk)), valuation[a:a + args.chunk]) for a in range(0, n, args.chunk)]
     chunked, _ = measured(lambda: [cash_flows(*part) for part in parts][-1], repeat)
-    bandwidth = copy_bandwidth()
+    bandwidth = copy_bandwidth(1 << 30)
 
     d, live_n, all_n = counts["schedule_dates"], counts["live_coupons"], counts["all_coupons"]
     terms_bytes = n * (8 * 6 + 1 * 6)

@@ -15,13 +15,12 @@ machine, wall time counts the others' work too.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import numba
 import numpy as np
 
-from common import instruments as book, save
+from common import instruments as book, median_times, save
 
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
@@ -36,16 +35,10 @@ PARTS = {"parallel (3 bumps)": ["dv01", "duration", "convexity"], "key rates (16
 
 
 def timed(run, repeat: int):
-    """Median CPU seconds of this process (every thread) over ``repeat`` calls after a warm-up (which also
-    compiles), and the last result. CPU time, not wall time: on a machine shared with other work the time
-    slices others take do not count."""
-    result = run()
-    seconds = []
-    for _ in range(repeat):
-        tick = time.process_time()
-        result = run()
-        seconds.append(time.process_time() - tick)
-    return float(np.median(seconds)), result
+    """Median process-CPU seconds of ``repeat`` calls after a warm-up, and the last result (CPU time: on a
+    machine shared with other work the time slices others take do not count)."""
+    _, cpu, result = median_times(run, repeat)
+    return cpu, result
 
 
 def floor(instruments, evaluations: float) -> dict:

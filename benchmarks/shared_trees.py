@@ -27,7 +27,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from common import instruments, save
+from common import instruments, median_times, save
 
 from distprice.curves import load_curves
 from distprice.lattice import datasets
@@ -47,18 +47,6 @@ def r1_few_models(size: int, models: int):
                          volatility=table["volatility"].to_numpy()[pick])
     curves = load_curves(None)
     return prepare(table, curves).instruments(), curves
-
-
-def timed(run, repeat: int):
-    """Median wall and process-CPU seconds of ``repeat`` calls after a warm-up, and the last result."""
-    result = run()
-    wall, cpu = [], []
-    for _ in range(repeat):
-        tick, tock = time.perf_counter(), time.process_time()
-        result = run()
-        wall.append(time.perf_counter() - tick)
-        cpu.append(time.process_time() - tock)
-    return statistics.median(wall), statistics.median(cpu), result
 
 
 def gpu_kernels(batch, repeat: int) -> dict:
@@ -90,7 +78,7 @@ def measure(name: str, rows, curves, repeat: int) -> dict:
               "node_steps_shared": node_steps(g.width, g.height, groups.group), "load_before": os.getloadavg()[0]}
     results = {}
     for share in (False, True):
-        wall, cpu, run = timed(lambda: run_cpu(batch, share), repeat)
+        wall, cpu, run = median_times(lambda: run_cpu(batch, share), repeat)
         key = "shared" if share else "alone"
         report.update({f"cpu_{key}_wall_s": wall, f"cpu_{key}_process_s": cpu})
         assert run.node_steps == report[f"node_steps_{key}"]
@@ -99,7 +87,7 @@ def measure(name: str, rows, curves, repeat: int) -> dict:
                                    and np.array_equal(results[True].option, results[False].option))
     every = np.arange(len(batch))
     forward = CpuRisk(batch)
-    wall, cpu, _ = timed(lambda: forward.trees(every, rows.table["volatility"].to_numpy(), g.dr), repeat)
+    wall, cpu, _ = median_times(lambda: forward.trees(every, rows.table["volatility"].to_numpy(), g.dr), repeat)
     unshared = 1.0 - float((g.width * g.height)[groups.leader].sum() / (g.width * g.height).sum())
     report.update(forward_wall_s=wall, forward_process_s=cpu,
                   floor_wall_s=report["cpu_alone_wall_s"] - unshared * wall,

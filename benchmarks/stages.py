@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ from distprice.lattice.desk import desk
 from distprice.tables import read_table, write_table
 from distprice.timing import DEVICE_STAGES, STAGES, host_seconds, job_stages
 
-from common import save
+from common import copy_bandwidth, save
 
 
 def tiny(rows: int, seed: int = 0) -> pd.DataFrame:
@@ -55,18 +54,6 @@ def books(rows: int, folder: Path) -> dict[str, dict]:
     out["desk"] = dict(portfolio=str(folder / "desk.parquet"), curves=str(folder / "desk.curves.parquet"),
                        exercise_schedule=str(folder / "desk.exercise.parquet"))
     return out
-
-
-def copy_bandwidth() -> float:
-    """Bytes per second of a plain copy of 64 MB (read and written) on this machine, warm."""
-    source = np.ones(8 << 20)
-    target = np.empty_like(source)
-    best = float("inf")
-    for _ in range(5):
-        tick = time.perf_counter()
-        np.copyto(target, source)
-        best = min(best, time.perf_counter() - tick)
-    return 2 * source.nbytes / best
 
 
 def floor_bytes(job: dict, folder: Path) -> dict[str, float]:

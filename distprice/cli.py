@@ -515,11 +515,14 @@ def inspect(portfolio, curves, precision, as_json, plot):
     import pandas as pd
 
     from .inspector import describe, plan
+    from .lattice.groups import instrument_groups, node_steps
     from .tuning import current_model
 
-    prepared = prepare(read_table(portfolio), load_curves(curves))
+    market = load_curves(curves)
+    prepared = prepare(read_table(portfolio), market)
     valid = prepared.valid
     width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
+    groups = instrument_groups(prepared.instruments(), market)
     gpu = gpu_available()
     chosen = plan(width, height, current_model(precision, gpu), gpu)
     if plot:
@@ -531,6 +534,7 @@ def inspect(portfolio, curves, precision, as_json, plot):
                  f"this process: the CPU engine on {numba.get_num_threads()} threads")
     report = {
         "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
+        "shared": {"groups": len(groups), "node_steps": node_steps(width, height, groups.group)},
         "model": {"device": chosen.model.device, "precision": precision, "source": chosen.model.source},
         "plan": {"predicted_seconds": chosen.seconds,
                  "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),
@@ -543,7 +547,9 @@ def inspect(portfolio, curves, precision, as_json, plot):
         click.echo(json.dumps(report, indent=1, default=str))
         return
     shape = report["shape"]
-    click.echo(f"rows {shape['rows']} ({report['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e}")
+    shared = report["shared"]
+    click.echo(f"rows {shape['rows']} ({report['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
+               f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)")
     for name in ("width", "height"):
         q = shape[name]
         if q:

@@ -398,3 +398,25 @@ def test_gpu_shared_equals_every_row_alone(kernel, book, real, mixed_rows):
         bond, option = price_cpu(batch)
         assert np.max(np.abs(shared.bond - bond) / np.abs(bond)) <= 1e-12
         assert np.max(np.abs(shared.option - option) / np.abs(bond)) <= 1e-12
+
+
+def test_inspect_counts_the_node_steps_shared_trees_compute(tmp_path):
+    """``distprice inspect`` gives the node-steps every row alone would cost and those the engines compute with
+    each group's one forward pass (R1 on 4 models: about half, and exactly the groups' count)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    table = few_models(datasets.generate("R1", 400, seed=4), 4)
+    table.to_parquet(tmp_path / "few.parquet")
+    result = CliRunner().invoke(main, ["inspect", str(tmp_path / "few.parquet"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{"):])
+    instruments, curves = instruments_of(table), builtin_curves()
+    groups = batch_groups(pack(instruments, curves))
+    g = instruments.geometry
+    assert report["shared"] == {"groups": len(groups), "node_steps": node_steps(g.width, g.height, groups.group)}
+    assert len(groups) < len(table) / 10
+    assert 0.5 <= report["shared"]["node_steps"] / report["shape"]["node_steps"] < 0.6
