@@ -1,11 +1,14 @@
 // Heston calibration kernels: one launch sequence evaluates the objective for a whole population (fp64).
-//   heston_terms:  one thread per (maturity, member): control variance and the J strike-free factors.
+//   heston_terms:  a thread per (maturity, member, point): psi at the 4 control points and the J = NODES nodes
+//                  (TERM_TASKS (maturity, member) tasks per block, meeting in shared memory), then the
+//                  control variance and the J strike-free factors.
 //   heston_errors: one thread per quote and GROUP members; weighted squared vega-scaled errors summed per
 //                  block in a fixed tree order -> partial[member][block].
 //   heston_sums:   one thread per member: the blocks' partials in order (non-finite -> +inf).
 //   heston_prices: one thread per quote and GROUP members: the calls themselves, [member][quote].
 // Sums never use atomics: a population gives the same objective on every run.
-// Compile options (set by the launcher): -DBLOCK (threads per block of heston_errors), -DGROUP.
+// Compile options (set by the launcher): -DBLOCK (threads per block of heston_errors), -DGROUP, -DNODES,
+// -DTERM_TASKS.
 #include "heston.cuh"
 
 #ifndef BLOCK
@@ -14,14 +17,34 @@
 #ifndef GROUP
 #define GROUP 8
 #endif
+#ifndef NODES
+#define NODES 20
+#endif
+#ifndef TERM_TASKS
+#define TERM_TASKS 4
+#endif
+#define TERM_THREADS (TERM_TASKS * (HESTON_CONTROLS + NODES))
 
-extern "C" __global__ void heston_terms(const double* params, int members, const double* times, int terms,
-                                        const double* nodes, const double* weights, int n_nodes,
-                                        double* variance, double* factor_re, double* factor_im)
+extern "C" __global__ void __launch_bounds__(TERM_THREADS)
+heston_terms(const double* params, int members, const double* times, int terms, const double* nodes,
+             const double* weights, double* variance, double* factor_re, double* factor_im)
 {
-    const int index = blockIdx.x * blockDim.x + threadIdx.x;
-    if (index >= terms * members) return;
-    heston_term(index, members, params, times, nodes, weights, n_nodes, variance, factor_re, factor_im);
+    constexpr int points = HESTON_CONTROLS + NODES;
+    __shared__ Complex psi[TERM_TASKS][points];
+    const int task = threadIdx.x / points, k = threadIdx.x % points;
+    const int index = blockIdx.x * TERM_TASKS + task;   // (maturity, member) = (index / members, index % members)
+    const int m = index / members, p = index % members;
+    const bool live = index < terms * members;
+    if (live) psi[task][k] = heston_characteristic(heston_point(k, nodes), times[m], heston_member(params, p));
+    __syncthreads();
+    if (!live || k < HESTON_CONTROLS) return;
+    const double s = heston_control_variance(psi[task]);
+    const int j = k - HESTON_CONTROLS;
+    if (j == 0) variance[index] = s;
+    const Complex c = (weights[j] / HESTON_PI) * heston_correction(nodes[j], s, psi[task][k]);
+    const int at = (m * NODES + j) * members + p;
+    factor_re[at] = c.re;
+    factor_im[at] = c.im;
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK)

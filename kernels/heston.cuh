@@ -96,42 +96,37 @@ __host__ __device__ inline Complex heston_characteristic(Complex xi, double t, c
     return complex_exp(exponent);
 }
 
-// Total variance s of the Black-Scholes control variate.
-__host__ __device__ inline double heston_control_variance(double t, const Heston& h)
+#define HESTON_CONTROLS 4
+
+// Point k where the characteristic function is evaluated for one (maturity, member): first the four
+// central-difference points of the control variance around -i, then the quadrature's x_j - i.
+__host__ __device__ inline Complex heston_point(int k, const double* nodes)
 {
     const double e = HESTON_EPSILON;
-    const Complex real_step = heston_characteristic({e, -1.0}, t, h) - heston_characteristic({-e, -1.0}, t, h);
-    const Complex imaginary_step = heston_characteristic({0.0, e - 1.0}, t, h)
-                                 - heston_characteristic({0.0, -1.0 - e}, t, h);
-    // Im[real_step - i * imaginary_step] = real_step.im - imaginary_step.re
-    return 0.5 * (real_step.im - imaginary_step.re) / e;
+    switch (k) {
+    case 0: return {e, -1.0};
+    case 1: return {-e, -1.0};
+    case 2: return {0.0, e - 1.0};
+    case 3: return {0.0, -1.0 - e};
+    default: return {nodes[k - HESTON_CONTROLS], -1.0};
+    }
 }
 
-// (psi_BS(x - i) - psi_H(x - i)) / (x (x - i)) at real x > 0.
-__host__ __device__ inline Complex heston_correction(double x, double t, double s, const Heston& h)
+// Total variance s of the Black-Scholes control variate from psi at the first HESTON_CONTROLS points.
+__host__ __device__ inline double heston_control_variance(const Complex* psi)
+{
+    const Complex real_step = psi[0] - psi[1];
+    const Complex imaginary_step = psi[2] - psi[3];
+    // Im[real_step - i * imaginary_step] = real_step.im - imaginary_step.re
+    return 0.5 * (real_step.im - imaginary_step.re) / HESTON_EPSILON;
+}
+
+// (psi_BS(x - i) - psi) / (x (x - i)) at real x > 0, with psi = psi_H(x - i).
+__host__ __device__ inline Complex heston_correction(double x, double s, Complex psi)
 {
     const Complex z = {x, -1.0};
     const Complex black = complex_exp((-0.5 * s) * (z * Complex{x, 0.0}));   // z (z + i) = (x - i) x
-    return (black - heston_characteristic(z, t, h)) / (Complex{x, 0.0} * z);
-}
-
-// Task (maturity m, member p) of a flat index m * members + p: the control variance and the strike-free
-// factors c_j of the maturity's quotes.
-__host__ __device__ inline void heston_term(int index, int members, const double* params, const double* times,
-                                            const double* nodes, const double* weights, int n_nodes,
-                                            double* variance, double* factor_re, double* factor_im)
-{
-    const int m = index / members, p = index % members;
-    const Heston h = heston_member(params, p);
-    const double t = times[m];
-    const double s = heston_control_variance(t, h);
-    variance[index] = s;
-    for (int j = 0; j < n_nodes; ++j) {
-        const Complex c = (weights[j] / HESTON_PI) * heston_correction(nodes[j], t, s, h);
-        const int at = (m * n_nodes + j) * members + p;
-        factor_re[at] = c.re;
-        factor_im[at] = c.im;
-    }
+    return (black - psi) / (Complex{x, 0.0} * z);
 }
 
 __host__ __device__ __forceinline__ double normal_cdf(double x) { return 0.5 * erfc(-x * HESTON_SQRT1_2); }

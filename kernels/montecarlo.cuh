@@ -27,7 +27,14 @@
 #ifndef MC_CONTRACT
 #define MC_CONTRACT 1
 #endif
+#ifndef MC_THREADS
+#define MC_THREADS 256
+#endif
 typedef REAL real;
+
+// Bits of a path's offset t < MC_THREADS in its block (MC_THREADS is a power of two).
+constexpr int mc_log2(int n) { return n > 1 ? 1 + mc_log2(n / 2) : 0; }
+constexpr int MC_LOW_BITS = mc_log2(MC_THREADS);
 
 // The kernel's arguments, declared once: the launcher (distprice/montecarlo/gpu.py) and the host build's
 // test read this list to pass the arguments in this order and with these types.
@@ -155,6 +162,15 @@ __host__ __device__ inline unsigned int sobol_point(const unsigned int* directio
     return x;
 }
 
+// Row d of a block's Sobol tables (paths n0 .. n0 + MC_THREADS - 1, n0 a multiple of MC_THREADS): x_{n0}[d]
+// into base[d], and the direction numbers of the low bits into low[d][MC_LOW_BITS] (0 past `bits`).
+__host__ __device__ inline void sobol_block_row(const unsigned int* directions, int bits, long long n0, int d,
+                                                unsigned int* base, unsigned int* low)
+{
+    base[d] = sobol_point(directions, bits, n0, d);
+    for (int b = 0; b < MC_LOW_BITS; ++b) low[d * MC_LOW_BITS + b] = b < bits ? directions[d * bits + b] : 0u;
+}
+
 // AS241 (PPND16); offsets of the constants as in normal.py.
 enum { AS_CENTRAL = 0, AS_NEAR = 16, AS_FAR = 32, AS_HALF = 48, AS_SPLIT_Q, AS_CENTRAL_SHIFT, AS_NEAR_SHIFT,
        AS_FAR_SPLIT, AS_ONE };
@@ -251,13 +267,14 @@ struct Payoff {
     }
 };
 
-// The payoff of the path with Sobol index n = n0 + t under model m, where `base` holds x_{n0} (n0 a
-// multiple of a power of two above t): x_n = x_{n0} XOR x_t, the low part summed from the directions.
+// The payoff of the path with Sobol index n = n0 + t under model m, from its block's Sobol tables
+// (sobol_block_row): x_n = x_{n0} XOR x_t, the low part x_t summed from the low bits' direction numbers.
 // The bridge keeps W in MC_SLOTS registers; dates are taken in ascending order as they complete.
-__host__ __device__ inline double path_payoff(const McJob& job, int m, const unsigned int* base, unsigned int t)
+__host__ __device__ inline double path_payoff(const McJob& job, int m, const unsigned int* base,
+                                              const unsigned int* low, unsigned int t)
 {
     const int U = MC_UNDERLYINGS;
-    const unsigned int low = t ^ (t >> 1);
+    const unsigned int gray = t ^ (t >> 1);
     real w[MC_SLOTS][MC_UNDERLYINGS];
     real prev[MC_UNDERLYINGS], growth[MC_UNDERLYINGS], level[MC_UNDERLYINGS], s[MC_UNDERLYINGS];
     real dw[MC_UNDERLYINGS];
@@ -272,8 +289,9 @@ __host__ __device__ inline double path_payoff(const McJob& job, int m, const uns
         for (int j = 0; j < U; ++j) {
             const int d = i * U + j;
             unsigned int x = base[d];
-            for (unsigned int g = low, b = 0; g; ++b, g >>= 1)
-                if (g & 1) x ^= job.directions[d * job.bits + b];
+            const unsigned int* v = low + d * MC_LOW_BITS;
+#pragma unroll
+            for (int b = 0; b < MC_LOW_BITS; ++b) x ^= (gray >> b & 1u) ? v[b] : 0u;
             real u = (real)x;
             const real z = ppnd16(u * job.scale, job.constants, job.elementary);
             real value;

@@ -13,8 +13,7 @@ import pytest
 from distprice.models import fit_surface, heston_surfaces, read_benchmark
 from distprice.models.heston_cpu import CpuEngine
 from distprice.models.quadrature import rotations
-from distprice.models.heston_gpu import (BLOCK, GROUP, KERNEL_ARGUMENTS, SOURCE, GpuEngine, gpu_available,
-                                         kernel_dir)
+from distprice.models.heston_gpu import DEFINES, KERNEL_ARGUMENTS, SOURCE, GpuEngine, gpu_available, kernel_dir
 
 from test_heston import DATA, X_OPT, random_population
 
@@ -116,7 +115,7 @@ def host_device(tmp_path_factory):
     (folder / "emulation.cpp").write_text(emulation_source())
     library = folder / "heston_host.so"
     subprocess.run([COMPILER, "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
-                    f"-DBLOCK={BLOCK}", f"-DGROUP={GROUP}", f"-I{kernel_dir()}", str(folder / "emulation.cpp"),
+                    *DEFINES, f"-I{kernel_dir()}", str(folder / "emulation.cpp"),
                     "-o", str(library)], check=True, capture_output=True, text=True)
     return HostDevice(ctypes.CDLL(str(library)))
 

@@ -20,12 +20,13 @@ SHIM = r"""
 extern "C" void mc_host_payoffs(MC_FIELDS(MC_PARAM) int threads, int model, double* out)
 {
     const McJob job{MC_FIELDS(MC_NAME)};
-    std::vector<unsigned int> base(dates * MC_UNDERLYINGS);
+    std::vector<unsigned int> base(dates * MC_UNDERLYINGS), low(dates * MC_UNDERLYINGS * MC_LOW_BITS);
     for (long long k = first; k < first + count; ++k) {
         const long long n = k + 1, n0 = n / threads * threads;
         if (k == first || n == n0)
-            for (int d = 0; d < dates * MC_UNDERLYINGS; ++d) base[d] = sobol_point(directions, bits, n0, d);
-        out[k - first] = path_payoff(job, model, base.data(), (unsigned int)(n - n0));
+            for (int d = 0; d < dates * MC_UNDERLYINGS; ++d)
+                sobol_block_row(directions, bits, n0, d, base.data(), low.data());
+        out[k - first] = path_payoff(job, model, base.data(), low.data(), (unsigned int)(n - n0));
     }
 }
 
@@ -33,17 +34,18 @@ extern "C" void mc_host_payoffs(MC_FIELDS(MC_PARAM) int threads, int model, doub
 extern "C" void mc_host_sums(MC_FIELDS(MC_PARAM) int threads, int blocks, int models, double* sums)
 {
     const McJob job{MC_FIELDS(MC_NAME)};
-    std::vector<unsigned int> base(dates * MC_UNDERLYINGS);
+    std::vector<unsigned int> base(dates * MC_UNDERLYINGS), low(dates * MC_UNDERLYINGS * MC_LOW_BITS);
     std::vector<double> part(2 * threads);
     for (int m = 0; m < models; ++m)
         for (int block = 0; block < blocks; ++block) {
             const long long n0 = ((first + 1) / threads + block) * (long long)threads;
-            for (int d = 0; d < dates * MC_UNDERLYINGS; ++d) base[d] = sobol_point(directions, bits, n0, d);
+            for (int d = 0; d < dates * MC_UNDERLYINGS; ++d)
+                sobol_block_row(directions, bits, n0, d, base.data(), low.data());
             const long long lowest = n0 - 1 > first ? n0 - 1 : first;
             for (int t = 0; t < threads; ++t) {
                 const long long k = n0 + t - 1;
                 const bool active = k >= first && k < first + count;
-                const double value = active ? path_payoff(job, m, base.data(), t) : 0.0;
+                const double value = active ? path_payoff(job, m, base.data(), low.data(), t) : 0.0;
                 const bool later = active && batch_of(k, paths) != batch_of(lowest, paths);
                 part[t] = later ? 0.0 : value;
                 part[threads + t] = later ? value : 0.0;
@@ -144,7 +146,7 @@ def test_kernel_fields_and_layout(all_jobs):
     launch = gpu.layout(all_jobs["large"], 0, 2**14)
     assert set(names) == set(launch.arguments)
     assert dict(launch.defines) == {"MC_UNDERLYINGS": 3, "MC_SLOTS": 10, "MC_CONTRACT": 3, "MC_THREADS": 256}
-    assert launch.shared_bytes == 4 * 1101 * 30
+    assert launch.shared_bytes == 4 * 1101 * (1 + 8)   # x_{n0} and the direction numbers of 8 low bits per dimension
     tiny = with_options(all_jobs["medium"], paths=1000)
     with pytest.raises(Exception, match="at least 1024 paths"):
         gpu.layout(tiny, 0, 1000)

@@ -5,14 +5,15 @@ Per generation: one F ~ U(0.5, 1); for member i, three distinct others a, b, c; 
 probability 1/2, else x_a; mutant = base + F (x_b - x_c); binomial crossover (CR = 0.9) takes a mutant
 coordinate only where it lies in the box, except one random coordinate j0 that is always taken (so trials
 may leave the box); a trial replaces its member when its value is lower or equal. The best member is the
-lowest value, the lowest index on ties. Every random number comes from ``numpy.random.default_rng(seed)`` in
-a fixed order, so a seed and an objective give one result.
+lowest value, the lowest index on ties. Randomness comes from ``numpy.random.default_rng(seed)``: per
+generation F, then one uniform row per member (see :func:`_trials`), so a seed and an objective give one result.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+import numba
 import numpy as np
 
 from ..errors import OptionError
@@ -65,19 +66,9 @@ def evolve(objective: Callable[[np.ndarray], np.ndarray], lower, upper, *, popul
     g = 0
     while g < generations and values[best] > target:
         scale = rng.uniform(*SCALE_RANGE)
-        others = rng.random((population, population - 1)).argsort(axis=1)[:, :3]
-        a, b, c = (others + (others >= np.arange(population)[:, None])).T   # skip the member itself
-        from_best = rng.random(population) < 0.5
-        crossed = rng.random((population, dims)) < CROSSOVER
-        forced = rng.integers(0, dims, population)[:, None] == np.arange(dims)
-        base = np.where(from_best[:, None], members[best], members[a])
-        mutant = base + scale * (members[b] - members[c])
-        inside = (mutant >= lower) & (mutant <= upper)
-        trials = np.where(forced | (crossed & inside), mutant, members)
-        trial_values = _values(objective, trials)
-        better = trial_values <= values
-        members[better], values[better] = trials[better], trial_values[better]
-        n_evals, best, g = n_evals + population, int(np.argmin(values)), g + 1
+        trials = _trials(members, best, scale, rng.random((population, population + dims + 1)), lower, upper)
+        best = _select(members, values, trials, _values(objective, trials))
+        n_evals, g = n_evals + population, g + 1
         if progress:
             progress(Generation(g, n_evals, members[best].copy(), float(values[best])))
     status = "target_reached" if values[best] <= target else "max_evals_reached"
@@ -87,3 +78,50 @@ def evolve(objective: Callable[[np.ndarray], np.ndarray], lower, upper, *, popul
 def _values(objective, points: np.ndarray) -> np.ndarray:
     values = np.asarray(objective(points), dtype=np.float64)
     return np.where(np.isnan(values), np.inf, values)
+
+
+@numba.njit(cache=True)
+def _trials(members, best, scale, draws, lower, upper):
+    """The trial of each member from its row of uniforms ``draws[i]``: the first P - 1 rank the other members
+    (a, b, c: the three lowest, in order), the next one picks the base (best below 1/2), the next D the
+    crossover (below CR), the last j0 = floor(u D)."""
+    population, dims = members.shape
+    trials = np.empty_like(members)
+    for i in range(population):
+        row = draws[i]
+        a = b = c = -1
+        first = second = third = np.inf
+        for k in range(population - 1):
+            key = row[k]
+            if key < third:
+                if key < second:
+                    c, third = b, second
+                    if key < first:
+                        b, second, a, first = a, first, k, key
+                    else:
+                        b, second = k, key
+                else:
+                    c, third = k, key
+        a, b, c = a + (a >= i), b + (b >= i), c + (c >= i)        # skip the member itself
+        base = best if row[population - 1] < 0.5 else a
+        forced = min(int(row[population + dims] * dims), dims - 1)
+        for j in range(dims):
+            mutant = members[base, j] + scale * (members[b, j] - members[c, j])
+            inside = lower[j] <= mutant <= upper[j]
+            take = j == forced or (row[population + j] < CROSSOVER and inside)
+            trials[i, j] = mutant if take else members[i, j]
+    return trials
+
+
+@numba.njit(cache=True)
+def _select(members, values, trials, trial_values):
+    """Greedy replacement in place (a trial takes its member's place when its value is lower or equal); the
+    index of the best member (lowest value, lowest index on ties)."""
+    best = 0
+    for i in range(len(values)):
+        if trial_values[i] <= values[i]:
+            members[i] = trials[i]
+            values[i] = trial_values[i]
+        if values[i] < values[best]:
+            best = i
+    return best

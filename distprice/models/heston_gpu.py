@@ -1,7 +1,7 @@
 """The GPU Heston engine: a launcher for ``kernels/heston.cu`` (fp64, ``gl20``), through CuPy.
 
 A surface is uploaded once (quotes sorted by maturity, the cos / sin table of the Gauss-Laguerre nodes);
-each evaluation uploads the population (P x 5), runs ``heston_terms`` (one thread per maturity and member),
+each evaluation uploads the population (P x 5), runs ``heston_terms`` (a thread per maturity, member and point),
 ``heston_errors`` (one thread per quote and GROUP members, block sums in a fixed order) and ``heston_sums``,
 and copies back P values. The kernels' arithmetic lives in ``kernels/heston.cuh``. The engine talks to the
 device through a small interface (:class:`CupyDevice`) so that the tests can run the same launches on a host
@@ -25,9 +25,12 @@ BLOCK = 256
 """Threads per block of heston_errors and heston_prices (a power of two: the block sum is a tree)."""
 GROUP = 8
 """Members per thread of heston_errors and heston_prices: a table entry read once serves GROUP members."""
-TERM_THREADS = 128
+TERM_TASKS = 4
+"""(maturity, member) tasks per block of heston_terms: a thread per point (4 control points and the nodes)."""
+TERM_THREADS = TERM_TASKS * (4 + GL_NODES)
 SUM_THREADS = 64
-OPTIONS = ("-std=c++17", f"-DBLOCK={BLOCK}", f"-DGROUP={GROUP}")
+DEFINES = (f"-DBLOCK={BLOCK}", f"-DGROUP={GROUP}", f"-DNODES={GL_NODES}", f"-DTERM_TASKS={TERM_TASKS}")
+OPTIONS = ("-std=c++17", *DEFINES)
 
 _SURFACE = (("term", "const int*"), ("cosines", "const double*"), ("sines", "const double*"),
             ("log_strike", "const double*"), ("strike", "const double*"))
@@ -35,7 +38,7 @@ _FACTORS = (("variance", "const double*"), ("factor_re", "const double*"), ("fac
             ("n_nodes", "int"))
 KERNEL_ARGUMENTS = {
     "heston_terms": (("params", "const double*"), ("members", "int"), ("times", "const double*"),
-                     ("terms", "int"), ("nodes", "const double*"), ("weights", "const double*"), ("n_nodes", "int"),
+                     ("terms", "int"), ("nodes", "const double*"), ("weights", "const double*"),
                      ("variance", "double*"), ("factor_re", "double*"), ("factor_im", "double*")),
     "heston_errors": (("members", "int"), ("quotes", "int"), _SURFACE[0], *_FACTORS, *_SURFACE[1:],
                       ("market", "const double*"), ("vega", "const double*"), ("weight", "const double*"),
@@ -133,7 +136,8 @@ def _blocks(n: int, threads: int) -> int:
 
 
 class GpuEngine:
-    """Prices and objective of one surface for a population ``(P, 5)`` on a device (default: CUDA via CuPy)."""
+    """Prices and objective of one surface for a population ``(P, 5)`` on a device (default: CUDA via CuPy).
+    The work arrays of a population size are allocated once and reused by every evaluation."""
 
     name = "gpu"
     quadrature = "gl20"
@@ -145,26 +149,35 @@ class GpuEngine:
         self.arrays = {name: self.device.upload(array) for name, array in host.items()}
         self.arrays["cosines"], self.arrays["sines"] = self.device.rotations(host["nodes"], host["log_strike"])
         self.arrays.update(terms=len(surface.times), quotes=surface.size, n_nodes=GL_NODES)
+        self._work: dict[int, dict] = {}
+
+    def _values(self, members: int) -> dict:
+        """The launch values for a population of ``members``: the surface's arrays and the work arrays."""
+        if members not in self._work:
+            terms, quotes = self.arrays["terms"], self.arrays["quotes"]
+            blocks = _blocks(quotes, BLOCK)
+            self._work[members] = {
+                **self.arrays, "members": members, "blocks": blocks,
+                "variance": self.device.empty((terms, members)),
+                "factor_re": self.device.empty((terms, GL_NODES, members)),
+                "factor_im": self.device.empty((terms, GL_NODES, members)),
+                "partial": self.device.empty((members, blocks)), "objective": self.device.empty(members),
+                "prices": self.device.empty((members, quotes))}
+        return self._work[members]
 
     def _terms(self, params) -> dict:
         """Uploads the population and runs heston_terms: the launch values of the later kernels."""
         params = np.ascontiguousarray(np.atleast_2d(params), dtype=np.float64)
-        members, terms = len(params), self.arrays["terms"]
-        values = {**self.arrays, "params": self.device.upload(params), "members": members,
-                  "variance": self.device.empty((terms, members)),
-                  "factor_re": self.device.empty((terms, GL_NODES, members)),
-                  "factor_im": self.device.empty((terms, GL_NODES, members))}
-        self.device.launch("heston_terms", (_blocks(terms * members, TERM_THREADS),), TERM_THREADS, values)
+        values = {**self._values(len(params)), "params": self.device.upload(params)}
+        tasks = values["terms"] * values["members"]
+        self.device.launch("heston_terms", (_blocks(tasks, TERM_TASKS),), TERM_THREADS, values)
         return values
 
     def objective(self, params) -> np.ndarray:
         """``f`` per member (+inf where a price is not finite)."""
         values = self._terms(params)
         members = values["members"]
-        grid = (_blocks(self.surface.size, BLOCK), _blocks(members, GROUP))
-        values.update(partial=self.device.empty((members, grid[0])), blocks=grid[0],
-                      objective=self.device.empty(members))
-        self.device.launch("heston_errors", grid, BLOCK, values)
+        self.device.launch("heston_errors", (values["blocks"], _blocks(members, GROUP)), BLOCK, values)
         self.device.launch("heston_sums", (_blocks(members, SUM_THREADS),), SUM_THREADS, values)
         return self.device.download(values["objective"])
 
@@ -172,9 +185,7 @@ class GpuEngine:
         """Normalised model calls ``(P, quotes)`` in the surface's quote order; NaN where the pricer broke down."""
         values = self._terms(params)
         members = values["members"]
-        values["prices"] = self.device.empty((members, self.surface.size))
-        self.device.launch("heston_prices", (_blocks(self.surface.size, BLOCK), _blocks(members, GROUP)), BLOCK,
-                           values)
+        self.device.launch("heston_prices", (values["blocks"], _blocks(members, GROUP)), BLOCK, values)
         out = np.empty((members, self.surface.size))
         out[:, self.order] = self.device.download(values["prices"])
         return out

@@ -11,6 +11,7 @@ date. :func:`from_dates` builds the bridge of Oancea et al.'s pricer from the da
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,11 @@ class Bridge:
     @property
     def dates(self) -> int:
         return len(self.index)
+
+    @functools.cached_property
+    def plan(self) -> Schedule:
+        """:func:`schedule` of this bridge, computed once (every range a worker prices reuses it)."""
+        return schedule(self)
 
     def astype(self, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The weights (sd, lw, rw) in a working precision."""
@@ -128,6 +134,9 @@ def schedule(bridge: Bridge) -> Schedule:
     used = 1
     emit_start = np.searchsorted(emitted_after, np.arange(dates + 1), side="left").astype(np.int32)
     emit_slots = np.zeros(dates, dtype=np.int32)
+    freed: list[list[int]] = [[] for _ in range(dates)]       # dates (t - 1) whose W is last used at step i
+    for t, i in enumerate(last_use.tolist()):
+        freed[i].append(t)
     for i in range(dates):
         left_slot[i] = where[int(bridge.left[i])] if i else 0
         right_slot[i] = where[int(bridge.right[i])] if i else 0
@@ -139,6 +148,6 @@ def schedule(bridge: Bridge) -> Schedule:
         where[date] = slot[i] = s
         for t in range(emit_start[i], emit_start[i + 1]):
             emit_slots[t] = where[t + 1]
-        for t in np.flatnonzero(last_use == i):               # dates whose W is no longer needed
-            free.append(where.pop(int(t) + 1))
+        for t in freed[i]:
+            free.append(where.pop(t + 1))
     return Schedule(slot, left_slot, right_slot, emit_start, emit_slots, used)

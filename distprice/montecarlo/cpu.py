@@ -32,7 +32,6 @@ import numba
 import numpy as np
 
 from . import contracts, elementary, normal, sobol
-from .bridge import schedule
 from .job import Job, batch_starts
 
 TASK_PATHS = 2048
@@ -235,7 +234,7 @@ def _run_tasks(args: tuple, task_first: np.ndarray, task_count: np.ndarray, sums
 def arguments(job: Job) -> tuple:
     """The job's arrays as the compiled functions read them, in the job's precision."""
     real = job.dtype
-    plan = schedule(job.bridge)
+    plan = job.bridge.plan
     return (job.directions, sobol.lane_offsets(job.directions, lanes(job)), real(2.0**-job.bits), plan.slot,
             plan.left_slot, plan.right_slot, plan.emit_start, plan.emit_slots, *job.bridge.astype(real),
             job.spots.astype(real), job.vol.astype(real), job.drift.astype(real), job.cholesky.astype(real),

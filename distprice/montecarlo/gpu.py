@@ -17,7 +17,6 @@ import numpy as np
 
 from ..errors import GpuUnavailableError, OptionError
 from . import elementary, normal
-from .bridge import schedule
 from .job import BATCHES, Job
 
 SOURCE = "montecarlo.cu"
@@ -27,7 +26,7 @@ MIN_THREADS = 32
 MIN_PATHS = MIN_THREADS * BATCHES
 """The fewest paths the GPU engine prices: a block of MIN_THREADS paths must fit in a batch."""
 SHARED_DEFAULT = 48 * 1024
-"""Dynamic shared memory a block gets without asking (bytes); the Sobol base point takes 4 · D."""
+"""Dynamic shared memory a block gets without asking (bytes); the Sobol tables take 4 · D · (1 + log2 threads)."""
 
 
 def kernel_dir() -> Path:
@@ -59,7 +58,10 @@ class Launch:
 
     @property
     def shared_bytes(self) -> int:
-        return 4 * len(self.arguments["directions"])
+        """The block's Sobol tables: per dimension x_{n0} and the direction numbers of the log2(threads) low
+        bits, 4 bytes each."""
+        dims = len(self.arguments["directions"]) // int(self.arguments["bits"])
+        return 4 * dims * self.threads.bit_length()
 
 
 def layout(job: Job, first: int, count: int) -> Launch:
@@ -71,7 +73,7 @@ def layout(job: Job, first: int, count: int) -> Launch:
                           f"(a block of {MIN_THREADS} must fit in one of {BATCHES} batches); use the cpu engine")
     threads = min(MAX_THREADS, 1 << (shortest_batch.bit_length() - 1))
     real = job.dtype
-    plan = schedule(job.bridge)
+    plan = job.bridge.plan
     sd, lw, rw = job.bridge.astype(real)
     blocks = (first + count) // threads - (first + 1) // threads + 1 if count else 0
     arguments = dict(
@@ -96,15 +98,14 @@ def layout(job: Job, first: int, count: int) -> Launch:
 def fold(job: Job, launch: Launch, sums: np.ndarray) -> np.ndarray:
     """Batch sums [M, BATCHES] from the kernel's block sums [M, blocks, 2], blocks added in order."""
     first = int(launch.arguments["first"])
-    out = np.zeros((len(job.models), BATCHES))
+    out = np.zeros((BATCHES + 1, len(job.models)))           # row BATCHES takes what spills past the last batch
     n0 = ((first + 1) // launch.threads + np.arange(launch.blocks)) * launch.threads
-    lowest = np.maximum(n0 - 1, first)
-    batch = lowest * BATCHES // job.paths
-    for b in range(launch.blocks):
-        out[:, batch[b]] += sums[:, b, 0]
-        if batch[b] + 1 < BATCHES:
-            out[:, batch[b] + 1] += sums[:, b, 1]
-    return out
+    batch = np.maximum(n0 - 1, first) * BATCHES // job.paths
+    # Batches rise with the block, so a batch receives the second parts of the blocks that start in the batch
+    # before it, then the first parts of its own blocks, each in block order: the order of a loop over blocks.
+    np.add.at(out, batch + 1, sums[:, :, 1].T)
+    np.add.at(out, batch, sums[:, :, 0].T)
+    return np.ascontiguousarray(out[:BATCHES].T)
 
 
 def available() -> bool:
