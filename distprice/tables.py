@@ -16,6 +16,7 @@ from typing import Iterable
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import pyarrow.csv as pcsv
@@ -119,11 +120,18 @@ def write_table(table: pd.DataFrame, path) -> None:
     write_tables([table], path)
 
 
-def _label_columns(schema: pa.Schema) -> list[str]:
-    """The string columns: labels with few values, worth dictionary encoding (numbers are mostly distinct,
-    and encoding them so takes longer than it saves)."""
-    return [f.name for f in schema
-            if pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type)]
+LABEL_SAMPLE = 4096
+"""Rows of a text column read to tell labels (few values) from identifiers (mostly distinct)."""
+
+
+def _label_columns(table: pa.Table) -> list[str]:
+    """The text columns that hold labels, worth dictionary encoding: at most half of their first LABEL_SAMPLE
+    values distinct. Identifiers and numbers are mostly distinct, and encoding them so takes longer than it
+    saves."""
+    sample = table.slice(0, LABEL_SAMPLE)
+    return [f.name for f in table.schema
+            if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type))
+            and 2 * pc.count_distinct(sample[f.name]).as_py() <= max(len(sample), 2)]
 
 
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
@@ -143,7 +151,7 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                     table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
                 else:
                     arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
-                    writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow.schema))
+                    writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow))
                     if writing is not None:
                         writing.result()
                     writing = background.submit(writer.write_table, arrow, row_group_size=ROW_GROUP_ROWS)
