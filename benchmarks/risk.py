@@ -4,11 +4,11 @@
 
 On the ``desk`` book and on R1: one pricing (pack and the CPU engine), then the measures (dv01, duration,
 convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
-model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a pricing is a forward and a
-backward pass over each tree (2 w n); the measures need one forward pass, a backward pass per curve bump (a
-key-rate bump only below the top of its triangle: :func:`~distprice.lattice.sweeps.start_steps`), a
-forward and a backward pass per volatility bump (rows with an option) and a backward pass per OAS
-evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if every
+model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a pricing is a backward pass
+over each tree (w n) and a forward pass per tree group (rows sharing a model share it); the measures need one
+forward pass per tree, a backward pass per curve bump (a key-rate bump only below the top of its triangle:
+:func:`~distprice.lattice.sweeps.start_steps`), a forward and a backward pass per volatility bump (rows with an
+option) and a backward pass per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if every
 node-step cost what a pricing's does. Times are CPU seconds of the process (all threads): on a shared
 machine, wall time counts the others' work too.
 """
@@ -24,6 +24,7 @@ from common import instruments as book, median_times, save
 
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
+from distprice.lattice.groups import instrument_groups, node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
 from distprice.lattice import risk
@@ -41,16 +42,18 @@ def timed(run, repeat: int):
     return cpu, result
 
 
-def floor(instruments, evaluations: float) -> dict:
-    """Node-steps (full rectangles) of a pricing and of each part of the measure set: rows with an option on
-    their trees, plain bonds off them (their discounted cash flows)."""
+def floor(instruments, curves, evaluations: float) -> dict:
+    """Node-steps (full rectangles) of a pricing (the forward passes shared within tree groups, as the CPU engine
+    prices) and of each part of the measure set: rows with an option on their trees, plain bonds off them
+    (their discounted cash flows)."""
     g = instruments.geometry
     option = (instruments.table["instrument"] != "bond").to_numpy()
     wn = (g.width.astype(np.float64) * g.height)[option]
     grid = np.array(DEFAULT_KEY_RATES)
     bumps = np.concatenate([np.zeros((1, 8)), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)])
     start = start_steps(grid, np.broadcast_to(bumps, (len(wn), *bumps.shape)), g.dt[option], g.height[option])
-    parts = {"pricing": float(instruments.node_steps), "forward": wn.sum(), "parallel": 3 * wn.sum(),
+    shared = node_steps(g.width, g.height, instrument_groups(instruments, curves).group)
+    parts = {"pricing": shared, "forward": wn.sum(), "parallel": 3 * wn.sum(),
              "key rates": float((g.width[option, None] * start[:, 1:]).sum()), "vega": 4 * wn.sum(),
              "oas": evaluations * wn.sum()}
     parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
@@ -95,7 +98,7 @@ def run(name: str, size: int, repeat: int) -> dict:
         risk.find_roots = plain
     report["oas_evaluations_mean"] = float(evaluations[0].mean())
     report["oas_evaluations_max"] = int(evaluations[0].max())
-    report["floor"] = floor(instruments, report["oas_evaluations_mean"])
+    report["floor"] = floor(instruments, curves, report["oas_evaluations_mean"])
     return report
 
 

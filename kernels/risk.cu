@@ -1,17 +1,17 @@
-// Risk: trees kept between launches, rolled back under many curve bumps (distprice/lattice/sweeps.py). One
-// tree per thread, rows in global memory grouped `lanes` threads at a time and transposed, as in outer.cu.
+// Risk: trees kept between launches, rolled back under many curve bumps (distprice/lattice/sweeps.py). Rows in
+// global memory grouped `lanes` threads at a time and transposed, as in outer.cu.
 //
-// risk_forward: the forward pass of each tree (a batch row with its own rate step dr: the volatility bumps
-// are trees of their own), exp(-alpha_m dt) of tree k at alphas[alpha_at[k] + m * lanes], in the groups of
-// the trees' own layout.
+// risk_forward: one thread per tree, the forward pass of each tree (a batch row with its own rate step dr:
+// the volatility bumps are trees of their own), exp(-alpha_m dt) of tree k at alphas[alpha_at[k] + m * lanes],
+// in the groups of the trees' own layout.
 //
-// risk_roll: task k rolls tree tasks[k] back under `bumps` bumps, each on two rows of its own (bond,
-// option): node p of row q of the task in lane l at rows[row_base[g] + (q * pitch[g] + p) * lanes + l],
-// rows 2b and 2b + 1 for bump b. Bump b's exp(-alpha_i dt) is the tree's times bump_rate_factor, its events'
-// amounts (the base ones of adjust.cu) times bump_event_factor; it runs from step start[k * bumps + b]: the
-// height, or a lower step where it takes bump 0's values (they agree above it). Each step rolls every
-// running bump back (outer.cu's roll_back, without events), then applies the step's events to every node
-// of every running bump, then starts the bumps that take over bump 0's values there.
+// risk_roll: one thread per (task, bump), item k * bumps + b: task k rolls tree tasks[k] back under bump b on
+// two rows of its own (bond, option): node p of row q of the item in lane l at rows[row_base[g] + (q * pitch[g]
+// + p) * lanes + l]. The bump's exp(-alpha_i dt) is the tree's times bump_rate_factor, its events' amounts (the
+// base ones of adjust.cu) times bump_event_factor. Every bump runs from the top of its tree: above the top of
+// a key-rate bump's triangle it repeats the base point's arithmetic (the CPU engine starts it there from the
+// base point's rows instead), work the GPU trades for a thread per bump: a task's bumps run side by side
+// rather than one after another in one thread.
 #include "bumps.cuh"
 #include "outer.cuh"
 
@@ -56,63 +56,40 @@ __device__ __forceinline__ void apply_bumped_events(const Portfolio& book, const
 extern "C" __global__ void __launch_bounds__(RISK_THREADS)
     risk_roll(PORTFOLIO_PARAMS, const double* event_time, int n, const long long* order, const long long* tasks,
               const long long* tree_row, const double* tree_dr, const long long* alpha_at, int alpha_lanes,
-              int bumps, const int* start, int knots, const double* grid, const double* dz, int lanes,
-              const long long* row_base, const int* pitch, real* rows, const real* alphas, double* bond_out,
-              double* option_out)
+              int bumps, int knots, const double* grid, const double* dz, int lanes, const long long* row_base,
+              const int* pitch, real* rows, const real* alphas, double* bond_out, double* option_out)
 {
     const Portfolio book PORTFOLIO_ARGS;
     const int slot = blockIdx.x * blockDim.x + threadIdx.x;
     if (slot >= n) return;
-    const long long k = order[slot], tree_id = tasks[k], row = tree_row[tree_id];
+    const long long item = order[slot], k = item / bumps, tree_id = tasks[k], row = tree_row[tree_id];
     const int group = slot / lanes, lane = slot - group * lanes;
     const long long stride = lanes, row_pitch = (long long)pitch[group] * stride;
-    real* mine = rows + row_base[group] + lane;
+    real* B = rows + row_base[group] + lane;
+    real* O = B + row_pitch;
     const real* ea = alphas + alpha_at[tree_id];
     const long long ea_stride = alpha_lanes;
     const Tree tree(book, row, tree_dr[tree_id]);
     const bool call = book.is_call[row];
     const int last_exercise = book.option_from[row];
-    const int* first_step = start + k * bumps;
-    const double* my_dz = dz + k * bumps * knots;
+    const double* bump = dz + item * knots;
     const StepEvents none{0, 0, false};
 
     EventCursor cursor;
     cursor.start(book, row);
     const int n_steps = tree.height;
+    for (int p = 0; p < tree.width; ++p) B[p * stride] = O[p * stride] = real(0);
     for (int i = n_steps; i >= 0; --i) {
         const double tau = i * tree.dt;
         if (i < n_steps) {
-            for (int b = 0; b < bumps; ++b) {
-                if (first_step[b] <= i) continue;
-                const double* bump = my_dz + b * knots;
-                const real e = real(ea[i * ea_stride] * bump_rate_factor(tau, (i + 1) * tree.dt, grid, bump, knots));
-                real* B = mine + 2 * b * row_pitch;
-                if (i < last_exercise)
-                    roll_back<true>(book, tree, e, B, B + row_pitch, stride, none, call);
-                else
-                    roll_back<false>(book, tree, e, B, B + row_pitch, stride, none, call);
-            }
+            const real e = real(ea[i * ea_stride] * bump_rate_factor(tau, (i + 1) * tree.dt, grid, bump, knots));
+            if (i < last_exercise)
+                roll_back<true>(book, tree, e, B, O, stride, none, call);
+            else
+                roll_back<false>(book, tree, e, B, O, stride, none, call);
         }
-        const StepEvents events = cursor.at(book, i);
-        for (int b = 0; b < bumps; ++b) {
-            real* B = mine + 2 * b * row_pitch;
-            if (i == n_steps && first_step[b] == n_steps)  // a bump that runs from the top starts at zero
-                for (int p = 0; p < tree.width; ++p) B[p * stride] = B[row_pitch + p * stride] = real(0);
-            if (first_step[b] > i || first_step[b] == n_steps)
-                apply_bumped_events(book, events, tree, tau, event_time, grid, my_dz + b * knots, knots, call, B,
-                                    B + row_pitch, stride);
-        }
-        if (i < n_steps) {
-            for (int b = 1; b < bumps; ++b) {
-                if (first_step[b] != i) continue;
-                real* B = mine + 2 * b * row_pitch;
-                for (int p = 0; p < 2 * row_pitch; p += stride) B[p] = mine[p];  // bump 0's bond and option
-            }
-        }
+        apply_bumped_events(book, cursor.at(book, i), tree, tau, event_time, grid, bump, knots, call, B, O, stride);
     }
-    for (int b = 0; b < bumps; ++b) {
-        const real* B = mine + 2 * b * row_pitch;
-        bond_out[k * bumps + b] = double(B[tree.jmax * stride]);
-        option_out[k * bumps + b] = double(B[row_pitch + tree.jmax * stride]);
-    }
+    bond_out[item] = double(B[tree.jmax * stride]);
+    option_out[item] = double(O[tree.jmax * stride]);
 }

@@ -84,7 +84,8 @@ def test_risk_kernels_compile(tmp_path, real):
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
 def test_gpu_risk_engine_equals_the_cpus():
     """Forward passes kept on the device, then every tree rolled back under a base bump, a parallel shift and
-    the key-rate bumps (some started from bump 0's rows), and trees of another volatility."""
+    the key-rate bumps (the CPU starts some from bump 0's rows, the GPU runs each from the top), and trees of
+    another volatility."""
     from distprice.lattice.gpu import GpuRisk
 
     instruments = instruments_of(random_portfolio(np.random.default_rng(11), 120))

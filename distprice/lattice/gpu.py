@@ -33,7 +33,7 @@ from .batch import Batch
 from .groups import TreeGroups, batch_groups, node_steps
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
                       flat_shared_bytes, outer_layout)
-from .sweeps import Trees, start_steps
+from .sweeps import Trees
 
 WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
@@ -487,10 +487,10 @@ RISK_ROW_BYTES = 2**31
 
 
 class GpuRisk:
-    """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``, one tree per thread,
-    its forward pass once per tree (kept on the device), each call of :meth:`roll` rolling its trees back
-    under all its bumps, two rows per bump, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded
-    once, its events' amounts adjusted under its curves."""
+    """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``, its forward passes one
+    tree per thread, once per tree (kept on the device), each call of :meth:`roll` rolling its trees back
+    under all its bumps, a thread and two rows per (tree, bump), in parts of at most RISK_ROW_BYTES of rows.
+    The batch is uploaded once, its events' amounts adjusted under its curves."""
 
     def __init__(self, batch: Batch):
         if batch.real != np.float64:
@@ -530,23 +530,22 @@ class GpuRisk:
         bumps = dz.shape[1]
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
         rows = trees.rows[tasks]
-        start = start_steps(grid, dz, g.dt[rows], g.height[rows]).astype(np.int32)
         part_of = (np.cumsum(2 * bumps * g.width[rows].astype(np.int64) * 8) - 1) // RISK_ROW_BYTES
         kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function("risk_roll")
         state = trees.state
         for p in np.unique(part_of):
             part = np.flatnonzero(part_of == p)
+            items = len(part) * bumps   # item k * bumps + b: task part[k] under bump b
             device = _Device(cupy)
-            layout = outer_layout(g.width[rows[part]], g.height[rows[part]], lanes=WARP)
-            row_base, row_elements = exclusive_cumsum(2 * bumps * layout.pitch.astype(np.int64) * WARP)
-            out_bond, out_option = device.poisoned(len(part) * bumps), device.poisoned(len(part) * bumps)
-            kernel((-(-len(part) // RISK_THREADS),), (RISK_THREADS,),
-                   (*self._leading(), self.device.args["event_time"], np.int32(len(part)),
-                    device.put(layout.order), device.put(tasks[part]), state["rows"], state["dr"], state["alpha_at"],
-                    np.int32(WARP), np.int32(bumps), device.put(start[part]), np.int32(len(grid)),
-                    device.put(np.asarray(grid, np.float64)), device.put(dz[part]), np.int32(WARP),
-                    device.put(row_base), device.put(layout.pitch), device.empty(max(row_elements, 1), np.float64),
-                    state["alphas"], out_bond, out_option))
+            layout = outer_layout(np.repeat(g.width[rows[part]], bumps), np.repeat(g.height[rows[part]], bumps),
+                                  lanes=WARP)
+            out_bond, out_option = device.poisoned(items), device.poisoned(items)
+            kernel((-(-items // RISK_THREADS),), (RISK_THREADS,),
+                   (*self._leading(), self.device.args["event_time"], np.int32(items), device.put(layout.order),
+                    device.put(tasks[part]), state["rows"], state["dr"], state["alpha_at"], np.int32(WARP),
+                    np.int32(bumps), np.int32(len(grid)), device.put(np.asarray(grid, np.float64)),
+                    device.put(dz[part]), np.int32(WARP), device.put(layout.row_base), device.put(layout.pitch),
+                    device.empty(max(layout.row_elements, 1), np.float64), state["alphas"], out_bond, out_option))
             bond[part] = cupy.asnumpy(out_bond).reshape(len(part), bumps)
             option[part] = cupy.asnumpy(out_option).reshape(len(part), bumps)
         return bond, option

@@ -4,8 +4,9 @@ the volatility bumps, on one risk engine (reference, CPU or GPU; see :mod:`~.swe
 
 The work, per row (n steps, width w): one forward pass for the row's tree; every curve bump a backward pass
 alone (no refit: :mod:`~.sweeps`), all of a row's bumps in one call; the OAS a backward pass per
-evaluation, all unfinished rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle;
-each volatility bump a new tree (forward and backward). A plain bond has no option: its tree reprices its
+evaluation, all unfinished rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle
+(CPU and reference engines; the GPU runs each bump from the top, a thread per bump); each volatility bump a
+new tree (forward and backward). A plain bond has no option: its tree reprices its
 discounted cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`)
 and its vega is zero.
 """
