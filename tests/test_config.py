@@ -45,6 +45,31 @@ def test_local_cuda_config():
     assert config.job.engine == "auto"
 
 
+def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
+    from distributed import Nanny
+    from distributed.security import Security as DaskSecurity
+
+    from distprice.cluster.start import gpu_cluster_spec, workers_per_gpu
+
+    security = DaskSecurity()
+    config = ClusterConfig(kind="local-cuda", workers_per_gpu=2, threads_per_worker=3, memory_limit="8GiB",
+                           dashboard_address=None)
+    scheduler, workers = gpu_cluster_spec(config, ["0", "GPU-5e1f"], security)
+    assert sorted(workers) == ["gpu0-0", "gpu0-1", "gpuGPU-5e1f-0", "gpuGPU-5e1f-1"]
+    for name, spec in workers.items():
+        assert spec["cls"] is Nanny
+        options = spec["options"]
+        assert options["env"] == {"CUDA_VISIBLE_DEVICES": "0" if name.startswith("gpu0") else "GPU-5e1f"}
+        assert (options["nthreads"], options["memory_limit"], options["protocol"]) == (3, 8 * 2**30, "tls://")
+        assert options["host"] == "127.0.0.1" and options["security"] is security
+    assert scheduler["options"]["dashboard"] is False and scheduler["options"]["protocol"] == "tls://"
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    defaults = ClusterConfig(kind="local-cuda")
+    assert [workers_per_gpu(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    monkeypatch.setattr("os.cpu_count", lambda: 128)
+    assert workers_per_gpu(defaults, 8) == 8 and workers_per_gpu(config, 8) == 2
+
+
 def test_address_config():
     cluster = load_config(CONFIGS / "address.yaml").cluster
     assert (cluster.address, cluster.timeout, cluster.security) == ("tcp://scheduler:8786", 10.0, None)
@@ -158,7 +183,8 @@ def test_bad_shifts(shifts, rule):
      "x.yaml: cluster.security.require_encryption: must be true or false, not 'yes'"),
     ({"cluster": {"security": "certs/"}}, "x.yaml: cluster.security: must be a mapping of settings, not 'certs/'"),
     ({"cluster": {"nworkers": 4}}, "x.yaml: cluster.nworkers: unknown key (did you mean n_workers?); allowed keys: "
-                                   "kind, n_workers, threads_per_worker, processes, memory_limit, dashboard_address, "
+                                   "kind, n_workers, workers_per_gpu, threads_per_worker, processes, memory_limit, "
+                                   "dashboard_address, "
                                    "address, security, timeout, no_workers_timeout, jobqueue"),
     ({"clusters": {}}, "x.yaml: clusters: unknown key (did you mean cluster?); allowed keys: cluster, job"),
     ({"cluster": ["local"]}, "x.yaml: cluster: must be a mapping of settings, not a list"),

@@ -1,6 +1,4 @@
-"""Pricing on a LocalCUDACluster, one worker per GPU (``-m gpu``; skipped without a GPU or dask-cuda)."""
-import importlib.util
-
+"""Pricing on a local-cuda cluster, worker processes sharing each GPU (``-m gpu``; skipped without a GPU)."""
 import numpy as np
 import pytest
 from distributed import get_task_stream
@@ -12,8 +10,7 @@ from distprice.lattice.gpu import gpu_available
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import default_cluster
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
-    not gpu_available() or importlib.util.find_spec("dask_cuda") is None, reason="needs a CUDA GPU and dask-cuda")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")]
 
 
 def gpus() -> int:
@@ -33,12 +30,13 @@ def expected(book):
     return distprice.price(book, engine="cpu")
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_local_cuda_cluster_prices_like_the_cpu_engine(workers, book, expected, tmp_path):
-    if workers > gpus():
-        pytest.skip(f"needs {workers} GPUs")
+@pytest.mark.parametrize("used, per_gpu", [(1, 1), (1, 3), (2, 2)])
+def test_local_cuda_cluster_prices_like_the_cpu_engine(used, per_gpu, book, expected, tmp_path):
+    if used > gpus():
+        pytest.skip(f"needs {used} GPUs")
     assert default_cluster().kind == "local-cuda"
-    config = ClusterConfig(kind="local-cuda", n_workers=workers, dashboard_address=None)
+    workers = used * per_gpu
+    config = ClusterConfig(kind="local-cuda", n_workers=used, workers_per_gpu=per_gpu, dashboard_address=None)
     with Pricer(config) as pricer:
         assert pricer.workers == workers
         with get_task_stream(client=pricer.client) as stream:

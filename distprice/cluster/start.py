@@ -1,8 +1,7 @@
-"""Starting the cluster a config names: a local cluster (CPU workers, or one worker per GPU), a scheduler
-already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueue`)."""
+"""Starting the cluster a config names: a local cluster (CPU workers, or worker processes sharing each GPU), a
+scheduler already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueue`)."""
 from __future__ import annotations
 
-import importlib.util
 import logging
 import multiprocessing
 import os
@@ -10,14 +9,49 @@ import sys
 
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from ..lattice.gpu import gpu_available
-from .config import JOBQUEUE_KINDS, ClusterConfig, Config, load_config
+from .config import JOBQUEUE_KINDS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
 
 
 def default_cluster() -> ClusterConfig:
-    """The embedded default: a local cluster sized to this machine, one worker per GPU when GPUs are visible
-    (and dask-cuda is installed), else one single-threaded worker per core."""
-    cuda = gpu_available() and importlib.util.find_spec("dask_cuda") is not None
-    return ClusterConfig(kind="local-cuda" if cuda else "local")
+    """The embedded default: a local cluster sized to this machine, worker processes sharing each GPU when GPUs
+    are visible, else one single-threaded worker per core."""
+    return ClusterConfig(kind="local-cuda" if gpu_available() else "local")
+
+
+def visible_gpus() -> list[str]:
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs), or by index."""
+    names = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if names is not None:
+        return [name.strip() for name in names.split(",") if name.strip()]
+    import cupy
+
+    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
+
+
+def workers_per_gpu(config: ClusterConfig, gpus: int) -> int:
+    """The worker processes a ``local-cuda`` cluster gives each of its ``gpus`` GPUs."""
+    if config.workers_per_gpu is not None:
+        return config.workers_per_gpu
+    return max(1, min(WORKERS_PER_GPU, (os.cpu_count() or 1) // (2 * max(gpus, 1))))
+
+
+def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[dict, dict]:
+    """The scheduler's and the workers' specs of a ``local-cuda`` cluster (for :class:`distributed.SpecCluster`):
+    :func:`workers_per_gpu` worker processes on each GPU, named ``gpu<name>-<k>``, each seeing only its GPU,
+    sharing the machine's memory like a local cluster's; TLS on 127.0.0.1."""
+    from distributed import Nanny, Scheduler
+    from distributed.worker_memory import parse_memory_limit
+
+    names = [(gpu, k) for k in range(workers_per_gpu(config, len(gpus))) for gpu in gpus]
+    memory = parse_memory_limit(config.memory_limit, 1, len(names), logger=logging.getLogger(__name__))
+    common = {"host": "127.0.0.1", "protocol": "tls://", "security": security}
+    scheduler = {"cls": Scheduler, "options": {**common, "dashboard": config.dashboard_address is not None,
+                                               "dashboard_address": config.dashboard_address}}
+    workers = {f"gpu{gpu}-{k}": {"cls": Nanny, "options": {**common, "nthreads": config.threads_per_worker,
+                                                           "memory_limit": memory,
+                                                           "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
+               for gpu, k in names}
+    return scheduler, workers
 
 
 def start(config: ClusterConfig):
@@ -29,7 +63,7 @@ def start(config: ClusterConfig):
     ``jobqueue.start_timeout`` seconds (the jobs are cancelled then). A local cluster without ``security``
     speaks TLS with temporary certificates, so no other process of the machine can join it or run code in it.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, SpecCluster
 
     security = config.dask_security()
     if config.kind == "address":
@@ -61,11 +95,13 @@ def start(config: ClusterConfig):
     options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
                    dashboard_address=config.dashboard_address, security=security, protocol="tls")
     if config.kind == "local-cuda":
-        try:
-            from dask_cuda import LocalCUDACluster
-        except ImportError:
-            raise ClusterError("cluster kind local-cuda needs dask-cuda: pip install 'distprice[gpu]'") from None
-        cluster = LocalCUDACluster(n_workers=config.n_workers, **options)
+        gpus = visible_gpus() if gpu_available() else []
+        if not gpus:
+            raise ClusterError("cluster kind local-cuda needs a usable CUDA GPU and CuPy (pip install "
+                               "'distprice[gpu]'); use kind local on this machine")
+        scheduler, workers = gpu_cluster_spec(config, gpus[:config.n_workers], security)
+        cluster = SpecCluster(workers=workers, scheduler=scheduler, security=security,
+                              silence_logs=logging.WARNING)
     else:
         advice = ("In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
                   "`if __name__ == \"__main__\":`, since each worker process imports the script again")
