@@ -604,14 +604,11 @@ def duplicated_ids(hashes: np.ndarray, ids_at) -> np.ndarray:
     ``ids_at(positions)`` returns the ids at those positions: rows whose hashes collide are compared by
     value, so a hash collision never flags a row.
     """
-    order = np.argsort(hashes, kind="stable")
-    sorted_hashes = hashes[order]
-    same = np.zeros(len(hashes), dtype=bool)
-    same[1:] = sorted_hashes[1:] == sorted_hashes[:-1]
-    same[:-1] |= same[1:].copy()
-    candidates = np.sort(order[same])
-    if len(candidates) == 0:
-        return candidates
+    ordered = np.sort(hashes)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(repeated) == 0:  # the usual case: one sort, no positions
+        return np.zeros(0, dtype=np.int64)
+    candidates = np.flatnonzero(np.isin(hashes, repeated))
     ids = pd.Series(ids_at(candidates)).reset_index(drop=True)
     return candidates[(ids.duplicated(keep=False) & ids.notna()).to_numpy()]
 
