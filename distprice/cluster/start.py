@@ -3,7 +3,6 @@ scheduler already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueu
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import sys
 
@@ -92,6 +91,11 @@ def start(config: ClusterConfig):
         from distributed.security import Security
 
         security = Security.temporary()
+    advice = ("In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
+              "`if __name__ == \"__main__\":`, since each worker process imports the script again")
+    if (config.kind == "local-cuda" or config.processes) and _importing_main_in_child():
+        raise ClusterError(f"a worker process of the local cluster imported the script, which starts a cluster "
+                           f"again. {advice}")
     options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
                    dashboard_address=config.dashboard_address, security=security, protocol="tls")
     if config.kind == "local-cuda":
@@ -103,11 +107,6 @@ def start(config: ClusterConfig):
         cluster = SpecCluster(workers=workers, scheduler=scheduler, security=security,
                               silence_logs=logging.WARNING)
     else:
-        advice = ("In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
-                  "`if __name__ == \"__main__\":`, since each worker process imports the script again")
-        if config.processes and _importing_main_in_child():
-            raise ClusterError(f"a worker process of the local cluster imported the script, which starts a cluster "
-                               f"again. {advice}")
         try:
             cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
                                    **options)
@@ -119,10 +118,10 @@ def start(config: ClusterConfig):
 
 
 def _importing_main_in_child() -> bool:
-    """Whether this is a child process importing its parent's script (``__mp_main__``): what a worker process
-    of a local cluster does with a script that starts the cluster outside ``if __name__ == "__main__":``."""
-    main = sys.modules.get("__main__")
-    return multiprocessing.parent_process() is not None and getattr(main, "__name__", "") == "__mp_main__"
+    """Whether this is a spawned child process, whose main module is its parent's script (``__mp_main__``):
+    what a worker process of a local cluster runs a script under that starts the cluster outside ``if
+    __name__ == "__main__":``. (``multiprocessing.parent_process()`` is set only after the script's import.)"""
+    return getattr(sys.modules.get("__main__"), "__name__", "") == "__mp_main__"
 
 
 def cluster_config(cluster) -> ClusterConfig:
