@@ -118,10 +118,13 @@ def start(config: ClusterConfig):
 
 
 def _importing_main_in_child() -> bool:
-    """Whether this is a spawned child process, whose main module is its parent's script (``__mp_main__``):
-    what a worker process of a local cluster runs a script under that starts the cluster outside ``if
-    __name__ == "__main__":``. (``multiprocessing.parent_process()`` is set only after the script's import.)"""
-    return getattr(sys.modules.get("__main__"), "__name__", "") == "__mp_main__"
+    """Whether this is a spawned child process, which runs its parent's script as ``__mp_main__``: what a
+    worker process of a local cluster does with a script that starts the cluster outside ``if __name__ ==
+    "__main__":``. While the script runs there, ``sys.modules["__mp_main__"]`` is the script's module and
+    ``__main__`` still the child's own (``multiprocessing.parent_process()`` is not yet set); in a parent,
+    distributed makes ``__mp_main__`` the same module as ``__main__``."""
+    script = sys.modules.get("__mp_main__")
+    return script is not None and script is not sys.modules.get("__main__")
 
 
 def cluster_config(cluster) -> ClusterConfig:
