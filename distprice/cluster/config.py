@@ -188,6 +188,8 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
             report("cluster.address", "is required for kind address")
         if cluster.kind != "address" and cluster.address is not None:
             report("cluster.address", f"is for kind address only, not kind {cluster.kind}")
+        if cluster.kind != "local-cuda" and cluster.workers_per_gpu is not None:
+            report("cluster.workers_per_gpu", f"is for kind local-cuda only, not kind {cluster.kind}")
     if cluster.kind == "address" and cluster.address is not None and not {"kind", "address", "security"} & failed:
         tls = cluster.address.startswith("tls://")
         if tls and cluster.security is None:
