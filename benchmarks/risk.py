@@ -8,9 +8,9 @@ model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a
 over each tree (w n) and a forward pass per tree group (rows sharing a model share it); the measures need one
 forward pass per tree, a backward pass per curve bump (a key-rate bump only below the top of its triangle:
 :func:`~distprice.lattice.sweeps.start_steps`), a forward and a backward pass per volatility bump (rows with an
-option) and a backward pass per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if every
-node-step cost what a pricing's does. Times are CPU seconds of the process (all threads): on a shared
-machine, wall time counts the others' work too.
+option) and a backward pass per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is
+what the measures cost if every node-step cost what a pricing's does. Times are CPU seconds of the process (all
+threads): on a shared machine, wall time counts the others' work too.
 """
 from __future__ import annotations
 

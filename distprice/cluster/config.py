@@ -384,8 +384,8 @@ _CHECKS = {
                "job_extra_directives": _directives, "interface": _optional(_word),
                "local_directory": _optional(_path)},
     ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
-                    "workers_per_gpu": _optional(_integer), "threads_per_worker": _integer, "processes": _boolean, "memory_limit": _memory,
-                    "dashboard_address": _dashboard, "address": _optional(_address),
+                    "workers_per_gpu": _optional(_integer), "threads_per_worker": _integer, "processes": _boolean,
+                    "memory_limit": _memory, "dashboard_address": _dashboard, "address": _optional(_address),
                     "security": None, "timeout": _seconds, "no_workers_timeout": _seconds,
                     "jobqueue": None},  # sections of their own
     JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),

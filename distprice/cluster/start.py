@@ -96,8 +96,6 @@ def start(config: ClusterConfig):
     if (config.kind == "local-cuda" or config.processes) and _importing_main_in_child():
         raise ClusterError(f"a worker process of the local cluster imported the script, which starts a cluster "
                            f"again. {advice}")
-    options = dict(threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
-                   dashboard_address=config.dashboard_address, security=security, protocol="tls")
     if config.kind == "local-cuda":
         gpus = visible_gpus() if gpu_available() else []
         if not gpus:
@@ -109,7 +107,8 @@ def start(config: ClusterConfig):
     else:
         try:
             cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
-                                   **options)
+                                   threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
+                                   dashboard_address=config.dashboard_address, security=security, protocol="tls")
         except Exception as error:
             if not config.processes:
                 raise
