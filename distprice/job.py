@@ -14,6 +14,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
@@ -202,20 +204,21 @@ class Job:
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
     def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
-               measured: dict | None = None) -> pd.DataFrame:
+               measured: dict | None = None, echo: bool = True) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row. With scenarios the
         table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
         turn. ``measured``: the risk columns of the valid rows (:meth:`measure`), put after the prices.
-        Raises :class:`InvalidInputError` in strict mode when a priced row is not finite."""
-        frames = list(self.priced_frames(bond, option, engine_of_row, measured=measured))
+        Without ``echo`` the portfolio's columns are left out (whoever holds the portfolio puts them back, see
+        :func:`echoed`). Raises :class:`InvalidInputError` in strict mode when a priced row is not finite."""
+        frames = list(self.priced_frames(bond, option, engine_of_row, measured=measured, echo=echo))
         if self.market.scenarios is None:
             frames[0].index = self.table.index
             return frames[0]
         return pd.concat(frames, ignore_index=True)
 
     def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
-                      first_set: int = 0, measured: dict | None = None) -> Iterator[pd.DataFrame]:
+                      first_set: int = 0, measured: dict | None = None, echo: bool = True) -> Iterator[pd.DataFrame]:
         """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
         ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
         canonical, valid = self.prepared.table, self.prepared.valid
@@ -224,11 +227,12 @@ class Job:
         if unpriced.any() and self.on_invalid == "strict":
             raise InvalidInputError(self._unpriced(np.flatnonzero(valid)[np.flatnonzero(unpriced.any(axis=0))]))
         n = len(canonical)
-        errors = np.full(n, None, dtype=object)
+        errors: dict[int, str] = {}  # by row: the few rows in error
         for p in self.prepared.problems:
-            errors[p.position] = str(p) if errors[p.position] is None else f"{errors[p.position]}; {p}"
-        engines = np.full(n, None, dtype=object)
-        engines[valid] = engine_of_row
+            errors[p.position] = f"{errors[p.position]}; {p}" if p.position in errors else str(p)
+        codes, names = pd.factorize(np.asarray(engine_of_row, dtype=object))
+        engines = np.full(n, -1, dtype=np.int64)
+        engines[valid] = codes
         geometry = self.prepared.geometry
         dated = self.prepared.dated is not None
         risk = self.risk.columns if self.risk is not None else ()
@@ -238,13 +242,13 @@ class Job:
             for name in risk:
                 columns[name] = np.full(n, np.nan)
                 columns[name][valid] = measured[name]
-            for r, why in zip(np.flatnonzero(valid), measured["error"]):
+            for r, why in zip(np.flatnonzero(valid).tolist(), measured["error"]):
                 if why is not None:
-                    errors[r] = why if errors[r] is None else f"{errors[r]}; {why}"
+                    errors[r] = f"{errors[r]}; {why}" if r in errors else why
         base = self.table.reset_index(drop=True)
-        inputs = {name: base[name] for name in base.columns}  # the portfolio's columns, echoed (no copy)
+        inputs = {name: base[name] for name in base.columns} if echo else {}  # echoed (no copy)
         columns.update(width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
-                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines))
+                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines, names))
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
         sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
         quantity = canonical["quantity"].to_numpy()
@@ -256,10 +260,9 @@ class Job:
             error = errors
             if len(failed):
                 price[failed] = b[failed] = o[failed] = np.nan
-                error = errors.copy()
-                error[failed] = [p.rule for p in self._unpriced(failed)]
+                error = {**errors, **{int(r): p.rule for r, p in zip(failed, self._unpriced(failed))}}
             made = dict(columns, price=price, value=price * quantity, bond_price=b, option_price=o,
-                        error=_labels(error))
+                        error=_messages(n, error))
             if dated:
                 made.update(self._dated_prices(price, self.market.curve_sets[first_set + s]))
             frame = pd.DataFrame({**inputs, **{name: made[name] for name in outputs}}, copy=False)
@@ -414,6 +417,16 @@ class Summary:
                 f"engines: {engines}")
 
 
+def echoed(portfolio: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame:
+    """The priced table of ``portfolio`` from the priced columns of its rows under one curve set
+    (:meth:`Job.priced` without ``echo``): the ``scenario`` column if any, the portfolio's columns, then the
+    priced ones; indexed as ``priced``."""
+    parts = [portfolio.set_axis(priced.index), priced.drop(columns=[SCENARIO_COLUMN], errors="ignore")]
+    if SCENARIO_COLUMN in priced.columns:
+        parts.insert(0, priced[[SCENARIO_COLUMN]])
+    return pd.concat(parts, axis=1)
+
+
 class Tally:
     """Running totals of the pieces of a job's priced table (``rows`` of the portfolio, each under
     ``scenarios`` curve sets), for its :class:`Summary`."""
@@ -443,11 +456,19 @@ class Tally:
                        self.prices, dict(self.values))
 
 
-def _labels(values: np.ndarray) -> pd.arrays.StringArray:
-    """A ``string`` column of ``values`` (an object array of str or None with few distinct values, such as
-    engine names or mostly-None errors), converted once per distinct value rather than once per row."""
-    codes, names = pd.factorize(values)
-    if len(names) == 0:
-        return pd.array(np.full(len(values), None, dtype=object), dtype="string")
-    return pd.array(np.asarray(names, dtype=object), dtype="string").take(codes, allow_fill=True)
+def _labels(codes: np.ndarray, names) -> pd.arrays.ArrowStringArray:
+    """A ``string`` column whose row r is ``names[codes[r]]`` (missing where ``codes[r] < 0``), built in Arrow:
+    one Python string per name, none per row."""
+    codes = np.asarray(codes, dtype=np.int64)
+    names = list(names)
+    if not names:
+        return pd.arrays.ArrowStringArray(pa.nulls(len(codes), pa.large_string()))
+    return pd.arrays.ArrowStringArray(pc.take(pa.array(names, type=pa.large_string()),
+                                              pa.array(codes, mask=codes < 0)))
 
+
+def _messages(n: int, messages: dict[int, str]) -> pd.arrays.ArrowStringArray:
+    """A ``string`` column of ``n`` rows holding ``messages`` by row, missing elsewhere."""
+    codes = np.full(n, -1, dtype=np.int64)
+    codes[list(messages)] = np.arange(len(messages))
+    return _labels(codes, messages.values())

@@ -124,14 +124,24 @@ LABEL_SAMPLE = 4096
 """Rows of a text column read to tell labels (few values) from identifiers (mostly distinct)."""
 
 
+def _is_text(field: pa.Field) -> bool:
+    return pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_dictionary(field.type)
+
+
 def _label_columns(table: pa.Table) -> list[str]:
     """The text columns that hold labels, worth dictionary encoding: at most half of their first LABEL_SAMPLE
     values distinct. Identifiers and numbers are mostly distinct, and encoding them so takes longer than it
     saves."""
     sample = table.slice(0, LABEL_SAMPLE)
     return [f.name for f in table.schema
-            if (pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_dictionary(f.type))
-            and 2 * pc.count_distinct(sample[f.name]).as_py() <= max(len(sample), 2)]
+            if _is_text(f) and 2 * pc.count_distinct(sample[f.name]).as_py() <= max(len(sample), 2)]
+
+
+def _writer(path, table: pa.Table) -> pq.ParquetWriter:
+    """A Parquet writer for tables of ``table``'s schema: labels dictionary-encoded, minimum and maximum kept for
+    the columns that are not text (statistics of text columns cost about a third of the writing)."""
+    return pq.ParquetWriter(path, table.schema, use_dictionary=_label_columns(table),
+                            write_statistics=[f.name for f in table.schema if not _is_text(f)])
 
 
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
@@ -151,7 +161,7 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                     table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
                 else:
                     arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
-                    writer = writer or pq.ParquetWriter(tmp, arrow.schema, use_dictionary=_label_columns(arrow))
+                    writer = writer or _writer(tmp, arrow)
                     if writing is not None:
                         writing.result()
                     writing = background.submit(writer.write_table, arrow, row_group_size=ROW_GROUP_ROWS)

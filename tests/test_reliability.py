@@ -22,6 +22,7 @@ from distprice.cluster.config import ClusterConfig, parse_config
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import start
 from distprice.errors import JobTimeoutError, NoWorkersError
+from distprice.lattice.gpu import gpu_available
 from distprice.lattice import datasets
 from distprice.progress import Bar
 
@@ -334,10 +335,12 @@ def test_the_embedded_local_cluster_speaks_tls_only(tmp_path):
         cluster.close()
 
 
-def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path):
+@pytest.mark.parametrize("kind", ["local", pytest.param("local-cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")])])
+def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path, kind):
     script = tmp_path / "job.py"
     script.write_text("import distprice\nfrom distprice.cluster.config import ClusterConfig\n\n"
-                      "with distprice.Pricer(ClusterConfig(kind='local', n_workers=1, dashboard_address=None)) as p:\n"
+                      f"with distprice.Pricer(ClusterConfig(kind={kind!r}, n_workers=1, dashboard_address=None)) as p:\n"
                       "    print(p.workers)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode != 0

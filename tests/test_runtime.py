@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from distributed import get_task_stream
 
 import distprice
+from distprice.tables import write_table
 from distprice.lattice import datasets
 from distprice.cli import main
 from distprice.errors import SchedulerUnreachableError
@@ -150,6 +151,19 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     assert {"read-chunk", "inspect-chunk", "price_cpu_fp64"} <= {t["key"].rsplit("-", 2)[0] for t in stream.data}
     assert summary.priced == summary.rows == len(book)
     assert_same_prices(pd.read_parquet(tmp_path / "priced.parquet"), in_process)
+
+
+def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path):
+    # workers send back the priced columns only; the client puts the slice's own columns back in
+    rows = book.head(4000).assign(extra=[f"x{i}" if i % 3 else None for i in range(4000)])
+    path = tmp_path / "book.parquet"
+    rows.to_parquet(path, row_group_size=1500)
+    with Pricer(local, read_on_workers_rows=1000) as pricer:
+        pricer.run(str(path), engine="cpu", shifts_bp=[-50, 0, 50], output=tmp_path / "priced.parquet")
+    write_table(distprice.price(str(path), engine="cpu", shifts_bp=[-50, 0, 50]), tmp_path / "here.parquet")
+    got, expected = pd.read_parquet(tmp_path / "priced.parquet"), pd.read_parquet(tmp_path / "here.parquet")
+    assert len(got) == 3 * len(rows) and list(got.columns[:2]) == ["scenario", "id"]
+    pd.testing.assert_frame_equal(got.drop(columns="engine"), expected.drop(columns="engine"), rtol=1e-13)
 
 
 def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path):

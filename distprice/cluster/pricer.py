@@ -31,7 +31,7 @@ import pandas as pd
 from ..errors import InvalidInputError, NoWorkersError, Problem
 from ..execute import choose_plan
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Summary, Tally, check_columns, prepare_job
+from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, prepare_job
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
@@ -43,7 +43,7 @@ from .metrics import PricingMetrics
 from .progress import follow
 from .start import cluster_config, start
 from .tasks import (describe_worker, fit_heston_surface, fit_hull_white_model, gather, inspect_chunk, mc_task_name,
-                    price_chunk, price_paths, price_read_chunk, read_chunk, task_name)
+                    price_chunk, price_paths, price_read_chunk, read_chunk, read_slice, task_name)
 from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
@@ -346,20 +346,42 @@ class Pricer:
         del read
         self._show_progress(priced, "pricing")
         tally = Tally(sum(groups), len(market.curve_sets))
-        return tally, (tally.add(frame) for frame in self._ordered(priced, watch))
+        if market.scenarios is None:
+            def whole(i: int, priced: pd.DataFrame) -> pd.DataFrame:  # the slice's own columns, read here
+                return echoed(read_slice(slices[i]), priced)
+
+            return tally, (tally.add(frame) for frame in self._ordered(priced, watch, whole))
+        return tally, (tally.add(frame) for frame in self._by_scenario(self._ordered(priced, watch), slices,
+                                                                       len(market.curve_sets)))
 
     @staticmethod
-    def _ordered(futures, watch: Watch):
-        """The results of ``futures`` in their order, each released once handed on; the next result is
-        fetched from its worker while the caller uses this one (writes it, say). Whatever stops the caller
-        (an error, a signal, the generator closed early) cancels the job before the fetching thread is joined."""
+    def _by_scenario(priced, slices: list[FileSlice], scenarios: int):
+        """The priced table of a file's slices in the order of a priced table with scenarios: every row under
+        the first scenario, then under the second... ``priced``: each slice's priced columns under every
+        scenario in turn; they are held (the portfolio's columns are not: each slice is read again per
+        scenario)."""
+        held = list(priced)
+        for s in range(scenarios):
+            for piece, frame in zip(slices, held):
+                yield echoed(read_slice(piece), frame.iloc[s * piece.rows:(s + 1) * piece.rows])
+
+    @staticmethod
+    def _ordered(futures, watch: Watch, then=None):
+        """The results of ``futures`` in their order (``then(i, result)`` of each, when given), each released
+        once handed on; the next result is fetched from its worker (and ``then`` applied) while the caller uses
+        this one (writes it, say). Whatever stops the caller (an error, a signal, the generator closed early)
+        cancels the job before the fetching thread is joined."""
+        def fetched(i: int):
+            result = watch.result(futures[i])
+            return result if then is None else then(i, result)
+
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
             try:
-                ahead = fetch.submit(watch.result, futures[0]) if futures else None
+                ahead = fetch.submit(fetched, 0) if futures else None
                 for i in range(len(futures)):
                     frame = ahead.result()
                     futures[i] = None
-                    ahead = fetch.submit(watch.result, futures[i + 1]) if i + 1 < len(futures) else None
+                    ahead = fetch.submit(fetched, i + 1) if i + 1 < len(futures) else None
                     yield frame
             except BaseException:
                 watch.cancel()

@@ -102,17 +102,20 @@ def start(config: ClusterConfig):
             raise ClusterError("cluster kind local-cuda needs a usable CUDA GPU and CuPy (pip install "
                                "'distprice[gpu]'); use kind local on this machine")
         scheduler, workers = gpu_cluster_spec(config, gpus[:config.n_workers], security)
-        cluster = SpecCluster(workers=workers, scheduler=scheduler, security=security,
-                              silence_logs=logging.WARNING)
+
+        def start():
+            return SpecCluster(workers=workers, scheduler=scheduler, security=security, silence_logs=logging.WARNING)
     else:
-        try:
-            cluster = LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
-                                   threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
-                                   dashboard_address=config.dashboard_address, security=security, protocol="tls")
-        except Exception as error:
-            if not config.processes:
-                raise
-            raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
+        def start():
+            return LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
+                                threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
+                                dashboard_address=config.dashboard_address, security=security, protocol="tls")
+    try:
+        cluster = start()
+    except Exception as error:
+        if config.kind != "local-cuda" and not config.processes:
+            raise
+        raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
     return Client(cluster, security=security), cluster
 
 

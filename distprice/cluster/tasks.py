@@ -86,12 +86,18 @@ class ReadChunk:
     parts: list
 
 
-def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool) -> ReadChunk:
-    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
+def read_slice(piece: FileSlice) -> pd.DataFrame:
+    """The rows of a slice of a Parquet portfolio, indexed by their positions in the file."""
     import pyarrow.parquet as pq
 
     table = pq.ParquetFile(piece.path).read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
+    return table
+
+
+def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool) -> ReadChunk:
+    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
+    table = read_slice(piece)
     prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
                        exercise_schedule=exercise_schedule(options.exercise_schedule, table),
                        models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
@@ -110,7 +116,8 @@ def inspect_chunk(chunk: ReadChunk) -> dict:
 
 
 def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
-    """The priced rows of a slice read by a worker, with the problems found across slices (duplicate ids)."""
+    """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
+    portfolio's columns back: they need not travel), with the problems found across slices (duplicate ids)."""
     job = chunk.job.with_problems(problems)
     instruments = job.instruments()
     parts = chunk.parts
@@ -118,7 +125,7 @@ def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
         parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
     bond, option, engines, measured = price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk,
                                                   job.valid_quotes())
-    return job.priced(bond, option, engines, measured)
+    return job.priced(bond, option, engines, measured, echo=False)
 
 
 def task_name(engines, real) -> str:

@@ -44,11 +44,10 @@ class Registry:
     def encode(self, values, default: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Codes (int8) of a column of names, and the positions of values that are not names of this kind
         (their code is -1). Missing values (null, NaN, empty) take ``default``; without one they are unknown."""
-        text = pc.utf8_upper(pc.utf8_trim_whitespace(_strings(values)))
-        text = pc.if_else(pc.equal(text, ""), pa.scalar(None, text.type), text)
-        encoded = text.dictionary_encode()
+        encoded = _strings(values).dictionary_encode()  # the distinct values, matched once each
         missing = -1 if default is None else self.code(default)
-        table = np.array([self._codes.get(v, -1) for v in encoded.dictionary.to_pylist()] + [missing], dtype=np.int8)
+        table = np.array([self._codes.get(v.strip().upper(), -1) if v and v.strip() else missing
+                          for v in encoded.dictionary.to_pylist()] + [missing], dtype=np.int8)
         codes = table[pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy(zero_copy_only=False)]
         return codes, np.flatnonzero(codes < 0).astype(np.int64)
 
@@ -71,12 +70,14 @@ class Registry:
 
 
 def _strings(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if not isinstance(values, pa.Array):
+    """``values`` (a pandas column, an Arrow or numpy array, a sequence or one value) as one Arrow text array;
+    pandas columns backed by Arrow are taken without a copy through Python objects."""
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
         if np.ndim(values) == 0:
             values = [values]
-        values = pa.array(np.asarray(values, dtype=object), from_pandas=True)
+        values = pa.array(getattr(values, "array", values), from_pandas=True)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     if pa.types.is_null(values.type):
         return pa.nulls(len(values), pa.string())
     if pa.types.is_dictionary(values.type):

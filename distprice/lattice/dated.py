@@ -22,6 +22,8 @@ from dataclasses import dataclass, fields
 import numba
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..dates import NO_DATE, BondTerms, CashFlows, adjust_days, cash_flows, parse_dates
 from ..dates.calendars import business_address, business_view, is_business
@@ -97,29 +99,37 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
     absent = keys.isna().to_numpy()
     flag(absent, "id", "is required")
     flag(~absent & np.isnan(rows), "id", "names no row of the portfolio")
-    flag((days == NO_DATE) | np.isin(np.arange(n), not_dates), "date", "must be a date YYYY-MM-DD")
+    flag((days == NO_DATE) | _mask(n, not_dates), "date", "must be a date YYYY-MM-DD")
     flag(~np.isfinite(price) | (price < 0), "price", "must be a number >= 0 (% of face)")
     flag(~known, "price_type", f"must be one of {', '.join(PRICE_TYPES)}")
     good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0) & known)
-    good = good[np.lexsort((days[good], rows[good]))]
-    repeated = np.zeros(len(good), dtype=bool)
-    repeated[1:] = (rows[good][1:] == rows[good][:-1]) & (days[good][1:] == days[good][:-1])
-    flag(np.isin(np.arange(n), good[repeated]), "date", "is given twice for this id")
+    row, day = rows[good].astype(np.int64), days[good]
+    step_row, step_day = np.diff(row), np.diff(day)
+    if ((step_row < 0) | ((step_row == 0) & (step_day < 0))).any():  # tables usually come sorted by id, date
+        order = np.lexsort((day, row))
+        good, row, day = good[order], row[order], day[order]
+        step_row, step_day = np.diff(row), np.diff(day)
+    repeated = np.concatenate(([False], (step_row == 0) & (step_day == 0)))
+    flag(_mask(n, good[repeated]), "date", "is given twice for this id")
     keep = good[~repeated]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[keep].astype(np.int64), minlength=len(ids)), out=offsets[1:])
+    np.cumsum(np.bincount(row[~repeated], minlength=len(ids)), out=offsets[1:])
     return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found)
+
+
+def _mask(n: int, positions) -> np.ndarray:
+    """A boolean array of ``n`` rows, true at ``positions``."""
+    mask = np.zeros(n, dtype=bool)
+    mask[positions] = True
+    return mask
 
 
 def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
     """The position of the first of ``ids`` equal to each key (NaN: none; a missing key matches a missing id),
     both columns of text."""
-    codes, _ = pd.factorize(pd.concat([ids, keys], ignore_index=True), use_na_sentinel=False)
-    mine, theirs = codes[:len(ids)], codes[len(ids):]
-    first = np.full(codes.max(initial=-1) + 1, np.nan)
-    distinct, at = np.unique(mine, return_index=True)
-    first[distinct] = at
-    return first[theirs]
+    at = pc.index_in(pa.array(keys.array, from_pandas=True), value_set=pa.array(ids.array, from_pandas=True),
+                     skip_nulls=False)
+    return pc.fill_null(pc.cast(at, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
 
 
 def _schedule_problems(keys: pd.Series, found: list) -> list[Problem]:
