@@ -21,6 +21,7 @@ import pytest
 import distprice
 from distprice.curves import load_curves
 from distprice.lattice.batch import pack
+from distprice.dates import parse_dates
 from distprice.lattice.dated import read_exercise_schedule
 from distprice.lattice.instruments import Limits, prepare
 from distprice.timing import STAGES, job_stages
@@ -495,3 +496,24 @@ def test_job_stages_measure_every_stage_of_the_same_job(tmp_path):
 
 if __name__ == "__main__":
     snapshot()
+
+
+def test_exercise_schedule_reads_alike_in_any_row_order_and_with_no_usable_row():
+    ids = np.array(["a", "b", "c"], dtype=object)
+    table = pd.DataFrame({"id": ["b", "a", "b", "a", "c", "a", "z"],
+                          "date": ["2031-06-01", "2030-06-01", "2030-06-01", "2031-06-01", "2030-01-01",
+                                   "2030-06-01", "2030-01-01"],
+                          "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0]})
+    schedule, found = read_exercise_schedule(table, ids)
+    assert schedule.offsets.tolist() == [0, 2, 4, 5]
+    assert schedule.day.tolist() == list(parse_dates(pd.Series(
+        ["2030-06-01", "2031-06-01", "2030-06-01", "2031-06-01", "2030-01-01"]))[0])
+    assert [(p.where, p.column, p.rule) for p in found] == [
+        ("exercise schedule row 6 (id 'a')", "date", "is given twice for this id"),
+        ("exercise schedule row 7 (id 'z')", "id", "names no row of the portfolio")]
+    ordered = table.iloc[[1, 5, 3, 2, 0, 4, 6]]  # sorted by id and date already: no sort needed
+    again, _ = read_exercise_schedule(ordered.reset_index(drop=True), ids)
+    assert again.offsets.tolist() == schedule.offsets.tolist() and again.day.tolist() == schedule.day.tolist()
+    assert again.price.tolist() == [102.0, 101.5, 102.5, 101.0, 100.0]
+    none, found = read_exercise_schedule(table.assign(id="z"), ids)
+    assert none.offsets.tolist() == [0, 0, 0, 0] and len(none.day) == 0 and len(found) == 7

@@ -109,7 +109,8 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
         order = np.lexsort((day, row))
         good, row, day = good[order], row[order], day[order]
         step_row, step_day = np.diff(row), np.diff(day)
-    repeated = np.concatenate(([False], (step_row == 0) & (step_day == 0)))
+    repeated = np.zeros(len(good), dtype=bool)
+    repeated[1:] = (step_row == 0) & (step_day == 0)
     flag(_mask(n, good[repeated]), "date", "is given twice for this id")
     keep = good[~repeated]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -318,39 +319,48 @@ def _exercise_counts(code, tabled, expiry, start, schedule_offsets, schedule_day
     return counts
 
 
-@numba.njit(cache=True, parallel=True)
-def _exercise_fill(offsets, code, tabled, expiry, start, strike, schedule_offsets, schedule_day, schedule_price,
-                   schedule_dirty, coupon_offsets, coupon_start, coupon_end, coupon_reference, coupon_payment,
-                   address, calendar, settlement, day_count, face, coupon, day, amount, dirty):
-    """Each row's exercise dates and amounts: ``face * price / 100``, plus the accrued interest when clean."""
-    business = business_view(address)
-    for r in numba.prange(len(code)):
-        e = offsets[r]
-        if code[r] == NO_EXERCISE:
-            continue
-        if code[r] == EUROPEAN:
-            if expiry[r] > settlement[r]:
-                day[e], amount[e] = expiry[r], strike[r]
-        elif code[r] == BERMUDAN and tabled[r]:
-            for i in range(schedule_offsets[r], schedule_offsets[r + 1]):
-                if schedule_day[i] > settlement[r]:
-                    day[e], amount[e], dirty[e] = schedule_day[i], schedule_price[i], schedule_dirty[i]
-                    e += 1
-        elif code[r] == BERMUDAN:
-            for i in range(coupon_offsets[r], coupon_offsets[r + 1]):
-                if start[r] <= coupon_payment[i] <= expiry[r]:
-                    day[e], amount[e] = coupon_payment[i], strike[r]
-                    e += 1
-        else:
-            for d in range(start[r], expiry[r] + 1):
-                if is_business(business, calendar[r], d):
-                    day[e], amount[e] = d, strike[r]
-                    e += 1
-        for e in range(offsets[r], offsets[r + 1]):  # prices (% of face) to amounts
-            amount[e] = face[r] * amount[e] / 100.0
-            if not dirty[e]:
-                amount[e] += _accrued_at(day[e], r, coupon_offsets, coupon_start, coupon_end, coupon_reference,
-                                         coupon_payment, day_count[r], face[r], coupon[r])
+NONE_DAY = -(2 ** 62)
+"""A day before every date: the end of a row's walk back through its exercise dates or coupons."""
+
+
+@numba.njit(cache=True, inline="always")
+def _previous_exercise(r, code, tabled, expiry, start, settlement, strike, cursor, schedule_offsets, schedule_day,
+                       schedule_price, schedule_dirty, coupon_offsets, coupon_payment, business, calendar):
+    """Row r's latest exercise date before ``cursor`` (where the walk back stands: a day for american rows, a
+    position in the exercise schedule or the coupons for bermudan ones, 1 before a european row's date) as
+    ``(day, price, dirty, cursor)``; day NONE_DAY once none is left."""
+    if code == EUROPEAN:
+        if cursor == 1 and expiry > settlement:
+            return expiry, strike, False, 0
+    elif code == BERMUDAN and tabled:
+        i = cursor - 1
+        if i >= schedule_offsets[r] and schedule_day[i] > settlement:
+            return schedule_day[i], schedule_price[i], schedule_dirty[i], i
+    elif code == BERMUDAN:
+        i = cursor - 1
+        while i >= coupon_offsets[r] and coupon_payment[i] > expiry:
+            i -= 1
+        if i >= coupon_offsets[r] and coupon_payment[i] >= start:
+            return coupon_payment[i], strike, False, i
+    elif code != NO_EXERCISE:
+        d = cursor - 1
+        while d >= start and not is_business(business, calendar, d):
+            d -= 1
+        if d >= start:
+            return d, strike, False, d
+    return NONE_DAY, 0.0, False, cursor
+
+
+@numba.njit(cache=True, inline="always")
+def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets):
+    """Where row r's walk back through its exercise dates starts (see :func:`_previous_exercise`)."""
+    if code == EUROPEAN:
+        return 1
+    if code == BERMUDAN and tabled:
+        return schedule_offsets[r + 1]
+    if code == BERMUDAN:
+        return coupon_offsets[r + 1]
+    return expiry + 1
 
 
 def _exercise_inputs(rows: DatedRows, flows: CashFlows, exercise: np.ndarray):
@@ -366,26 +376,6 @@ def exercise_counts(rows: DatedRows, flows: CashFlows, exercise: np.ndarray) -> 
     return _exercise_counts(*_exercise_inputs(rows, flows, exercise))
 
 
-def exercise_dates(rows: DatedRows, flows: CashFlows, exercise: np.ndarray, strike: np.ndarray, counts=None):
-    """Each row's exercise dates after settlement (increasing; none for ``exercise`` NO_EXERCISE) and their
-    amounts (face units; a clean price plus the accrued interest at the date): ``(offsets, days, amounts)``,
-    CSR. ``counts``: the rows' :func:`exercise_counts`, when known already."""
-    code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business, calendar, settlement = \
-        _exercise_inputs(rows, flows, exercise)
-    if counts is None:
-        counts = _exercise_counts(code, tabled, expiry, start, s_offsets, s_day, c_offsets, c_payment, business,
-                                  calendar, settlement)
-    offsets = np.zeros(len(code) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    days, amounts, dirty = np.empty(offsets[-1], np.int64), np.empty(offsets[-1]), np.zeros(offsets[-1], np.bool_)
-    coupons, terms, schedule = flows.coupons, rows.terms, rows.schedule
-    _exercise_fill(offsets, code, tabled, expiry, start, np.nan_to_num(np.asarray(strike, np.float64)), s_offsets,
-                   s_day, schedule.price, schedule.dirty, c_offsets, coupons.accrual_start, coupons.accrual_end,
-                   coupons.reference_start, c_payment, business, calendar, settlement, terms.day_count, terms.face,
-                   terms.coupon, days, amounts, dirty)
-    return offsets, days, amounts
-
-
 @numba.njit(cache=True, inline="always")
 def _step_of(k, spy, D):
     """The step of a day k days after the valuation date, ``max(1, round_half_up(k * spy / D))``, and whether
@@ -394,23 +384,36 @@ def _step_of(k, spy, D):
 
 
 @numba.njit(cache=True, parallel=True)
-def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount, x_off,
-           x_day, x_amount, step, time, kind, amount):
+def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount,
+           c_start, c_end, c_reference, code, tabled, expiry, start, settlement, strike, s_off, s_day, s_price,
+           s_dirty, address, calendar, day_count, face, coupon, step, time, kind, amount):
     """Each row's events into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``, ``time``, ``kind`` and
-    ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times."""
+    ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times.
+    The exercise dates are walked back as they are merged (:func:`_previous_exercise`), each amount ``face *
+    price / 100`` plus, for a clean price, the accrued interest at its date."""
+    business = business_view(address)
     for r in numba.prange(len(valuation)):
-        c, x = c_off[r + 1] - 1, x_off[r + 1] - 1
+        c = c_off[r + 1] - 1
+        cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, c_off)
+        dx, px, dirty, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r],
+                                                   strike[r], cursor, s_off, s_day, s_price, s_dirty, c_off, c_day,
+                                                   business, calendar[r])
         redeemed = False
         D = days_per_year[r]
         for e in range(offsets[r], offsets[r + 1]):
-            dc = c_day[c] if c >= c_off[r] else -(2 ** 62)
-            dx = x_day[x] if x >= x_off[r] else -(2 ** 62)
+            dc = c_day[c] if c >= c_off[r] else NONE_DAY
             if not redeemed and redemption_day[r] >= max(dc, dx):
                 d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
                 redeemed = True
-            elif x >= x_off[r] and dx >= dc:
-                d, kind[e], amount[e] = dx, EXERCISE, x_amount[x]
-                x -= 1
+            elif dx != NONE_DAY and dx >= dc:
+                d, kind[e] = dx, EXERCISE
+                amount[e] = face[r] * px / 100.0
+                if not dirty:
+                    amount[e] += _accrued_at(d, r, c_off, c_start, c_end, c_reference, c_day, day_count[r], face[r],
+                                             coupon[r])
+                dx, px, dirty, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r],
+                                                           settlement[r], strike[r], cursor, s_off, s_day, s_price,
+                                                           s_dirty, c_off, c_day, business, calendar[r])
             else:
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
                 c -= 1
@@ -428,8 +431,8 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
 def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
                  steps_per_year: np.ndarray) -> EventTable:
     """The events of dated rows: the redemption and the coupons paid after settlement, and (rows
-    ``has_option``) the exercises of :func:`exercise_dates`; the rows' own ``events`` when validation built
-    them."""
+    ``has_option``) their exercise dates after settlement (see the module's notes); the rows' own ``events``
+    when validation built them."""
     if rows.events is not None:
         return rows.events
     flows = [(piece, cash_flows(rows.terms.take(piece), rows.valuation[piece]), None)
@@ -447,26 +450,32 @@ def with_events(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.n
 def _event_table(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
                  steps_per_year: np.ndarray) -> EventTable:
     """The events of ``rows`` from their cash flows in pieces ``(positions, CashFlows, exercise counts or
-    None)`` (increasing positions; rows in no piece get none): each piece's exercise dates, then every piece
-    merged into one table."""
-    exercises = [exercise_dates(rows.take(piece), part, exercise[piece], strike[piece],
-                                None if known is None else np.where(exercise[piece] == NO_EXERCISE, 0, known))
-                 for piece, part, known in flows]
+    None)`` (increasing positions; rows in no piece get none), merged into one table."""
     counts = np.zeros(len(rows), dtype=np.int64)
-    for (piece, part, _), (x_off, _, _) in zip(flows, exercises):
-        counts[piece] = 1 + part.coupons.counts + np.diff(x_off)
+    for piece, part, known in flows:
+        codes = exercise[piece]
+        if known is None:
+            known = exercise_counts(rows.take(piece), part, codes)
+        counts[piece] = 1 + part.coupons.counts + np.where(codes == NO_EXERCISE, 0, known)
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     m = offsets[-1]
     table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
                        np.empty(m, np.float64))
     spy = np.ascontiguousarray(steps_per_year, np.int64)
-    for (piece, part, _), (x_off, x_day, x_amount) in zip(flows, exercises):
+    strike = np.nan_to_num(np.asarray(strike, np.float64))
+    for piece, part, _ in flows:
         if not len(piece):
             continue
         first, local = offsets[piece[0]], offsets[np.append(piece, piece[-1] + 1)]
         window = slice(first, offsets[piece[-1] + 1])
-        _merge(local - first, rows.valuation[piece], rows.days_per_year[piece], spy[piece], part.redemption_date,
-               part.redemption_amount, part.coupons.offsets, part.coupons.payment, part.coupons.amount, x_off, x_day,
-               x_amount, table.step[window], table.time[window], table.kind[window], table.amount[window])
+        mine = rows.take(piece)
+        code, tabled, expiry, start, s_off, s_day, c_off, c_pay, business, calendar, settlement = \
+            _exercise_inputs(mine, part, exercise[piece])
+        coupons, terms, schedule = part.coupons, mine.terms, mine.schedule
+        _merge(local - first, mine.valuation, mine.days_per_year, spy[piece], part.redemption_date,
+               part.redemption_amount, c_off, c_pay, coupons.amount, coupons.accrual_start, coupons.accrual_end,
+               coupons.reference_start, code, tabled, expiry, start, settlement, strike[piece], s_off, s_day,
+               schedule.price, schedule.dirty, business, calendar, terms.day_count, terms.face, terms.coupon,
+               table.step[window], table.time[window], table.kind[window], table.amount[window])
     return table
