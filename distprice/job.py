@@ -427,28 +427,6 @@ def echoed(portfolio: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, axis=1)
 
 
-def invalidated(priced: pd.DataFrame, problems: Sequence[Problem], rows: int) -> pd.DataFrame:
-    """``priced`` (the priced columns of ``rows`` rows, under each scenario in turn) with the rows of
-    ``problems`` made invalid as :meth:`Job.with_problems` makes them: every priced column missing, no engine,
-    each problem added to the row's error."""
-    if not problems:
-        return priced
-    added: dict[int, str] = {}
-    for p in problems:
-        added[p.position] = f"{added[p.position]}; {p}" if p.position in added else str(p)
-    at = (np.array(list(added))[None, :] + rows * np.arange(len(priced) // rows)[:, None]).ravel()
-    mask = np.zeros(len(priced), dtype=bool)
-    mask[at] = True
-    frame = priced.copy()
-    for name in frame.columns.drop([SCENARIO_COLUMN, "error"], errors="ignore"):
-        frame[name] = frame[name].mask(mask)
-    before = frame["error"].to_numpy(dtype=object, na_value=None)
-    messages = {int(r): (f"{before[r]}; " if before[r] is not None else "") + added[int(r) % rows] for r in at}
-    errors = {int(r): before[r] for r in np.flatnonzero(frame["error"].notna().to_numpy())}
-    frame["error"] = _messages(len(frame), {**errors, **messages})
-    return frame
-
-
 class Tally:
     """Running totals of the pieces of a job's priced table (``rows`` of the portfolio, each under
     ``scenarios`` curve sets), for its :class:`Summary`."""

@@ -31,7 +31,7 @@ import pandas as pd
 from ..errors import InvalidInputError, NoWorkersError, Problem
 from ..execute import choose_plan
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, invalidated, prepare_job
+from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, prepare_job
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
@@ -330,37 +330,28 @@ class Pricer:
         inspected = [watch.submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
                      for i, f in enumerate(read)]
         self._show_progress(inspected, "reading and checking")
-        # a slice is priced as soon as it is checked, in file order (Dask would otherwise start with the last
-        # submitted, and the client writes each slice as it comes); the rows whose id another slice holds too
-        # are known once every slice is checked, and are made invalid in their priced slices as they come
-        strict, failed = options.on_invalid == "strict", False
-        summaries, priced = [], []
-        for i, (chunk, check) in enumerate(zip(read, inspected)):
-            summary = watch.result(check)
-            summaries.append(summary)
-            failed = failed or (strict and bool(summary["problems"]))
-            if not failed:  # a strict job that failed prices nothing more, and its tasks are cancelled
-                name = task_name(summary["engines"] or ["none"], options.real)
-                priced.append(watch.submit(price_read_chunk, chunk, key=f"{name}-{i}-{token}", priority=-i))
+        summaries = watch.gather(inspected)
         problems = [p for s in summaries for p in s["problems"]]
         duplicates = _duplicate_problems(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
-        if (problems or duplicates) and strict:
+        if (problems or duplicates) and options.on_invalid == "strict":
             raise InvalidInputError(problems + duplicates)
         self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
-        del inspected, read
+        del inspected
+        # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
+        # client writes each one as it comes instead of waiting for the first
+        priced = [watch.submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
+                                     key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}",
+                                     priority=-i)
+                  for i, (f, s) in enumerate(zip(read, summaries))]
+        del read
         self._show_progress(priced, "pricing")
-        repeated = [[d for d in duplicates if d.piece == i] for i in range(len(slices))]
         tally = Tally(sum(groups), len(market.curve_sets))
         if market.scenarios is None:
-            def whole(i: int, frame: pd.DataFrame) -> pd.DataFrame:  # the slice's own columns, read here
-                return echoed(read_slice(slices[i]), invalidated(frame, repeated[i], slices[i].rows))
+            def whole(i: int, priced: pd.DataFrame) -> pd.DataFrame:  # the slice's own columns, read here
+                return echoed(read_slice(slices[i]), priced)
 
             return tally, (tally.add(frame) for frame in self._ordered(priced, watch, whole))
-
-        def valid(i: int, frame: pd.DataFrame) -> pd.DataFrame:
-            return invalidated(frame, repeated[i], slices[i].rows)
-
-        return tally, (tally.add(frame) for frame in self._by_scenario(self._ordered(priced, watch, valid), slices,
+        return tally, (tally.add(frame) for frame in self._by_scenario(self._ordered(priced, watch), slices,
                                                                        len(market.curve_sets)))
 
     @staticmethod

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..execute import choose_plan, price_parts
+from ..errors import Problem
+from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
 from ..job import Job, JobOptions, Risk, exercise_schedule, model_table, read_risk
 from ..lattice.gpu import device_name, gpu_available
@@ -114,12 +115,16 @@ def inspect_chunk(chunk: ReadChunk) -> dict:
             "engines": [p.engine for p in chunk.parts]}
 
 
-def price_read_chunk(chunk: ReadChunk) -> pd.DataFrame:
+def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
     """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
-    portfolio's columns back: they need not travel, and makes invalid the rows whose id another slice holds)."""
-    job = chunk.job
-    bond, option, engines, measured = price_chunk(job.instruments(), job.market.curve_sets, chunk.parts, job.real,
-                                                  job.risk, job.valid_quotes())
+    portfolio's columns back: they need not travel), with the problems found across slices (duplicate ids)."""
+    job = chunk.job.with_problems(problems)
+    instruments = job.instruments()
+    parts = chunk.parts
+    if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
+        parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
+    bond, option, engines, measured = price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk,
+                                                  job.valid_quotes())
     return job.priced(bond, option, engines, measured, echo=False)
 
 
