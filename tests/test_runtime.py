@@ -155,14 +155,19 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
 
 def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path):
     # workers send back the priced columns only; the client puts the slice's own columns back in
+    # (and makes invalid the rows whose id another slice holds too)
     rows = book.head(4000).assign(extra=[f"x{i}" if i % 3 else None for i in range(4000)])
+    rows.loc[3100, "id"] = rows.loc[20, "id"]
+    rows.loc[3200, "volatility"] = -1.0
     path = tmp_path / "book.parquet"
     rows.to_parquet(path, row_group_size=1500)
+    options = dict(engine="cpu", shifts_bp=[-50, 0, 50], on_invalid="report")
     with Pricer(local, read_on_workers_rows=1000) as pricer:
-        pricer.run(str(path), engine="cpu", shifts_bp=[-50, 0, 50], output=tmp_path / "priced.parquet")
-    write_table(distprice.price(str(path), engine="cpu", shifts_bp=[-50, 0, 50]), tmp_path / "here.parquet")
+        pricer.run(str(path), output=tmp_path / "priced.parquet", **options)
+    write_table(distprice.price(str(path), **options), tmp_path / "here.parquet")
     got, expected = pd.read_parquet(tmp_path / "priced.parquet"), pd.read_parquet(tmp_path / "here.parquet")
     assert len(got) == 3 * len(rows) and list(got.columns[:2]) == ["scenario", "id"]
+    assert got["price"].isna().sum() == 3 * 3 and got["error"].str.contains("must be unique").sum() == 3 * 2
     pd.testing.assert_frame_equal(got.drop(columns="engine"), expected.drop(columns="engine"), rtol=1e-13)
 
 
@@ -181,6 +186,9 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
     assert "row 11 " in message and "row 6501 " in message and "must be unique" in message
     assert not (tmp_path / "out.parquet").exists() and len(list(tmp_path.iterdir())) == 1
     assert reported["price"].isna().sum() == 3 and len(reported) == len(book)
+    here = distprice.price(bad, engine="cpu", on_invalid="report")
+    pd.testing.assert_frame_equal(reported.reset_index(drop=True).drop(columns="engine"),
+                                  here.reset_index(drop=True).drop(columns="engine"), rtol=1e-13)
 
 
 # ---- a scheduler and workers started as processes, as on a real cluster ----
