@@ -127,6 +127,26 @@ def test_parts_laid_out_on_threads_equal_the_parts_laid_out_alone(mixed_portfoli
         np.testing.assert_array_equal(batch.geometry.height, alone.geometry.height)
 
 
+def test_layout_threads_run_numba_on_the_callers_thread_count(mixed_portfolio, monkeypatch):
+    # numba's thread count is per thread: a Dask worker's layout threads must not start at every core
+    import numba
+
+    from distprice.curves import builtin_curves
+    from distprice.lattice import batch
+
+    seen = []
+    monkeypatch.setattr(batch, "pack", lambda *args: seen.append(numba.get_num_threads()))
+    instruments = instruments_of(mixed_portfolio)
+    parts = [np.arange(j, len(instruments), 3) for j in range(3)]
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        list(batch.pack_parts(instruments, parts, builtin_curves(), threads=3))
+    finally:
+        numba.set_num_threads(before)
+    assert seen == [1, 1, 1]
+
+
 @pytest.mark.parametrize("case", [
     dict(expiry=0.01, maturity=0.02, steps_per_year=12),                       # both within half a step of today
     dict(expiry=0.03, maturity=2.04, coupon=0.06, coupon_frequency=4),         # off-grid expiry, maturity, coupons

@@ -38,7 +38,8 @@ def describe_worker(precision: str) -> dict:
 
 
 def _use_worker_threads() -> None:
-    """The CPU engine uses as many threads as its Dask worker has, not every core of the machine."""
+    """numba's parallel loops (the CPU engine, validation, layout) use as many threads as this Dask worker has,
+    not every core of the machine."""
     import numba
     from distributed import get_worker
 
@@ -97,6 +98,7 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
 
 def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool) -> ReadChunk:
     """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
+    _use_worker_threads()
     table = read_slice(piece)
     prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
                        exercise_schedule=exercise_schedule(options.exercise_schedule, table),
@@ -137,6 +139,7 @@ def task_name(engines, real) -> str:
 def price_paths(job: PathJob, first: int, count: int, engine: str) -> Partial:
     """Prices paths ``first .. first + count - 1`` of a Monte-Carlo job on this worker (``auto``: its GPU if it
     has one); the payoff sums per model and batch."""
+    _use_worker_threads()
     return price_range(job, first, count, engine)
 
 

@@ -15,6 +15,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -168,9 +169,17 @@ def _curve_keys(names: pd.Series, valuation: np.ndarray, curves: dict[str, ZeroC
 def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
                real=np.float64, threads: int = PACK_THREADS) -> Iterator[Batch]:
     """Lays out parts of ``instruments`` (positions) on up to ``threads`` host threads at once and yields their
-    batches in order, each as soon as it and those before it are ready (one part: in this thread)."""
+    batches in order, each as soon as it and those before it are ready (one part: in this thread). Each of
+    those threads runs numba's parallel loops on as many threads as this one (a Dask worker's own count, say,
+    not every core of the machine)."""
     if len(parts) == 1:
         yield pack(instruments.take(parts[0]), curves, real)
         return
+    inner = numba.get_num_threads()  # numba's count is per thread: a new thread would start at every core
+
+    def laid(rows):
+        numba.set_num_threads(inner)
+        return pack(instruments.take(rows), curves, real)
+
     with ThreadPoolExecutor(max(1, min(threads, len(parts)))) as host:
-        yield from host.map(lambda rows: pack(instruments.take(rows), curves, real), parts)
+        yield from host.map(laid, parts)
