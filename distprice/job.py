@@ -230,9 +230,9 @@ class Job:
         errors: dict[int, str] = {}  # by row: the few rows in error
         for p in self.prepared.problems:
             errors[p.position] = f"{errors[p.position]}; {p}" if p.position in errors else str(p)
-        codes, names = pd.factorize(np.asarray(engine_of_row, dtype=object))
+        engine_codes, engine_names = pd.factorize(np.asarray(engine_of_row, dtype=object))
         engines = np.full(n, -1, dtype=np.int64)
-        engines[valid] = codes
+        engines[valid] = engine_codes
         geometry = self.prepared.geometry
         dated = self.prepared.dated is not None
         risk = self.risk.columns if self.risk is not None else ()
@@ -248,7 +248,7 @@ class Job:
         base = self.table.reset_index(drop=True)
         inputs = {name: base[name] for name in base.columns} if echo else {}  # echoed (no copy)
         columns.update(width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
-                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines, names))
+                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines, engine_names))
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
         sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
         quantity = canonical["quantity"].to_numpy()

@@ -272,24 +272,63 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     return dated, problems, flows
 
 
+NONE_DAY = -(2 ** 62)
+"""A day before every date: the end of a row's walk back through its exercise dates or coupons."""
+
+
+@numba.njit(cache=True, inline="always")
+def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets, schedule_day,
+                       coupon_offsets, coupon_payment, business, calendar):
+    """Row r's latest exercise date before ``cursor`` (where the walk back stands: a day for american rows, a
+    position in the exercise schedule or the coupons for bermudan ones, 1 before a european row's date) as
+    ``(day, cursor)``; day NONE_DAY once none is left. A row given by table is exercised at the schedule's
+    price at the cursor, the others at their strike."""
+    if code == EUROPEAN:
+        if cursor == 1 and expiry > settlement:
+            return expiry, 0
+    elif code == BERMUDAN and tabled:
+        i = cursor - 1
+        if i >= schedule_offsets[r] and schedule_day[i] > settlement:
+            return schedule_day[i], i
+    elif code == BERMUDAN:
+        i = cursor - 1
+        while i >= coupon_offsets[r] and coupon_payment[i] > expiry:
+            i -= 1
+        if i >= coupon_offsets[r] and coupon_payment[i] >= start:
+            return coupon_payment[i], i
+    elif code != NO_EXERCISE:
+        d = cursor - 1
+        while d >= start and not is_business(business, calendar, d):
+            d -= 1
+        if d >= start:
+            return d, d
+    return NONE_DAY, cursor
+
+
+@numba.njit(cache=True, inline="always")
+def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets):
+    """Where row r's walk back through its exercise dates starts (see :func:`_previous_exercise`)."""
+    if code == EUROPEAN:
+        return 1
+    if code == BERMUDAN and tabled:
+        return schedule_offsets[r + 1]
+    if code == BERMUDAN:
+        return coupon_offsets[r + 1]
+    return expiry + 1
+
+
 @numba.njit(cache=True)
 def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
                     business, calendar, settlement, r):
-    """How many exercise dates after settlement row r has."""
-    if code == NO_EXERCISE:
-        return 0
-    if code == EUROPEAN:
-        return 1 if expiry > settlement else 0
+    """How many exercise dates after settlement row r has (:func:`_previous_exercise`'s walk, counted)."""
     count = 0
-    if code == BERMUDAN and tabled:
-        for i in range(schedule_offsets[r], schedule_offsets[r + 1]):
-            count += schedule_day[i] > settlement
-    elif code == BERMUDAN:
-        for i in range(coupon_offsets[r], coupon_offsets[r + 1]):
-            count += start <= coupon_payment[i] <= expiry
-    else:
-        for d in range(start, expiry + 1):
-            count += is_business(business, calendar, d)
+    cursor = _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets)
+    day, cursor = _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets,
+                                     schedule_day, coupon_offsets, coupon_payment, business, calendar)
+    while day != NONE_DAY:
+        count += 1
+        day, cursor = _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets,
+                                         schedule_day, coupon_offsets, coupon_payment, business, calendar)
     return count
 
 
@@ -317,50 +356,6 @@ def _exercise_counts(code, tabled, expiry, start, schedule_offsets, schedule_day
         counts[r] = _exercise_count(code[r], tabled[r], expiry[r], start[r], schedule_offsets, schedule_day,
                                     coupon_offsets, coupon_payment, business, calendar[r], settlement[r], r)
     return counts
-
-
-NONE_DAY = -(2 ** 62)
-"""A day before every date: the end of a row's walk back through its exercise dates or coupons."""
-
-
-@numba.njit(cache=True, inline="always")
-def _previous_exercise(r, code, tabled, expiry, start, settlement, strike, cursor, schedule_offsets, schedule_day,
-                       schedule_price, schedule_dirty, coupon_offsets, coupon_payment, business, calendar):
-    """Row r's latest exercise date before ``cursor`` (where the walk back stands: a day for american rows, a
-    position in the exercise schedule or the coupons for bermudan ones, 1 before a european row's date) as
-    ``(day, price, dirty, cursor)``; day NONE_DAY once none is left."""
-    if code == EUROPEAN:
-        if cursor == 1 and expiry > settlement:
-            return expiry, strike, False, 0
-    elif code == BERMUDAN and tabled:
-        i = cursor - 1
-        if i >= schedule_offsets[r] and schedule_day[i] > settlement:
-            return schedule_day[i], schedule_price[i], schedule_dirty[i], i
-    elif code == BERMUDAN:
-        i = cursor - 1
-        while i >= coupon_offsets[r] and coupon_payment[i] > expiry:
-            i -= 1
-        if i >= coupon_offsets[r] and coupon_payment[i] >= start:
-            return coupon_payment[i], strike, False, i
-    elif code != NO_EXERCISE:
-        d = cursor - 1
-        while d >= start and not is_business(business, calendar, d):
-            d -= 1
-        if d >= start:
-            return d, strike, False, d
-    return NONE_DAY, 0.0, False, cursor
-
-
-@numba.njit(cache=True, inline="always")
-def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets):
-    """Where row r's walk back through its exercise dates starts (see :func:`_previous_exercise`)."""
-    if code == EUROPEAN:
-        return 1
-    if code == BERMUDAN and tabled:
-        return schedule_offsets[r + 1]
-    if code == BERMUDAN:
-        return coupon_offsets[r + 1]
-    return expiry + 1
 
 
 def _exercise_inputs(rows: DatedRows, flows: CashFlows, exercise: np.ndarray):
@@ -395,25 +390,26 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
     for r in numba.prange(len(valuation)):
         c = c_off[r + 1] - 1
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, c_off)
-        dx, px, dirty, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r],
-                                                   strike[r], cursor, s_off, s_day, s_price, s_dirty, c_off, c_day,
-                                                   business, calendar[r])
+        dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
+        by_table = code[r] == BERMUDAN and tabled[r]
         redeemed = False
         D = days_per_year[r]
         for e in range(offsets[r], offsets[r + 1]):
+            if walk:
+                dx, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
+                                                s_off, s_day, c_off, c_day, business, calendar[r])
+                walk = False
             dc = c_day[c] if c >= c_off[r] else NONE_DAY
             if not redeemed and redemption_day[r] >= max(dc, dx):
                 d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
                 redeemed = True
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, EXERCISE
-                amount[e] = face[r] * px / 100.0
-                if not dirty:
+                amount[e] = face[r] * (s_price[cursor] if by_table else strike[r]) / 100.0
+                if not (by_table and s_dirty[cursor]):
                     amount[e] += _accrued_at(d, r, c_off, c_start, c_end, c_reference, c_day, day_count[r], face[r],
                                              coupon[r])
-                dx, px, dirty, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r],
-                                                           settlement[r], strike[r], cursor, s_off, s_day, s_price,
-                                                           s_dirty, c_off, c_day, business, calendar[r])
+                walk = True
             else:
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
                 c -= 1
