@@ -5,12 +5,14 @@
 On the ``desk`` book and on R1: one pricing (pack and the CPU engine), then the measures (dv01, duration,
 convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
 model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a pricing is a backward pass
-over each tree (w n) and a forward pass per tree group (rows sharing a model share it); the measures need one
-forward pass per tree, a backward pass per curve bump (a key-rate bump only below the top of its triangle:
-:func:`~distprice.lattice.sweeps.start_steps`), a forward and a backward pass per volatility bump (rows with an
-option) and a backward pass per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is
-what the measures cost if every node-step cost what a pricing's does. Times are CPU seconds of the process (all
-threads): on a shared machine, wall time counts the others' work too.
+over each tree (w n) and a forward pass per tree group (rows sharing a model share it); the measures, as the
+CPU risk engine computes them, a forward pass per tree group and volatility, a backward pass per curve bump
+from the bump's start step (a key-rate bump from the top of its triangle:
+:func:`~distprice.lattice.sweeps.start_steps`) down to the row's first exercise, two per volatility bump and one
+per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if
+every node-step cost what a pricing's does; a callable or puttable bond's measures roll one row of values back
+where its pricing rolls two (bond and option), which the count leaves out. Times are CPU seconds of the process
+(all threads): on a shared machine, wall time counts the others' work too.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import numpy as np
 from common import instruments as book, median_times, save
 
 from distprice.lattice.batch import pack
-from distprice.lattice.cpu import price_cpu
+from distprice.lattice.cpu import CpuRisk, price_cpu
 from distprice.lattice.groups import instrument_groups, node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
@@ -44,18 +46,23 @@ def timed(run, repeat: int):
 
 def floor(instruments, curves, evaluations: float) -> dict:
     """Node-steps (full rectangles) of a pricing (the forward passes shared within tree groups, as the CPU engine
-    prices) and of each part of the measure set: rows with an option on their trees, plain bonds off them
-    (their discounted cash flows)."""
+    prices) and of each part of the measure set as the CPU risk engine computes it: a forward pass per tree group
+    (the base trees' and each volatility bump's), every backward pass from its start step down to the row's
+    first exercise (:class:`~distprice.lattice.cpu.CpuRisk`); plain bonds none (they are valued off the tree)."""
     g = instruments.geometry
-    option = (instruments.table["instrument"] != "bond").to_numpy()
-    wn = (g.width.astype(np.float64) * g.height)[option]
+    option = np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy())
+    cut = CpuRisk(pack(instruments.take(option), curves)).cut
+    w, n = g.width[option].astype(np.float64), g.height[option]
     grid = np.array(DEFAULT_KEY_RATES)
     bumps = np.concatenate([np.zeros((1, 8)), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)])
-    start = start_steps(grid, np.broadcast_to(bumps, (len(wn), *bumps.shape)), g.dt[option], g.height[option])
-    shared = node_steps(g.width, g.height, instrument_groups(instruments, curves).group)
-    parts = {"pricing": shared, "forward": wn.sum(), "parallel": 3 * wn.sum(),
-             "key rates": float((g.width[option, None] * start[:, 1:]).sum()), "vega": 4 * wn.sum(),
-             "oas": evaluations * wn.sum()}
+    start = start_steps(grid, np.broadcast_to(bumps, (len(w), *bumps.shape)), g.dt[option], n)
+    rolled = np.maximum(start - cut[:, None], 0)
+    full = (w * rolled[:, 0]).sum()
+    groups = instrument_groups(instruments, curves).group
+    forward = node_steps(g.width[option], n, groups[option]) - (w * n).sum()
+    parts = {"pricing": node_steps(g.width, g.height, groups), "forward": forward, "parallel": 3 * full,
+             "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + full),
+             "oas": evaluations * full}
     parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
     return parts
 

@@ -146,6 +146,23 @@ def test_oas_roots_of_many_rows_at_once():
     assert count.max() <= 14 and calls == sorted(calls, reverse=True)
 
 
+def test_oas_roots_stop_once_the_steps_vouch_for_the_tolerance():
+    """Roots near the start, as OAS are: after two secant steps, the second far shorter than the first, the next
+    point is returned unevaluated when the steps' ratio extrapolates its error below xtol / 2, so many rows take
+    four evaluations instead of five; every root is still well within xtol."""
+    rng = np.random.default_rng(5)
+    root = rng.uniform(-3e-3, 3e-3, 500)
+    slope = rng.uniform(2, 30, 500)
+
+    def evaluate(rows, points):
+        x = points - root[rows, None]
+        return 100 * np.expm1(-slope[rows, None] * x) + 40 * x**2
+
+    found, count = find_roots(evaluate, np.zeros(500), np.full(500, 1e-3), -0.2, 0.2, 1e-10)
+    assert np.abs(found - root).max() < 1e-11
+    assert (count == 4).sum() >= 100 and count.max() <= 6
+
+
 def test_measure_options_are_checked():
     assert parse_measures("krd, dv01") == ("dv01", "krd")
     assert measure_columns(MEASURES, (0.5, 2)) == ("dv01", "effective_duration", "effective_convexity", "krd_0.5y",
@@ -217,6 +234,46 @@ def test_plain_bonds_off_the_tree_equal_their_trees():
     trees = engine.trees(np.arange(2), bonds.table["volatility"], bonds.geometry.dr)
     on_trees = engine.roll(trees, np.arange(2), grid, dz)[0]
     np.testing.assert_allclose(Straight(bonds, curves).price(np.arange(2), grid, dz), on_trees, rtol=1e-12)
+
+
+def test_cpu_risk_shares_trees_and_stops_at_the_first_exercise():
+    """Rows on three models share their forward passes (a volatility bump's trees too), each pass stops at the
+    row's first exercise, the option valued there on the state prices, and a callable or puttable bond rolls its
+    holder's value back alone: the reference engine's values (every bump priced anew), bumps that start above,
+    at and below that step alike."""
+    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.reference import ReferenceRisk
+
+    table = random_portfolio(np.random.default_rng(7), 30, max_steps_per_year=12)
+    models = table.iloc[:3][["mean_reversion", "volatility", "steps_per_year"]].to_numpy()
+    table[["mean_reversion", "volatility", "steps_per_year"]] = models[np.arange(len(table)) % 3]
+    table["steps_per_year"] = table["steps_per_year"].astype(int)
+    table.loc[:2, ["exercise", "first_exercise"]] = ["american", 0.0]  # exercisable from the first step
+    rows = instruments_of(table)
+    curves = builtin_curves()
+    embedded = (rows.table["instrument"] != "bond_option").to_numpy()
+    assert 8 <= embedded.sum() <= 22
+    engine = CpuRisk(pack(rows, curves), embedded)
+    cut = engine.cut
+    assert (cut > 1).sum() >= 15 and (cut == 1).sum() >= 3
+    n = len(rows)
+    sigma = np.r_[rows.table["volatility"], rows.table["volatility"] + 1e-4]
+    dr = np.r_[rows.geometry.dr, rows.geometry.dr * sigma[n:] / sigma[:n]]
+    trees = engine.trees(np.r_[np.arange(n), np.arange(n)], sigma, dr)
+    alpha_at = trees.state[0]
+    assert len(np.unique(alpha_at)) == 6  # one forward pass per model and volatility
+    grid = np.array(DEFAULT_KEY_RATES)
+    dz = 0.002 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8)])
+    dz = np.broadcast_to(dz, (n, *dz.shape))
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)
+    assert ((start[:, 2:] <= cut[:, None]) & (start[:, 2:] > 0)).any() and (start[:, 2:] > cut[:, None]).any()
+    reference = ReferenceRisk(rows, curves)
+    ref_trees = reference.trees(trees.rows, sigma, dr)
+    for tasks, bumps in ((np.arange(n), dz), (np.arange(n, 2 * n), dz[:, :2])):
+        got = engine.roll(trees, tasks, grid, bumps)
+        expected = reference.roll(ref_trees, tasks, grid, bumps)
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * rows.table["face"].max())
 
 
 def test_oas_search_survives_flat_functions():

@@ -20,8 +20,9 @@ many groups is priced in waves of groups.
 Work is balanced over threads with the longest-processing-time rule on the node-steps of each tree. Scratch
 rows are allocated once per thread, never per node or step.
 
-Risk (:class:`CpuRisk`, see :mod:`~.sweeps`): the forward passes of a job's trees are kept, and each tree is
-rolled back under every curve bump, one backward pass after another with the same step helpers.
+Risk (:class:`CpuRisk`, see :mod:`~.sweeps`): the forward passes of a job's trees are kept (one per group, as
+for pricing), and each tree is rolled back under every curve bump, one backward pass after another with the
+same step helpers, down to its first exercise.
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ import numpy as np
 
 from .batch import Batch
 from .events import EXERCISE
-from .groups import TreeGroups, batch_groups, node_steps
-from .sweeps import Trees, start_steps
+from .geometry import TreeGeometry
+from .groups import TreeGroups, batch_groups, node_steps, tree_groups
+from .sweeps import Trees, cut_steps, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
@@ -140,8 +142,9 @@ def _coefficients(jmax, dt, dr, M, coef):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea):
-    """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2.
+def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, saved):
+    """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2. The state
+    prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n) are copied to ``saved[c, :w + 2]``.
 
     ``s`` carries ``sum_j Q(m, j) exp(-j dr dt)``, accumulated while row m is written.
     """
@@ -150,7 +153,11 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea):
     Q[jmax + 1] = 1.0
     s = ej[jmax + 1]
     k = 0
+    c = 0
     for m in range(n):
+        while c < len(save_at) and save_at[c] == m:
+            saved[c, :] = Q[:w + 2]
+            c += 1
         P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
         ea[m] = P / s
         if m == n - 1:
@@ -188,27 +195,23 @@ def _event_amount(amount, t, s, dt, curve_t, curve_z):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from, bond_from=0):
-    """Rolls bond ``B`` back from step i + 1 to step i into ``Bn`` with the step's ``e = exp(-alpha_i dt)`` from
-    step ``bond_from`` up, and option ``O`` into ``On`` below the last exercise step (above it the option is
-    zero and not rolled back); returns whether the bond and the option were rolled."""
+def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from):
+    """Rolls bond ``B`` back from step i + 1 to step i into ``Bn`` with the step's ``e = exp(-alpha_i dt)``, and
+    option ``O`` into ``On`` below the last exercise step (above it the option is zero and not rolled back);
+    returns whether the option was rolled."""
     w = 2 * jmax + 1
     r = min(i, jmax)
     lo, hi = _span(jmax, r) if r < jmax else (_2, numba.uint64(w))
     option = i < option_from
-    bond = i >= bond_from
-    if option and bond:
+    if option:
         _stencil2(e, coef[0], coef[1], coef[2], B, Bn, O, On, lo, hi)
-    elif option:
-        _stencil(e, coef[0], coef[1], coef[2], O, On, lo, hi)
     else:
         _stencil(e, coef[0], coef[1], coef[2], B, Bn, lo, hi)
     if r == jmax:
         if option:
             _edge_values(jmax, e, coef, top, bottom, O, On)
-        if bond:
-            _edge_values(jmax, e, coef, top, bottom, B, Bn)
-    return bond, option
+        _edge_values(jmax, e, coef, top, bottom, B, Bn)
+    return option
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
@@ -235,7 +238,7 @@ def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t
     ei = 0
     for i in range(n, -1, -1):
         if i < n:
-            if _roll_step(jmax, i, ea[i], coef, top, bottom, B, Bn, O, On, option_from)[1]:
+            if _roll_step(jmax, i, ea[i], coef, top, bottom, B, Bn, O, On, option_from):
                 O, On = On, O
             B, Bn = Bn, B
         lo, hi = _span(jmax, min(i, jmax))
@@ -260,6 +263,8 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
         coef = np.zeros((4, size), dtype=real)
         rows = np.zeros((6, size), dtype=real)
         own = np.zeros(max_height + 1, dtype=real)
+        no_steps = np.zeros(0, dtype=np.int64)
+        no_rows = np.zeros((0, 0), dtype=real)
         for q in range(thread_offsets[t], thread_offsets[t + 1]):
             r = order[q]
             jm, n = jmax[r], height[r]
@@ -273,7 +278,7 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
             source, first = table, alpha_at[r]
             if first < 0:
-                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own)
+                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, no_steps, no_rows)
                 source, first = own, 0
             lo, hi = e_off[r], e_off[r + 1]
             b, o = _backward(jm, n, dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2], rows[3],
@@ -375,7 +380,9 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
         if len(leaders):
             order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
             _forward_all(order, thread_offsets, leaders, g.dr[leaders], g.jmax, g.height, g.dt, g.M, batch.curve_index,
-                         batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table)
+                         batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table,
+                         np.zeros(len(leaders) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
+                         np.zeros(len(leaders), dtype=np.int64), np.zeros(0, dtype=real))
         alpha_at = np.full(n, -1, dtype=np.int64)
         alpha_at[rows] = row_offset
         passes = np.where(row_offset < 0, 2.0, 1.0)
@@ -397,24 +404,33 @@ def price_cpu(batch: Batch, share: bool = True):
 # ---- risk: trees kept between calls, rolled back under many curve bumps at once (see sweeps.py) ----
 
 @numba.njit(cache=True)
-def _bump_exponent(t, grid, dz):
-    """``dz(t) * t``, dz linear between the ``grid`` times and flat outside (kernels/bumps.cuh likewise)."""
+def _exponent_in(t, grid, dz, j):
+    """``dz(t) * t`` for t in knot interval j (``grid[j] < t <= grid[j + 1]``), dz linear between the ``grid``
+    times and flat outside (kernels/bumps.cuh likewise)."""
     m = len(grid)
     if t <= grid[0]:
         return dz[0] * t
     if t >= grid[m - 1]:
         return dz[m - 1] * t
-    j = 0
-    while grid[j + 1] < t:
-        j += 1
     return (dz[j] + (dz[j + 1] - dz[j]) * (t - grid[j]) / (grid[j + 1] - grid[j])) * t
+
+
+@numba.njit(cache=True)
+def _bump_exponent(t, grid, dz):
+    """``dz(t) * t`` (:func:`_exponent_in`, its interval searched)."""
+    j = 0
+    while j < len(grid) - 2 and grid[j + 1] < t:
+        j += 1
+    return _exponent_in(t, grid, dz, j)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
-                 curve_t, curve_z, max_width, alpha_offsets, ea_out):
+                 curve_t, curve_z, max_width, alpha_offsets, ea_out, save_offsets, save_at, q_at, q_out):
     """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
-    ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``."""
+    ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``; its state prices
+    at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in rows of w + 2 values one
+    after another from ``q_out[q_at[k]]``."""
     real = ea_out.dtype
     for t in numba.prange(len(thread_offsets) - 1):
         size = max_width + 2
@@ -431,48 +447,68 @@ def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, 
             c = curve_index[r]
             ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+            steps = save_at[save_offsets[k]:save_offsets[k + 1]]
+            saved = q_out[q_at[k]:q_at[k] + len(steps) * (2 * jm + 3)].reshape((len(steps), 2 * jm + 3))
             _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
-                     ea_out[alpha_offsets[k]:alpha_offsets[k] + n])
+                     ea_out[alpha_offsets[k]:alpha_offsets[k] + n], steps, saved)
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _backward_bumped(jmax, n, first, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, grid, dz, e_step, e_time,
-                     e_kind, e_adjusted, option_from, bond_from, save_at, saved):
-    """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first``: from zeroed rows at the height n,
-    or from ``B`` and ``O`` holding the values at step ``first`` after its events. Step i's ``exp(-alpha_i
-    dt)`` is ``ea[i] * r(t_{i+1}) / r(t_i)`` and an event's amount (``e_adjusted``: forward-adjusted on the
-    base curve) carries ``r(t) / r(s dt)``, r(t) = ``exp(-dz(t) t)``. Below step ``bond_from`` (the first
-    exercise) no exercise needs the bond: it is not rolled back there, and only the option's value at the root
-    is returned. At the steps ``save_at`` (decreasing) the rows are copied to ``saved[c, 0 or 1]``."""
+def _bound(is_call, K, H, lo, hi):
+    """An exercise on the holder's value ``H`` of a callable bond (``H = min(H, K)``) or a puttable one (``max``)
+    at the nodes ``[lo, hi)``."""
+    if is_call:
+        for p in range(lo, hi):
+            H[p] = min(H[p], K)
+    else:
+        for p in range(lo, hi):
+            H[p] = max(H[p], K)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, bottom, B, Bn, O, On, grid, dz,
+                     e_step, e_time, e_kind, e_adjusted, option_from, save_at, saved):
+    """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first`` down to step ``cut``: from zeroed
+    rows at the height n, or from ``B`` and ``O`` holding the values at step ``first`` after its events. Step
+    i's ``exp(-alpha_i dt)`` is ``ea[i] * r(t_{i+1}) / r(t_i)`` and an event's amount (``e_adjusted``:
+    forward-adjusted on the base curve) carries ``r(t) / r(s dt)``, r(t) = ``exp(-dz(t) t)``. At the steps
+    ``save_at`` (decreasing) the rows are copied to ``saved[c, 0 or 1]``. With ``embedded`` (a callable or
+    puttable bond) ``B`` is the holder's value, bond less call or plus put, exercised as :func:`_bound` says,
+    and ``O`` stays zero: one row rolled back instead of two. Returns the rows B and O at step ``cut`` after its
+    events and ``dz(t) t`` there."""
     ei = 0
     while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and first < n)):
         ei += 1
     c = 0
     above = _bump_exponent(first * dt, grid, dz)
-    for i in range(first, -1, -1):
+    here = above
+    j = len(grid) - 2  # the knot interval of the step's time, walked down with it
+    for i in range(first, cut - 1, -1):
         tau = i * dt
-        here = _bump_exponent(tau, grid, dz)
+        while j > 0 and grid[j] >= tau:
+            j -= 1
+        here = _exponent_in(tau, grid, dz, j)
         if i < first:
-            bond, option = _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
-                                      option_from, bond_from)
-            if option:
+            if _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
+                          0 if embedded else option_from):
                 O, On = On, O
-            if bond:
-                B, Bn = Bn, B
+            B, Bn = Bn, B
             above = here
         lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
-            if i >= bond_from:
-                amount = e_adjusted[ei]
-                if e_time[ei] != tau:
-                    amount *= math.exp(here - _bump_exponent(e_time[ei], grid, dz))
+            amount = e_adjusted[ei]
+            if e_time[ei] != tau:
+                amount *= math.exp(here - _bump_exponent(e_time[ei], grid, dz))
+            if embedded and e_kind[ei] == EXERCISE:
+                _bound(is_call, amount, B, lo, hi)
+            else:
                 _apply(e_kind[ei], amount, is_call, B, O, lo, hi)
             ei += 1
         while c < len(save_at) and save_at[c] == i:
             saved[c, 0, :] = B
             saved[c, 1, :] = O
             c += 1
-    return O[jmax + 1]
+    return B, O, here
 
 
 @numba.njit(cache=True)
@@ -498,30 +534,42 @@ def _rows_from(rows, w, saved=None):
         rows[2, :w + 2] = saved[1, :w + 2]
 
 
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _state_value(jmax, cut, V, Q):
+    """The value at the root of the node values ``V`` at step ``cut``, paid there (only discounted below it):
+    ``sum_j Q(cut, j) V(cut, j)`` with the state prices ``Q``, or ``V`` at the root at step 0."""
+    if cut == 0:
+        return V[jmax + 1]
+    lo, hi = _span(jmax, min(cut, jmax))
+    total = 0.0
+    for p in range(lo, hi):
+        total += Q[p] * V[p]
+    return total
+
+
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_kind, e_amount, adjusted,
-                present, bond_from):
+def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_amount, adjusted, present):
     """Per event: its amount forward-adjusted on its row's curve (:func:`_event_amount`) and its amount times
-    ``P(0, t)``; per row: the step of its first exercise (0 without one)."""
+    ``P(0, t)``."""
     for r in numba.prange(len(e_off) - 1):
         c = curve_index[r]
         ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
         cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-        bond_from[r] = 0
         for e in range(e_off[r], e_off[r + 1]):
             adjusted[e] = _event_amount(e_amount[e], e_time[e], e_step[e], dt[r], ct, cz)
             present[e] = e_amount[e] * _discount_bond(e_time[e], ct, cz, 0)[0]
-            if e_kind[e] == EXERCISE:
-                bond_from[r] = e_step[e]  # events come in decreasing steps: the last is the first exercise
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_offsets, ea_store, start, grid, dz, jmax,
-              height, dt, M, is_call, e_off, e_step, e_time, e_kind, e_adjusted, e_present, option_from, bond_from,
-              max_width, bond_out, option_out):
-    """Each task's tree under each of its bumps, one backward pass after another: bump 0 from the top, saving
-    its rows at the steps where other bumps start; the others from the top or from those rows. The bond's
-    value at the root is its discounted cash flows (:func:`_straight`)."""
+def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, start, grid,
+              dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind, e_adjusted, e_present,
+              option_from, max_width, bond_out, option_out):
+    """Each task's tree under each of its bumps, one backward pass after another down to the tree's cut step
+    (:class:`CpuRisk`): bump 0 from the top, saving its rows at the steps above the cut where other bumps
+    start; the others from the top or from those rows, or, starting at the cut or below it, from bump 0's
+    values there. The bond's value at the root is its discounted cash flows (:func:`_straight`); an
+    ``embedded`` row's option is the difference of the bond's cash flows from the cut on and the holder's value
+    there."""
     bumps = dz.shape[1]
     for t in numba.prange(len(thread_offsets) - 1):
         size = max_width + 2
@@ -535,61 +583,106 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_offsets, ea
             r = task_row[tree]
             jm, n = jmax[r], height[r]
             w = 2 * jm + 1
+            cut = cut_at[tree]
             top, bottom = _coefficients(jm, dt[r], task_dr[tree], M[r], coef)
             lo, hi = e_off[r], e_off[r + 1]
-            ea = ea_store[alpha_offsets[tree]:alpha_offsets[tree] + n]
+            ea = ea_store[alpha_at[tree]:alpha_at[tree] + n]
+            Q = q_store[q_at[tree]:q_at[tree] + w + 2]
             starts = start[k]
-            saves = 0  # the distinct steps below the height where bumps start, decreasing
+            saves = 0  # the distinct steps between the cut and the height where bumps start, decreasing
             for s in np.sort(starts[1:])[::-1]:
-                if s < n and (saves == 0 or save_at[saves - 1] != s):
+                if cut < s < n and (saves == 0 or save_at[saves - 1] != s):
                     save_at[saves] = s
                     saves += 1
+            tail = 0  # the row's events at the cut or above it (they come in decreasing steps)
+            while lo + tail < hi and e_step[lo + tail] >= cut:
+                tail += 1
+            base = 0.0
             for b in range(bumps):
                 first = starts[b] if b else n
-                if first == n:
-                    _rows_from(rows, w)
+                if b and first <= cut:  # bump 0's values at the cut are this bump's
+                    value = base
+                    exponent = _bump_exponent(cut * dt[r], grid, dz[k, b])
                 else:
-                    _rows_from(rows, w, saved[np.searchsorted(-save_at[:saves], -first)])
-                option_out[k, b] = _backward_bumped(
-                    jm, n, first, dt[r], is_call[r], ea, coef, top, bottom, rows[0], rows[1], rows[2], rows[3], grid,
-                    dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_adjusted[lo:hi], option_from[r],
-                    bond_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
+                    if first == n:
+                        _rows_from(rows, w)
+                    else:
+                        _rows_from(rows, w, saved[np.searchsorted(-save_at[:saves], -first)])
+                    B, O, exponent = _backward_bumped(
+                        jm, n, first, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom, rows[0], rows[1],
+                        rows[2], rows[3], grid, dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
+                        e_adjusted[lo:hi], option_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
+                    value = _state_value(jm, cut, B if embedded[r] else O, Q)
+                    if b == 0:
+                        base = value
+                value *= math.exp(-exponent)
+                if embedded[r]:
+                    bond = _straight(grid, dz[k, b], e_time[lo:lo + tail], e_kind[lo:lo + tail],
+                                     e_present[lo:lo + tail])
+                    value = bond - value if is_call[r] else value - bond
+                option_out[k, b] = value
                 bond_out[k, b] = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi])
 
 
 class CpuRisk:
-    """The CPU engine's risk (see :mod:`~.sweeps` for the interface): forward passes once per tree, kept;
-    each call of :meth:`roll` rolls its trees back under all its bumps, in parallel over trees. Below a row's
-    first exercise no exercise needs the bond, so only the option is rolled back there; the bond's value at the
-    root is its cash flows discounted on the bumped curve, which is what its tree gives (to rounding)."""
+    """The CPU engine's risk (see :mod:`~.sweeps` for the interface): forward passes once per group of trees
+    that share one (:mod:`~.groups`), kept; each call of :meth:`roll` rolls its trees back under all its bumps,
+    in parallel over trees.
 
-    def __init__(self, batch: Batch):
+    A tree's passes stop at its first exercise (its *cut*): below it the option is only discounted, so its value
+    at the root is ``sum_j Q(cut, j) O(cut, j)`` with the state prices Q of the tree's forward pass, which a bump
+    scales by ``r(t_cut)`` (:mod:`~.sweeps`). The bond's value at the root is its cash flows discounted on the
+    bumped curve, which is what its tree gives (to rounding).
+
+    ``embedded`` (per row, default none): the option is a callable or puttable bond's own, and only the price,
+    bond less call or plus put, is wanted. Such a row rolls one row of values back, the holder's, instead of
+    bond and option (an exercise caps it at the call price or floors it at the put price); its option value is
+    then the difference of the holder's value and the bond's cash flows (absolute rounding of the bond's)."""
+
+    def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:
             raise ValueError("risk measures are computed in fp64")
         self.batch = batch
+        self.embedded = np.zeros(len(batch), dtype=bool) if embedded is None else np.asarray(embedded, bool)
         events = batch.events
         self.adjusted, self.present = np.empty(len(events.amount)), np.empty(len(events.amount))
         """Each event's amount forward-adjusted on the batch's curves, and times P(0, t), once for every tree and
         bump."""
-        self.bond_from = np.zeros(len(batch), dtype=np.int64)
-        """The first exercise step of each row: below it the bond is not rolled back."""
         _adjust_all(batch.geometry.dt, batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
-                    events.offsets, events.step, events.time, events.kind, events.amount, self.adjusted, self.present,
-                    self.bond_from)
+                    events.offsets, events.step, events.time, events.amount, self.adjusted, self.present)
+        self.cut = cut_steps(batch)
+        """Each row's cut (:func:`~.sweeps.cut_steps`)."""
 
     def trees(self, rows: np.ndarray, volatility: np.ndarray, dr: np.ndarray) -> Trees:
         b, g = self.batch, self.batch.geometry
         rows = np.asarray(rows, np.int64)
         dr = np.ascontiguousarray(dr, np.float64)
-        heights = g.height[rows]
-        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-        np.cumsum(heights, out=offsets[1:])
-        ea = np.empty(offsets[-1])
+        shape = TreeGeometry(g.dt[rows], dr, g.M[rows], g.jmax[rows], g.width[rows], g.height[rows])
+        groups = tree_groups(shape, b.curve_index[rows])
+        leaders, heights = groups.leader, shape.height[groups.leader]
+        alpha_offsets = np.zeros(len(leaders) + 1, dtype=np.int64)
+        np.cumsum(heights, out=alpha_offsets[1:])
+        ea = np.empty(alpha_offsets[-1])
+        # the distinct cut steps of each group (by group, increasing), saved by its leader's forward pass
+        cut = self.cut[rows]
+        span = int(cut.max(initial=0)) + 1
+        saves, save_of = np.unique(groups.group[cut > 0] * span + cut[cut > 0], return_inverse=True)
+        save_group, save_at = np.divmod(saves, span)
+        save_offsets = np.zeros(len(leaders) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(save_group, minlength=len(leaders)), out=save_offsets[1:])
+        where = np.zeros(len(saves) + 1, dtype=np.int64)
+        np.cumsum(2 * shape.jmax[leaders][save_group] + 3, out=where[1:])
+        q = np.zeros(where[-1])
+        q_at = np.zeros(len(rows), dtype=np.int64)
+        q_at[cut > 0] = where[save_of]
         if len(rows):
-            order, thread_offsets = balance((g.width[rows] * heights).astype(np.float64), numba.get_num_threads())
-            _forward_all(order, thread_offsets, rows, dr, g.jmax, g.height, g.dt, g.M, b.curve_index, b.curve_offsets,
-                         b.curve_t, b.curve_z, int(g.width[rows].max()), offsets, ea)
-        return Trees(rows, np.asarray(volatility, np.float64), dr, (offsets, ea))
+            order, thread_offsets = balance((shape.width[leaders] * heights).astype(np.float64),
+                                            numba.get_num_threads())
+            _forward_all(order, thread_offsets, rows[leaders], dr[leaders], g.jmax, g.height, g.dt, g.M,
+                         b.curve_index, b.curve_offsets, b.curve_t, b.curve_z, int(shape.width.max()), alpha_offsets,
+                         ea, save_offsets, save_at, where[save_offsets[:-1]], q)
+        state = (alpha_offsets[groups.group], ea, cut, q_at, q)
+        return Trees(rows, np.asarray(volatility, np.float64), dr, state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
         b, g, events = self.batch, self.batch.geometry, self.batch.events
@@ -599,12 +692,12 @@ class CpuRisk:
         if len(tasks) == 0:
             return bond, option
         rows = trees.rows[tasks]
+        alpha_at, ea, cut, q_at, q = trees.state
         start = start_steps(grid, dz, g.dt[rows], g.height[rows])
-        order, thread_offsets = balance((g.width[rows] * start.sum(axis=1)).astype(np.float64),
-                                        numba.get_num_threads())
-        offsets, ea = trees.state
-        _roll_all(order, thread_offsets, tasks, trees.rows, trees.dr, offsets, ea, start,
-                  np.ascontiguousarray(grid, np.float64), dz, g.jmax, g.height, g.dt, g.M, b.is_call, events.offsets,
-                  events.step, events.time, events.kind, self.adjusted, self.present, b.option_from, self.bond_from,
+        steps = np.maximum(start - cut[tasks, None], 0).sum(axis=1)
+        order, thread_offsets = balance((g.width[rows] * steps).astype(np.float64), numba.get_num_threads())
+        _roll_all(order, thread_offsets, tasks, trees.rows, trees.dr, alpha_at, ea, cut, q_at, q, start,
+                  np.ascontiguousarray(grid, np.float64), dz, g.jmax, g.height, g.dt, g.M, b.is_call, self.embedded,
+                  events.offsets, events.step, events.time, events.kind, self.adjusted, self.present, b.option_from,
                   int(g.width[rows].max()), bond, option)
         return bond, option

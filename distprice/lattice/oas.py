@@ -5,8 +5,10 @@ call rolls every unfinished row's tree back at its next spread, so every evaluat
 pass saved.
 
 Each row starts from two points (the first call evaluates both) and takes secant steps. It is done when a
-step is at most ``xtol / 2`` and at most half the one before (the superlinear regime, where the next error
-is far below the step): it returns the point that step reaches. A secant step that leaves ``[lo, hi]``,
+step is at most half the one before and either at most ``xtol / 2`` itself or, after two secant steps the
+second at most half the first, at most ``xtol / 2`` once shrunk again by its ratio to the one before (the next
+step if convergence went on only linearly at that rate; a secant converges faster): it returns the point that
+step reaches, without evaluating it. A secant step that leaves ``[lo, hi]``,
 is not finite or does not shrink |f| within a few steps hands the row to the bracket search: secant steps
 from the last two points, made a fifth longer so that they pass the root, until it holds a sign change (a
 bracket) or reaches an end of ``[lo, hi]`` without one (no root: the row fails). Within its bracket it runs
@@ -40,9 +42,9 @@ def _search(x0, f0, x1, f1, lo, hi):
 
 
 @numba.njit(cache=True, error_model="numpy")  # x / 0 is inf or NaN, as the logic expects
-def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, count, lo, hi, xtol):
+def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, prior, count, lo, hi, xtol):
     """Takes the value ``fnew[k]`` of row ``rows[k]`` at its pending point ``x`` and sets its next point (or
-    finishes it)."""
+    finishes it); ``prior``: per row, the distance between its two points before the last (secant phase)."""
     for k in range(len(rows)):
         i = rows[k]
         f = fnew[k]
@@ -61,8 +63,10 @@ def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, count, lo, hi, xto
                     and count[i] < SECANT_EVALUATIONS:
                 b[i], fb[i] = x[i], f
                 x[i] = nxt
-                if abs(step) <= 0.5 * xtol and abs(step) <= 0.5 * before:
+                if abs(step) <= 0.5 * before and (abs(step) <= 0.5 * xtol or (
+                        count[i] >= 4 and before <= 0.5 * prior[i] and step * step <= 0.5 * xtol * before)):
                     phase[i] = DONE
+                prior[i] = before
                 continue
             phase[i] = SEARCH
         if phase[i] == SEARCH:
@@ -132,6 +136,7 @@ def find_roots(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], first: 
     phase = np.full(n, SECANT, dtype=np.int64)
     count = np.ones(n, dtype=np.int64)
     a, c, fa, fc, d, e = (np.zeros(n) for _ in range(6))
+    prior = np.full(n, np.inf)
     values = evaluate(np.arange(n), np.stack([first, second], axis=1)) if n else np.zeros((0, 2))
     b, fb = np.asarray(first, np.float64).copy(), values[:, 0].copy()
     x = np.asarray(second, np.float64).copy()
@@ -140,7 +145,7 @@ def find_roots(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], first: 
     rows = np.flatnonzero(phase == SECANT)
     fresh = values[rows, 1]
     while len(rows):
-        _advance(rows, fresh, phase, x, a, b, c, fa, fb, fc, d, e, count, lo, hi, xtol)
+        _advance(rows, fresh, phase, x, a, b, c, fa, fb, fc, d, e, prior, count, lo, hi, xtol)
         rows = np.flatnonzero(phase < DONE)
         if len(rows):
             fresh = evaluate(rows, x[rows, None])[:, 0]

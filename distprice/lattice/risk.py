@@ -2,13 +2,15 @@
 OAS of rows with a market price, then at each row's base point the parallel bumps, the key-rate bumps and
 the volatility bumps, on one risk engine (reference, CPU or GPU; see :mod:`~.sweeps`).
 
-The work, per row (n steps, width w): one forward pass for the row's tree; every curve bump a backward pass
-alone (no refit: :mod:`~.sweeps`), all of a row's bumps in one call; the OAS a backward pass per
-evaluation, all unfinished rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle
-(CPU and reference engines; the GPU runs each bump from the top, a thread per bump); each volatility bump a
-new tree (forward and backward). A plain bond has no option: its tree reprices its
-discounted cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`)
-and its vega is zero.
+The work, per row (n steps, width w), on the CPU engine: one forward pass per group of rows that share a tree
+model (:mod:`~.groups`), and again per volatility bump; every curve bump a backward pass alone (no refit:
+:mod:`~.sweeps`), all of a row's bumps in one call, each down to the row's first exercise only (below it the
+option is valued on the forward pass's state prices); the OAS a backward pass per evaluation, all unfinished
+rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle; a callable or puttable bond
+rolls its holder's value back, one row of values where bond and option are two. The GPU engine runs every
+(tree, bump) from the top in a thread of its own. A plain bond has no option: its tree reprices its discounted
+cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`) and its vega
+is zero.
 """
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def risk_engine(engine: str, instruments: Instruments, curves: dict[str, ZeroCur
     if engine == "reference":
         return ReferenceRisk(instruments, curves)
     batch = pack(instruments, curves, np.float64)
-    return GpuRisk(batch) if engine in GPU_ENGINES else CpuRisk(batch)
+    if engine in GPU_ENGINES:
+        return GpuRisk(batch)
+    return CpuRisk(batch, embedded=(instruments.table["instrument"] != "bond_option").to_numpy())
 
 
 def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):

@@ -14,8 +14,10 @@ An event's forward adjustment ``P'(0, t) / P'(0, tau)`` is the base one times ``
 thus a backward pass with its own ``exp(-alpha dt)`` and event amounts. Where a bump and the first bump of a
 call agree on every time from some step up, their backward passes agree there bit for bit: the engine
 starts the bump's pass from the first bump's values at that step (:func:`start_steps`), so a key-rate bump
-costs the steps below its triangle only. A volatility bump changes the tree (its rate step dr): new trees,
-the same events.
+costs the steps below its triangle only. The same scaling makes the bumped state prices of step m the base
+ones times ``r(t_m)``: below a row's first exercise its option is only discounted, and its value at the root
+is ``r(t_m) sum_j Q(m, j) O(m, j)`` with the base tree's Q, so a pass can stop there. A volatility bump changes
+the tree (its rate step dr): new trees, the same events.
 
 A risk engine (reference, CPU, GPU) has two methods:
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..curves import ZeroCurve
+from .events import EXERCISE
 
 
 @dataclass(frozen=True)
@@ -110,3 +113,16 @@ def start_steps(grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.nda
     start = np.where(unseen, 0, start)
     start[:, 0] = height[:, 0]
     return start
+
+
+def cut_steps(batch) -> np.ndarray:
+    """The step at which each row's backward passes stop (a Batch's rows): its first exercise, below which the
+    option is only discounted and is valued on the tree's state prices there; 0 (the root) for a row with no
+    exercise or whose first is at the top of its tree."""
+    events = batch.events
+    row = np.repeat(np.arange(len(batch)), np.diff(events.offsets))
+    exercises = np.flatnonzero(events.kind == EXERCISE)
+    last = exercises[np.r_[np.diff(row[exercises]) != 0, True]] if len(exercises) else exercises
+    first = np.zeros(len(batch), dtype=np.int64)
+    first[row[last]] = events.step[last]  # a row's events come in decreasing steps: its last exercise is the first
+    return np.where(first < batch.geometry.height, first, 0)
