@@ -37,14 +37,18 @@ HOST_DEVICE real edge_inflow(const Tree& tree, int p, real top_flow, real bottom
     return inflow;
 }
 
-// Forward pass: fills ea[m * stride] = exp(-alpha_m dt) for m < height, using `Q` as scratch.
-HOST_DEVICE void forward(const Tree& tree, real* Q, real* ea, long long stride)
+// Forward pass: fills ea[m * stride] = exp(-alpha_m dt) for m < height, using `Q` as scratch; with `saved`,
+// copies the state prices Q(save_at, .) there (same stride).
+HOST_DEVICE void forward(const Tree& tree, real* Q, real* ea, long long stride, int save_at = -1,
+                         real* saved = nullptr)
 {
     const int w = tree.width;
     for (int p = 0; p < w; ++p) Q[p * stride] = p == tree.jmax ? real(1) : real(0);
     real s = real(1);  // sum_j Q(m, j) exp(-j dr dt)
     int hint = 0;
     for (int m = 0;; ++m) {
+        if (m == save_at && saved != nullptr)
+            for (int p = 0; p < w; ++p) saved[p * stride] = Q[p * stride];
         const real e = real(discount_bond((m + 1) * tree.dt, tree.knot_t, tree.knot_z, tree.knots, hint) / s);
         ea[m * stride] = e;
         if (m == tree.height - 1) break;

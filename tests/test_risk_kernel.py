@@ -82,14 +82,17 @@ def test_risk_kernels_compile(tmp_path, real):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
-def test_gpu_risk_engine_equals_the_cpus():
+@pytest.mark.parametrize("held", [False, True])
+def test_gpu_risk_engine_equals_the_cpus(held):
     """Forward passes kept on the device, then every tree rolled back under a base bump, a parallel shift and
-    the key-rate bumps (the CPU starts some from bump 0's rows, the GPU runs each from the top), and trees of
-    another volatility."""
+    the key-rate bumps (the CPU starts some from bump 0's rows, the GPU runs each from the top), down to each
+    row's first exercise, and trees of another volatility; ``held``: callable and puttable bonds roll their
+    holder's value back alone."""
     from distprice.lattice.gpu import GpuRisk
 
     instruments = instruments_of(random_portfolio(np.random.default_rng(11), 120))
     batch = pack(instruments, builtin_curves())
+    embedded = (instruments.table["instrument"] != "bond_option").to_numpy() if held else None
     grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
     bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8),
                             -1e-3 * key_rate_bumps(8)])
@@ -99,7 +102,7 @@ def test_gpu_risk_engine_equals_the_cpus():
     sigma = np.r_[instruments.table["volatility"], instruments.table["volatility"] + 1e-4]
     dr = np.r_[instruments.geometry.dr, instruments.geometry.dr * sigma[n:] / sigma[:n]]
     results = []
-    for engine in (CpuRisk(batch), GpuRisk(batch)):
+    for engine in (CpuRisk(batch, embedded), GpuRisk(batch, embedded)):
         trees = engine.trees(rows, sigma, dr)
         results.append(engine.roll(trees, np.arange(n), grid, dz)
                        + engine.roll(trees, np.arange(n, 2 * n)[::2], grid, dz[::2, :3]))

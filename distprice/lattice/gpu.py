@@ -33,7 +33,7 @@ from .batch import Batch
 from .groups import TreeGroups, batch_groups, node_steps
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
                       flat_shared_bytes, outer_layout)
-from .sweeps import Trees
+from .sweeps import Trees, cut_steps
 
 WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
@@ -488,15 +488,21 @@ RISK_ROW_BYTES = 2**31
 
 class GpuRisk:
     """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``, its forward passes one
-    tree per thread, once per tree (kept on the device), each call of :meth:`roll` rolling its trees back
-    under all its bumps, a thread and two rows per (tree, bump), in parts of at most RISK_ROW_BYTES of rows.
-    The batch is uploaded once, its events' amounts adjusted under its curves."""
+    tree per thread, once per tree (kept on the device with each tree's state prices at its cut step,
+    :func:`~.sweeps.cut_steps`), each call of :meth:`roll` rolling its trees back under all its bumps down to
+    their cuts, a thread and two rows per (tree, bump), in parts of at most RISK_ROW_BYTES of rows. The batch
+    is uploaded once, its events' amounts adjusted under its curves. ``embedded`` (per row, default none): as
+    for :class:`~.cpu.CpuRisk`, a callable or puttable bond whose price alone is wanted rolls its holder's value
+    back alone."""
 
-    def __init__(self, batch: Batch):
+    def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:
             raise ValueError("risk measures are computed in fp64")
         self.batch = batch
         self.device = upload(batch)
+        self.cut = cut_steps(batch)
+        held = np.zeros(len(batch), dtype=bool) if embedded is None else np.asarray(embedded, bool)
+        self.embedded = require_gpu().asarray(held.astype(np.uint8))
 
     def _leading(self):
         return tuple(self.device.args[name] for name, _ in KERNEL_ARGS)
@@ -509,17 +515,20 @@ class GpuRisk:
         slots = np.arange(len(rows))
         alpha_at = np.empty(len(rows), dtype=np.int64)
         alpha_at[layout.order] = layout.alpha_base[slots // WARP] + slots % WARP
+        q_at = np.empty(len(rows), dtype=np.int64)  # where each tree's state prices at its cut start
+        q_at[layout.order] = layout.row_base[slots // WARP] + slots % WARP
         device = _Device(cupy)
         alphas = device.empty(max(layout.alpha_elements, 1), np.float64)
         state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
-                 "dr": device.put(np.asarray(dr, np.float64))}
+                 "dr": device.put(np.asarray(dr, np.float64)), "cut": device.put(self.cut[rows]),
+                 "q_at": device.put(q_at), "saved": device.empty(max(layout.row_elements, 1), np.float64)}
         if len(rows):
             kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function(
                 "risk_forward")
             kernel((-(-len(rows) // RISK_THREADS),), (RISK_THREADS,),
                    (*self._leading(), np.int32(len(rows)), device.put(layout.order), state["rows"], state["dr"],
                     np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
-                    device.empty(max(layout.row_elements, 1), np.float64), alphas))
+                    device.empty(max(layout.row_elements, 1), np.float64), alphas, state["cut"], state["saved"]))
         return Trees(rows, np.asarray(volatility, np.float64), np.asarray(dr, np.float64), state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
@@ -545,7 +554,8 @@ class GpuRisk:
                     device.put(tasks[part]), state["rows"], state["dr"], state["alpha_at"], np.int32(WARP),
                     np.int32(bumps), np.int32(len(grid)), device.put(np.asarray(grid, np.float64)),
                     device.put(dz[part]), np.int32(WARP), device.put(layout.row_base), device.put(layout.pitch),
-                    device.empty(max(layout.row_elements, 1), np.float64), state["alphas"], out_bond, out_option))
+                    device.empty(max(layout.row_elements, 1), np.float64), state["alphas"], out_bond, out_option,
+                    state["cut"], state["q_at"], np.int32(WARP), state["saved"], self.embedded))
             bond[part] = cupy.asnumpy(out_bond).reshape(len(part), bumps)
             option[part] = cupy.asnumpy(out_option).reshape(len(part), bumps)
         return bond, option

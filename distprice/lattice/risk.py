@@ -7,10 +7,10 @@ model (:mod:`~.groups`), and again per volatility bump; every curve bump a backw
 :mod:`~.sweeps`), all of a row's bumps in one call, each down to the row's first exercise only (below it the
 option is valued on the forward pass's state prices); the OAS a backward pass per evaluation, all unfinished
 rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle; a callable or puttable bond
-rolls its holder's value back, one row of values where bond and option are two. The GPU engine runs every
-(tree, bump) from the top in a thread of its own. A plain bond has no option: its tree reprices its discounted
-cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`) and its vega
-is zero.
+rolls its holder's value back, one row of values where bond and option are two. The GPU engine does the same
+with a forward pass per tree and every (tree, bump) from the top, in a thread of its own. A plain bond has no
+option: its tree reprices its discounted cash flows exactly under every curve and sigma, so it is valued off
+the tree (:mod:`~.straight`) and its vega is zero.
 """
 from __future__ import annotations
 
@@ -48,9 +48,8 @@ def risk_engine(engine: str, instruments: Instruments, curves: dict[str, ZeroCur
     if engine == "reference":
         return ReferenceRisk(instruments, curves)
     batch = pack(instruments, curves, np.float64)
-    if engine in GPU_ENGINES:
-        return GpuRisk(batch)
-    return CpuRisk(batch, embedded=(instruments.table["instrument"] != "bond_option").to_numpy())
+    embedded = (instruments.table["instrument"] != "bond_option").to_numpy()
+    return (GpuRisk if engine in GPU_ENGINES else CpuRisk)(batch, embedded)
 
 
 def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):
