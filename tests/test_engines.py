@@ -96,10 +96,14 @@ def test_balance_spreads_cost_evenly(rows):
 
 
 def test_fp32_overflow_is_a_clear_error_not_an_inf():
-    # 97 years at a = 0.009: the tree's bottom edge sits at a rate near -230% a year, whose values pass the
-    # float32 range on the way back (harmless in fp64, where those nodes carry no weight)
-    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194,
+    # 97 years at a = 0.009: the tree's bottom edge sits at a rate near -230% a year, whose bond values pass
+    # the float32 range on the way back to a one-year expiry (harmless in fp64, where those nodes carry no
+    # weight). Expiring at 40 years the option never sees them: the CPU engine stops at the exercise.
+    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=1.0, mean_reversion=0.009, volatility=0.0194,
                steps_per_year=12)
+    late = distprice.price(pd.DataFrame([dict(row, expiry=40.0)]), engine="cpu", precision="fp32")["price"][0]
+    assert late == pytest.approx(distprice.price(pd.DataFrame([dict(row, expiry=40.0)]), engine="cpu")["price"][0],
+                                 rel=1e-6)
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine="cpu")["price"]).all()
     with pytest.raises(distprice.InvalidInputError, match="row 1 .id 'long'.: could not be priced: .* fp32 range"):
         distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")

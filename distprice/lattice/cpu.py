@@ -9,10 +9,17 @@ are a gather with no branches, the two edge rows of the tree are handled apart. 
 step the option is zero and only the bond rolls back. Each event's amount gets its forward adjustment
 ``P(0, t) / P(0, s dt)`` on the row's curve as it is applied (one for events on the tree's grid).
 
+The roll-back stops at the row's first exercise (its *cut*, :func:`~.sweeps.cut_steps`): below it the option
+is only discounted, so its value at the root is ``sum_j Q(cut, j) O(cut, j)`` with the state prices Q the
+forward pass kept at that step, and the bond's value at the root is its cash flows times ``P(0, t)``, which is
+what the tree gives for them (it reprices every discount bond). A row without an exercise (a plain bond) is
+its cash flows alone: no pass at all.
+
 Rows whose trees share a forward pass (:mod:`~.groups`: the same tree shape and curve) share it: the
 forward passes of the groups' leaders (each group's tallest tree) run first, in parallel, into a table of
-``exp(-alpha_m dt)``; then every row runs its backward pass on its group's values (a row alone in its group
-runs its own forward pass there, as each row did before sharing). A follower reads exactly the values its own
+``exp(-alpha_m dt)``, keeping the state prices of their members' cut steps; then every row runs its backward
+pass on its group's values (a row alone in its group runs its own forward pass there, as each row did before
+sharing). A follower reads exactly the values its own
 forward pass would have computed (the same arithmetic on the same numbers, step by step), so its prices are
 bit for bit those of pricing it alone. The table holds at most about TABLE_REALS values at once: a batch of
 many groups is priced in waves of groups.
@@ -225,10 +232,37 @@ def _apply(kind, amount, is_call, B, O, lo, hi):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t, curve_z,
+def _state_value(jmax, cut, V, Q):
+    """The value at the root of the node values ``V`` at step ``cut``, paid there (only discounted below it):
+    ``sum_j Q(cut, j) V(cut, j)`` with the state prices ``Q``, or ``V`` at the root at step 0."""
+    if cut == 0:
+        return V[jmax + 1]
+    lo, hi = _span(jmax, min(cut, jmax))
+    total = 0.0
+    for p in range(lo, hi):
+        total += Q[p] * V[p]
+    return total
+
+
+@numba.njit(cache=True)
+def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
+    """The bond's value at the root, float64: its redemption and coupons times ``P(0, t)``, which is what its
+    tree gives for them (the tree reprices every discount bond exactly)."""
+    total = 0.0
+    for e in range(len(e_time)):
+        if e_kind[e] != EXERCISE:
+            total += e_amount[e] * _discount_bond(e_time[e], curve_t, curve_z, 0)[0]
+    return total
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH)
+def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q, curve_t, curve_z,
               e_step, e_time, e_kind, e_amount, option_from):
-    """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step; returns their values at
-    the root.
+    """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step down to step ``cut`` (the
+    first exercise, or 0); returns the bond's value at the root (:func:`_cash_flows`) and the option's: from its
+    values at the cut and the state prices ``Q`` there (:func:`_state_value`), as below the first exercise it
+    is only discounted. Bond values that left the float range (fp32) make both NaN: every node at the cut
+    weighs in the bond's value at the root, which the tree would have made infinite or NaN.
 
     Step i covers nodes ``|j| <= min(i, jmax)``; after the roll-back to step i its events are applied in
     their table order: the redemption and coupons add to the bond, an exercise takes the larger of the option
@@ -236,7 +270,7 @@ def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t
     """
     real = B.dtype.type
     ei = 0
-    for i in range(n, -1, -1):
+    for i in range(n, cut - 1, -1):
         if i < n:
             if _roll_step(jmax, i, ea[i], coef, top, bottom, B, Bn, O, On, option_from):
                 O, On = On, O
@@ -246,16 +280,20 @@ def _backward(jmax, n, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, curve_t
             _apply(e_kind[ei], real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)), is_call,
                    B, O, lo, hi)
             ei += 1
-    return B[jmax + 1], O[jmax + 1]
+    lo, hi = _span(jmax, min(cut, jmax))
+    for p in range(lo, hi):
+        if not np.isfinite(B[p]):
+            return np.nan, np.nan
+    return _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount), _state_value(jmax, cut, O, Q)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t,
-               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, alpha_at, table, max_width, max_height,
-               bond_out, option_out):
+               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states,
+               max_width, max_height, bond_out, option_out):
     """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t: a row's ``exp(-alpha_m dt)``
-    are ``table[alpha_at[r] + m]`` (its group's forward pass), or with ``alpha_at[r] < 0`` its own forward
-    pass's."""
+    are ``table[alpha_at[r] + m]`` (its group's forward pass) and its state prices at its cut ``states[q_at[r]:
+    ...]``, or with ``alpha_at[r] < 0`` its own forward pass's. A row without an exercise is its cash flows."""
     n_threads = len(thread_offsets) - 1
     real = table.dtype
     for t in numba.prange(n_threads):
@@ -263,27 +301,37 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
         coef = np.zeros((4, size), dtype=real)
         rows = np.zeros((6, size), dtype=real)
         own = np.zeros(max_height + 1, dtype=real)
-        no_steps = np.zeros(0, dtype=np.int64)
-        no_rows = np.zeros((0, 0), dtype=real)
+        own_state = np.zeros((1, size), dtype=real)
+        step = np.zeros(1, dtype=np.int64)
         for q in range(thread_offsets[t], thread_offsets[t + 1]):
             r = order[q]
             jm, n = jmax[r], height[r]
-            top, bottom = _coefficients(jm, dt[r], dr[r], M[r], coef)
             w = 2 * jm + 1
-            for a in range(6):
-                for p in range(w + 2):
-                    rows[a, p] = 0.0
             c = curve_index[r]
             ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-            source, first = table, alpha_at[r]
-            if first < 0:
-                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, no_steps, no_rows)
-                source, first = own, 0
             lo, hi = e_off[r], e_off[r + 1]
-            b, o = _backward(jm, n, dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2], rows[3],
-                             rows[4], rows[5], ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi],
-                             option_from[r])
+            exercised = False
+            for e in range(lo, hi):
+                exercised |= e_kind[e] == EXERCISE
+            if not exercised:
+                bond_out[r] = _cash_flows(ct, cz, e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi])
+                option_out[r] = 0.0
+                continue
+            top, bottom = _coefficients(jm, dt[r], dr[r], M[r], coef)
+            for a in range(6):
+                for p in range(w + 2):
+                    rows[a, p] = 0.0
+            source, first = table, alpha_at[r]
+            Q = states[q_at[r]:q_at[r] + w + 2]
+            if first < 0:
+                step[0] = cut[r]
+                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)],
+                         own_state[:, :w + 2])
+                source, first, Q = own, 0, own_state[0]
+            b, o = _backward(jm, n, cut[r], dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2],
+                             rows[3], rows[4], rows[5], Q, ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
+                             e_amount[lo:hi], option_from[r])
             bond_out[r] = b
             option_out[r] = o
 
@@ -332,6 +380,35 @@ TABLE_REALS = 2**24
 whose leaders' heights add up to more are priced in waves."""
 
 
+@dataclass(frozen=True)
+class KeptStates:
+    """The state prices the forward passes of groups keep: per group the steps (increasing) at which its
+    trees' cuts lie, in CSR form (``offsets``, ``steps``), where its rows start in the table (``group_at``),
+    where each tree's row starts (``row_at``; 0 for a cut of 0, which needs none) and the table's ``size``."""
+
+    offsets: np.ndarray
+    steps: np.ndarray
+    group_at: np.ndarray
+    row_at: np.ndarray
+    size: int
+
+
+def kept_states(group: np.ndarray, cut: np.ndarray, jmax: np.ndarray) -> KeptStates:
+    """The state prices to keep for trees of groups ``group`` (numbered from 0) with cut steps ``cut``: one row
+    of ``2 jmax + 3`` values (``jmax`` per group) per distinct step > 0 of each group."""
+    span = int(cut.max(initial=0)) + 1
+    keep = cut > 0
+    saves, save_of = np.unique(group[keep] * span + cut[keep], return_inverse=True)
+    save_group, steps = np.divmod(saves, span)
+    offsets = np.zeros(len(jmax) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(save_group, minlength=len(jmax)), out=offsets[1:])
+    where = np.zeros(len(saves) + 1, dtype=np.int64)
+    np.cumsum(2 * np.asarray(jmax, np.int64)[save_group] + 3, out=where[1:])
+    row_at = np.zeros(len(cut), dtype=np.int64)
+    row_at[keep] = where[save_of]
+    return KeptStates(offsets, steps.astype(np.int64), where[offsets[:-1]], row_at, int(where[-1]))
+
+
 @dataclass
 class CpuRun:
     """Prices of one CPU engine call (float64 arrays, batch order) and the node-steps it computed (full
@@ -374,22 +451,30 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
         return CpuRun(bond.astype(np.float64), option.astype(np.float64), 0.0)
     threads = numba.get_num_threads()
     events = batch.events
+    cut = cut_steps(batch)
     max_width = int(g.width.max())
     for rows, row_offset, leaders, leader_offset in _waves(groups, g.height, TABLE_REALS):
         table = np.zeros(max(int((leader_offset + g.height[leaders]).max(initial=0)), 1), dtype=real)
+        # the state prices of each shared row's cut, kept by its group's forward pass
+        local = np.full(len(groups), -1, dtype=np.int64)
+        local[groups.group[leaders]] = np.arange(len(leaders))
+        shared = rows[row_offset >= 0]
+        kept = kept_states(local[groups.group[shared]], cut[shared], g.jmax[leaders])
+        states = np.zeros(max(kept.size, 1), dtype=real)
+        q_at = np.zeros(n, dtype=np.int64)
+        q_at[shared] = kept.row_at
         if len(leaders):
             order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
             _forward_all(order, thread_offsets, leaders, g.dr[leaders], g.jmax, g.height, g.dt, g.M, batch.curve_index,
                          batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table,
-                         np.zeros(len(leaders) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64),
-                         np.zeros(len(leaders), dtype=np.int64), np.zeros(0, dtype=real))
+                         kept.offsets, kept.steps, kept.group_at, states)
         alpha_at = np.full(n, -1, dtype=np.int64)
         alpha_at[rows] = row_offset
         passes = np.where(row_offset < 0, 2.0, 1.0)
-        order, thread_offsets = balance(passes * g.width[rows] * g.height[rows], threads)
+        order, thread_offsets = balance(passes * g.width[rows] * (g.height[rows] - cut[rows]), threads)
         _price_all(rows[order], thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.is_call, batch.curve_index,
                    batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
-                   events.kind, events.amount, batch.option_from, alpha_at, table, max_width,
+                   events.kind, events.amount, batch.option_from, cut, alpha_at, table, q_at, states, max_width,
                    int(g.height[rows].max()), bond, option)
     return CpuRun(bond.astype(np.float64), option.astype(np.float64), node_steps(g.width, g.height, groups.group))
 
@@ -534,19 +619,6 @@ def _rows_from(rows, w, saved=None):
         rows[2, :w + 2] = saved[1, :w + 2]
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
-def _state_value(jmax, cut, V, Q):
-    """The value at the root of the node values ``V`` at step ``cut``, paid there (only discounted below it):
-    ``sum_j Q(cut, j) V(cut, j)`` with the state prices ``Q``, or ``V`` at the root at step 0."""
-    if cut == 0:
-        return V[jmax + 1]
-    lo, hi = _span(jmax, min(cut, jmax))
-    total = 0.0
-    for p in range(lo, hi):
-        total += Q[p] * V[p]
-    return total
-
-
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_amount, adjusted, present):
     """Per event: its amount forward-adjusted on its row's curve (:func:`_event_amount`) and its amount times
@@ -663,25 +735,16 @@ class CpuRisk:
         alpha_offsets = np.zeros(len(leaders) + 1, dtype=np.int64)
         np.cumsum(heights, out=alpha_offsets[1:])
         ea = np.empty(alpha_offsets[-1])
-        # the distinct cut steps of each group (by group, increasing), saved by its leader's forward pass
         cut = self.cut[rows]
-        span = int(cut.max(initial=0)) + 1
-        saves, save_of = np.unique(groups.group[cut > 0] * span + cut[cut > 0], return_inverse=True)
-        save_group, save_at = np.divmod(saves, span)
-        save_offsets = np.zeros(len(leaders) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(save_group, minlength=len(leaders)), out=save_offsets[1:])
-        where = np.zeros(len(saves) + 1, dtype=np.int64)
-        np.cumsum(2 * shape.jmax[leaders][save_group] + 3, out=where[1:])
-        q = np.zeros(where[-1])
-        q_at = np.zeros(len(rows), dtype=np.int64)
-        q_at[cut > 0] = where[save_of]
+        kept = kept_states(groups.group, cut, shape.jmax[leaders])
+        q = np.zeros(kept.size)
         if len(rows):
             order, thread_offsets = balance((shape.width[leaders] * heights).astype(np.float64),
                                             numba.get_num_threads())
             _forward_all(order, thread_offsets, rows[leaders], dr[leaders], g.jmax, g.height, g.dt, g.M,
                          b.curve_index, b.curve_offsets, b.curve_t, b.curve_z, int(shape.width.max()), alpha_offsets,
-                         ea, save_offsets, save_at, where[save_offsets[:-1]], q)
-        state = (alpha_offsets[groups.group], ea, cut, q_at, q)
+                         ea, kept.offsets, kept.steps, kept.group_at, q)
+        state = (alpha_offsets[groups.group], ea, cut, kept.row_at, q)
         return Trees(rows, np.asarray(volatility, np.float64), dr, state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
