@@ -4,10 +4,10 @@
 
 On the ``desk`` book and on R1: one pricing (pack and the CPU engine), then the measures (dv01, duration,
 convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
-model dirty price less 0.5 %), whole and by part. The floor counts node-steps: a pricing is a backward pass
-over each tree (w n) and a forward pass per tree group (rows sharing a model share it); the measures, as the
-CPU risk engine computes them, a forward pass per tree group and volatility, a backward pass per curve bump
-from the bump's start step (a key-rate bump from the top of its triangle:
+model dirty price less 0.5 %), whole and by part. The floor counts node-steps as the CPU engines compute
+them: a pricing is a forward pass per tree group (rows sharing a model share it) and a backward pass per tree
+from its top down to its first exercise; the measures a forward pass per tree group and volatility, a backward
+pass per curve bump from the bump's start step (a key-rate bump from the top of its triangle:
 :func:`~distprice.lattice.sweeps.start_steps`) down to the row's first exercise, two per volatility bump and one
 per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if
 every node-step cost what a pricing's does; a callable or puttable bond's measures roll one row of values back
@@ -45,10 +45,10 @@ def timed(run, repeat: int):
 
 
 def floor(instruments, curves, evaluations: float) -> dict:
-    """Node-steps (full rectangles) of a pricing (the forward passes shared within tree groups, as the CPU engine
-    prices) and of each part of the measure set as the CPU risk engine computes it: a forward pass per tree group
-    (the base trees' and each volatility bump's), every backward pass from its start step down to the row's
-    first exercise (:class:`~distprice.lattice.cpu.CpuRisk`); plain bonds none (they are valued off the tree)."""
+    """Node-steps (full rectangles) of a pricing and of each part of the measure set, as the CPU engines compute
+    them: a forward pass per tree group (the base trees' and each volatility bump's), every backward pass from
+    its start step (a pricing's from the top) down to the row's first exercise; plain bonds none (they are
+    valued off the tree)."""
     g = instruments.geometry
     option = np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy())
     cut = CpuRisk(pack(instruments.take(option), curves)).cut
@@ -60,7 +60,8 @@ def floor(instruments, curves, evaluations: float) -> dict:
     full = (w * rolled[:, 0]).sum()
     groups = instrument_groups(instruments, curves).group
     forward = node_steps(g.width[option], n, groups[option]) - (w * n).sum()
-    parts = {"pricing": node_steps(g.width, g.height, groups), "forward": forward, "parallel": 3 * full,
+    shared = node_steps(g.width, g.height, groups) - (g.width.astype(np.float64) * g.height).sum()
+    parts = {"pricing": shared + full, "forward": forward, "parallel": 3 * full,
              "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + full),
              "oas": evaluations * full}
     parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
