@@ -11,9 +11,10 @@ step the option is zero and only the bond rolls back. Each event's amount gets i
 
 The roll-back stops at the row's first exercise (its *cut*, :func:`~.sweeps.cut_steps`): below it the option
 is only discounted, so its value at the root is ``sum_j Q(cut, j) O(cut, j)`` with the state prices Q the
-forward pass kept at that step, and the bond's value at the root is its cash flows times ``P(0, t)``, which is
-what the tree gives for them (it reprices every discount bond). A row without an exercise (a plain bond) is
-its cash flows alone: no pass at all.
+forward pass kept at that step; the bond's is the same sum over its values plus its cash flows below the cut
+times ``P(0, t)``, which is what the tree gives for them (it reprices every discount bond). A row without an
+exercise (a plain bond) is its cash flows alone: no pass at all. Bond values that left the float range (fp32)
+at the cut make the sums infinite or NaN, as the whole pass would have made the root's.
 
 Rows whose trees share a forward pass (:mod:`~.groups`: the same tree shape and curve) share it: the
 forward passes of the groups' leaders (each group's tallest tree) run first, in parallel, into a table of
@@ -259,10 +260,9 @@ def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
 def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q, curve_t, curve_z,
               e_step, e_time, e_kind, e_amount, option_from):
     """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step down to step ``cut`` (the
-    first exercise, or 0); returns the bond's value at the root (:func:`_cash_flows`) and the option's: from its
-    values at the cut and the state prices ``Q`` there (:func:`_state_value`), as below the first exercise it
-    is only discounted. Bond values that left the float range (fp32) make both NaN: every node at the cut
-    weighs in the bond's value at the root, which the tree would have made infinite or NaN.
+    first exercise, or 0); returns their values at the root: from their values at the cut and the state prices
+    ``Q`` there (:func:`_state_value`), as below the first exercise the option is only discounted, and for the
+    bond its cash flows below the cut at ``P(0, t)`` (what the tree gives for them).
 
     Step i covers nodes ``|j| <= min(i, jmax)``; after the roll-back to step i its events are applied in
     their table order: the redemption and coupons add to the bond, an exercise takes the larger of the option
@@ -280,11 +280,8 @@ def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q,
             _apply(e_kind[ei], real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)), is_call,
                    B, O, lo, hi)
             ei += 1
-    lo, hi = _span(jmax, min(cut, jmax))
-    for p in range(lo, hi):
-        if not np.isfinite(B[p]):
-            return np.nan, np.nan
-    return _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount), _state_value(jmax, cut, O, Q)
+    bond = _state_value(jmax, cut, B, Q) + _cash_flows(curve_t, curve_z, e_time[ei:], e_kind[ei:], e_amount[ei:])
+    return bond, _state_value(jmax, cut, O, Q)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)

@@ -91,17 +91,30 @@ class EventTable:
     def last_exercise_step(self) -> np.ndarray:
         """The step of each row's last exercise (0 for a row without one): above it an option is worth
         nothing."""
-        return _last_exercise_step(self.offsets, self.step, self.kind)
+        return _exercise_step(self.offsets, self.step, self.kind, True)
+
+    def first_exercise_step(self) -> np.ndarray:
+        """The step of each row's first exercise (0 for a row without one): below it an option is only
+        discounted."""
+        return _exercise_step(self.offsets, self.step, self.kind, False)
 
 
 @numba.njit(cache=True)
-def _last_exercise_step(offsets, step, kind):
+def _exercise_step(offsets, step, kind, last):
+    """Per row, the step of its last (``last``) or first exercise, 0 without one (a row's events come in
+    decreasing steps)."""
     out = np.zeros(len(offsets) - 1, dtype=np.int64)
     for r in range(len(out)):
-        for e in range(offsets[r], offsets[r + 1]):
-            if kind[e] == EXERCISE:
-                out[r] = step[e]
-                break
+        if last:
+            for e in range(offsets[r], offsets[r + 1]):
+                if kind[e] == EXERCISE:
+                    out[r] = step[e]
+                    break
+        else:
+            for e in range(offsets[r + 1] - 1, offsets[r] - 1, -1):
+                if kind[e] == EXERCISE:
+                    out[r] = step[e]
+                    break
     return out
 
 

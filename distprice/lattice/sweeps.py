@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..curves import ZeroCurve
-from .events import EXERCISE
 
 
 @dataclass(frozen=True)
@@ -119,10 +118,5 @@ def cut_steps(batch) -> np.ndarray:
     """The step at which each row's backward passes stop (a Batch's rows): its first exercise, below which the
     option is only discounted and is valued on the tree's state prices there; 0 (the root) for a row with no
     exercise or whose first is at the top of its tree."""
-    events = batch.events
-    row = np.repeat(np.arange(len(batch)), np.diff(events.offsets))
-    exercises = np.flatnonzero(events.kind == EXERCISE)
-    last = exercises[np.r_[np.diff(row[exercises]) != 0, True]] if len(exercises) else exercises
-    first = np.zeros(len(batch), dtype=np.int64)
-    first[row[last]] = events.step[last]  # a row's events come in decreasing steps: its last exercise is the first
+    first = batch.events.first_exercise_step()
     return np.where(first < batch.geometry.height, first, 0)
