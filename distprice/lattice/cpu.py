@@ -594,14 +594,19 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
 
 
 @numba.njit(cache=True)
-def _straight(grid, dz, e_time, e_kind, e_present):
-    """The bond's value at the root under the bump: its cash flows ``e_present`` (each amount times ``P(0, t)``
-    on the base curve) times ``r(t) = exp(-dz(t) t)``, which is what its tree gives (it reprices them)."""
+def _straight(grid, dz, e_time, e_kind, e_present, head):
+    """The bond's value at the root under the bump, and that of its first ``head`` events' cash flows: its cash
+    flows ``e_present`` (each amount times ``P(0, t)`` on the base curve) times ``r(t) = exp(-dz(t) t)``, which
+    is what its tree gives (it reprices them)."""
     total = 0.0
+    first = 0.0
     for e in range(len(e_time)):
         if e_kind[e] != EXERCISE:
-            total += e_present[e] * math.exp(-_bump_exponent(e_time[e], grid, dz))
-    return total
+            value = e_present[e] * math.exp(-_bump_exponent(e_time[e], grid, dz))
+            total += value
+            if e < head:
+                first += value
+    return total, first
 
 
 @numba.njit(cache=True)
@@ -685,12 +690,11 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_stor
                     if b == 0:
                         base = value
                 value *= math.exp(-exponent)
+                bond, later = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi], tail)
                 if embedded[r]:
-                    bond = _straight(grid, dz[k, b], e_time[lo:lo + tail], e_kind[lo:lo + tail],
-                                     e_present[lo:lo + tail])
-                    value = bond - value if is_call[r] else value - bond
+                    value = later - value if is_call[r] else value - later
                 option_out[k, b] = value
-                bond_out[k, b] = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi])
+                bond_out[k, b] = bond
 
 
 class CpuRisk:
