@@ -121,23 +121,26 @@ def _span(jmax, r):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH)
-def _coefficients(jmax, dt, dr, M, coef):
-    """Per-node factors in rows padded by one zero each side (index ``j + jmax + 1``).
+def _coefficients(jmax, reach, dt, dr, M, coef):
+    """Per-node factors of the nodes ``|j| <= reach`` (``reach = min(jmax, height)``: no step of the tree goes
+    further) in rows padded by one zero each side of that span (index ``j + jmax + 1``).
 
     ``coef[0..2]``: ``pu, pm, pd`` of interior nodes times ``exp(-j dr dt)``, zero at the two edges (used
     as gather weights by the forward pass and as node weights by the backward pass); ``coef[3]``:
     ``exp(-j dr dt)``. Returns the branching probabilities of the top and bottom nodes.
     """
     w = 2 * jmax + 1
+    lo, hi = jmax - reach, jmax + reach + 2
     for r in range(4):
-        for p in range(w + 2):
-            coef[r, p] = 0.0
-    for p in range(1, w + 1):
+        coef[r, lo] = 0.0
+        coef[r, hi] = 0.0
+    for p in range(lo + 1, hi):
         j = p - 1 - jmax
         x = j * M
         ej = math.exp(-j * dr * dt)
         coef[3, p] = ej
         if p == 1 or p == w:
+            coef[0, p] = coef[1, p] = coef[2, p] = 0.0
             continue
         coef[0, p] = (1.0 / 6.0 + (x * x + x) / 2.0) * ej
         coef[1, p] = (2.0 / 3.0 - x * x) * ej
@@ -149,10 +152,19 @@ def _coefficients(jmax, dt, dr, M, coef):
     return top, bottom
 
 
+@numba.njit(cache=True)
+def _clear(rows, jmax, reach):
+    """Scratch ``rows`` zeroed over the nodes ``|j| <= reach + 1`` (the span a tree of that reach reads)."""
+    for a in range(rows.shape[0]):
+        for p in range(jmax - reach, jmax + reach + 3):
+            rows[a, p] = 0.0
+
+
 @numba.njit(cache=True, fastmath=_FASTMATH)
 def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, saved):
     """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2. The state
-    prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n) are copied to ``saved[c, :w + 2]``.
+    prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n) are copied to the rows ``saved[c]``
+    (their nodes ``|j| <= min(m, jmax)``).
 
     ``s`` carries ``sum_j Q(m, j) exp(-j dr dt)``, accumulated while row m is written.
     """
@@ -164,7 +176,8 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_a
     c = 0
     for m in range(n):
         while c < len(save_at) and save_at[c] == m:
-            saved[c, :] = Q[:w + 2]
+            lo, hi = _span(jmax, min(m, jmax))
+            saved[c, lo:hi] = Q[lo:hi]
             c += 1
         P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
         ea[m] = P / s
@@ -315,10 +328,9 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
                 bond_out[r] = _cash_flows(ct, cz, e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi])
                 option_out[r] = 0.0
                 continue
-            top, bottom = _coefficients(jm, dt[r], dr[r], M[r], coef)
-            for a in range(6):
-                for p in range(w + 2):
-                    rows[a, p] = 0.0
+            reach = min(jm, n)
+            top, bottom = _coefficients(jm, reach, dt[r], dr[r], M[r], coef)
+            _clear(rows, jm, reach)
             source, first = table, alpha_at[r]
             Q = states[q_at[r]:q_at[r] + w + 2]
             if first < 0:
@@ -522,10 +534,9 @@ def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, 
             k = order[q]
             r = task_row[k]
             jm, n = jmax[r], height[r]
-            top, bottom = _coefficients(jm, dt[r], task_dr[k], M[r], coef)
-            for p in range(2 * jm + 3):
-                rows[0, p] = 0.0
-                rows[1, p] = 0.0
+            reach = min(jm, n)
+            top, bottom = _coefficients(jm, reach, dt[r], task_dr[k], M[r], coef)
+            _clear(rows, jm, reach)
             c = curve_index[r]
             ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
             cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
@@ -658,7 +669,7 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_stor
             jm, n = jmax[r], height[r]
             w = 2 * jm + 1
             cut = cut_at[tree]
-            top, bottom = _coefficients(jm, dt[r], task_dr[tree], M[r], coef)
+            top, bottom = _coefficients(jm, min(jm, n), dt[r], task_dr[tree], M[r], coef)
             lo, hi = e_off[r], e_off[r + 1]
             ea = ea_store[alpha_at[tree]:alpha_at[tree] + n]
             Q = q_store[q_at[tree]:q_at[tree] + w + 2]
