@@ -3,6 +3,7 @@ and the Dask overhead (time outside the pricing tasks).
 
     python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
         [--threads-per-worker 1] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
+        [--folder]
 
 ``--workers`` counts GPUs (each with the cluster's worker processes per GPU, or ``--workers-per-gpu``), or
 CPU workers with ``--cpu``.
@@ -17,8 +18,9 @@ CPU workers the CPU engine's pricing loops), and "tasks s", the sum of its prici
 plus the host layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's
 overhead (reading, checks, scheduling, transfers, the writing of the output) and the host layout. Dask's task stream splits the job's wall time into phases: until the last read task ends ("read"),
 until the last pricing task ends ("price"), and the rest ("tail": the last results' transfer and the end
-of the writing). Prices are compared with those of the first worker count. Writes ``dask_scaling.json``
-and ``dask_scaling.md``.
+of the writing). With ``--folder`` the priced table is a folder of Parquet parts (``OUTPUT_DIR/priced/``), each
+written by the worker that priced its slice, instead of one file the client writes. Prices are compared with
+those of the first worker count. Writes ``dask_scaling.json`` and ``dask_scaling.md``.
 """
 from __future__ import annotations
 
@@ -108,6 +110,7 @@ def main(argv=None):
     parser.add_argument("--shifts-bp", type=parse_shifts, default=None, help="parallel shifts, e.g. -100,0,100")
     parser.add_argument("--shift-count", type=int, default=0, help="N shifts 10 bp apart, centred on 0")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--folder", action="store_true", help="write a folder of parts (by the workers), not one file")
     args = parser.parse_args(argv)
     shifts_bp = args.shifts_bp or (tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count))
                                    if args.shift_count else None)
@@ -117,11 +120,12 @@ def main(argv=None):
     device = "cpu" if args.cpu or not gpu_available() else device_name()
     scenarios = len(shifts_bp) if shifts_bp else 1
     report = {"dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),
+              "output": "folder of parts" if args.folder else "one file",
               "rows": rows, "scenarios": scenarios, "threads_per_worker": args.threads_per_worker, "device": device,
               "results": []}
     first = None
     for workers in (int(w) for w in args.workers.split(",")):
-        output = args.output_dir / "priced.parquet"
+        output = f"{args.output_dir / 'priced'}/" if args.folder else args.output_dir / "priced.parquet"
         report["results"].append(measure(path, workers, args.threads_per_worker, args.cpu, shifts_bp, args.repeat,
                                          output, args.workers_per_gpu))
         prices = pd.read_parquet(output, columns=["bond_price", "option_price"])
@@ -130,7 +134,7 @@ def main(argv=None):
     base = report["results"][0]
     lines = [f"{report['dataset']} ({rows} rows, {rows * scenarios} prices), {device}, "
              f"{args.threads_per_worker} thread(s) per worker, worker processes per GPU "
-             f"{args.workers_per_gpu or 'default'}, {time.strftime('%Y-%m-%d')}; "
+             f"{args.workers_per_gpu or 'default'}, output {report['output']}, {time.strftime('%Y-%m-%d')}; "
              f"differences against the {base['workers']}-worker prices", "",
              "| workers | job s | speed-up | efficiency | kernel s | outside kernels s | tasks s "
              "| read / price / tail s | NS/s | max rel diff | engines |",

@@ -3,11 +3,12 @@ per 10^6 rows, and rows per second of the host path (every stage but the engine)
 Parquet and priced by the CPU engine with the priced table written to Parquet; writes ``stages.json`` and
 ``stages.md`` to OUTPUT_DIR.
 
-    python benchmarks/stages.py OUTPUT_DIR [--rows 1000000] [--repeat 3]
+    python benchmarks/stages.py OUTPUT_DIR [--rows 1000000] [--repeat 3] [--folder]
 
 The books: ``tiny`` (``--rows`` rows of R1 cut to trees of one year at 4 steps a year, ids as text: almost all
 host work), ``R1`` and ``S1`` (``--rows`` / 100 rows: the engine dominates) and ``desk`` (``--rows`` / 10 dated
-rows with their curves and exercise schedule: schedules, exercise dates and dated events).
+rows with their curves and exercise schedule: schedules, exercise dates and dated events). With ``--folder``
+the priced table is written as a folder of Parquet parts (encoded on several threads), not one file.
 
 The floor: the host path reads each input byte and writes each output byte at least once. Its bytes per row
 (the Parquet file read, the columns in memory, the canonical table, the geometry and the event table built,
@@ -72,13 +73,15 @@ def floor_bytes(job: dict, folder: Path) -> dict[str, float]:
     batch = pack(prepared.instruments(), curves)
     events = sum(getattr(batch.events, f).nbytes for f in ("offsets", "step", "time", "kind", "amount"))
     geometry = sum(np.asarray(getattr(prepared.geometry, f)).nbytes for f in ("dt", "dr", "M", "jmax", "width", "height"))
-    priced = read_table(folder / "priced.parquet")
+    priced_path = folder / "priced" if (folder / "priced").is_dir() else folder / "priced.parquet"
+    priced = read_table(priced_path)
     return {"file_read": os.path.getsize(job["portfolio"]) / rows,
             "columns_read": table.memory_usage(deep=True, index=False).sum() / rows,
             "canonical": prepared.table.memory_usage(deep=True, index=False).sum() / rows,
             "geometry": geometry / rows, "events": events / rows,
             "priced": priced.memory_usage(deep=True, index=False).sum() / rows,
-            "file_written": os.path.getsize(folder / "priced.parquet") / rows}
+            "file_written": sum(p.stat().st_size for p in ([priced_path] if priced_path.is_file()
+                                                            else priced_path.iterdir())) / rows}
 
 
 def main() -> None:
@@ -86,18 +89,21 @@ def main() -> None:
     parser.add_argument("output_dir", type=Path)
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the tiny book (R1, S1: / 100, desk: / 10)")
     parser.add_argument("--repeat", type=int, default=3, help="jobs per book after a warm-up; medians are reported")
+    parser.add_argument("--folder", action="store_true", help="write the priced table as a folder of parts")
     args = parser.parse_args()
     bandwidth = copy_bandwidth()
-    report, lines = {"rows": args.rows, "repeat": args.repeat, "copy_bandwidth": bandwidth, "books": {}}, []
+    report, lines = {"rows": args.rows, "repeat": args.repeat, "copy_bandwidth": bandwidth, "folder": args.folder,
+                     "books": {}}, []
     lines += ["# A whole job in this process, stage by stage (CPU engine, Parquet in and out)", "",
               f"Seconds per stage (median of {args.repeat} jobs after a warm-up), then per 10^6 rows; host = every "
-              f"stage but the engine. Load average before: {os.getloadavg()[0]:.2f}.", "",
+              f"stage but the engine; the priced table written as {'a folder of parts' if args.folder else 'one file'}. "
+              f"Load average before: {os.getloadavg()[0]:.2f}.", "",
               "| book | rows | " + " | ".join(STAGES) + " | host s | host rows/s | floor s | host / floor |",
               "|---" * (len(STAGES) + 6) + "|"]
     with tempfile.TemporaryDirectory() as scratch:
         folder = Path(scratch)
         for name, job in books(args.rows, folder).items():
-            keywords = dict(job, engine="cpu", output=folder / "priced.parquet")
+            keywords = dict(job, engine="cpu", output=f"{folder / 'priced'}/" if args.folder else folder / "priced.parquet")
             rows = len(read_table(job["portfolio"]))
             job_stages(**keywords)  # a warm-up: compiles what numba has not cached, warms the caches
             stages = job_stages(**keywords, repeat=args.repeat)

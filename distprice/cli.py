@@ -36,7 +36,7 @@ from .lattice.instruments import prepare
 from .lattice.measures import check_bump, parse_key_rates, parse_measures
 from .precision import PRECISIONS, real_dtype
 from .scenarios import parse_shifts
-from .tables import check_output, check_place, read_table, table_format, write_table
+from .tables import FOLDER, check_output, check_place, read_table, table_format, write_table
 
 IN_PROCESS_ROWS = 20_000
 """Portfolios under this many rows are priced in this process unless a cluster is named."""
@@ -122,8 +122,8 @@ def _flag(flag: str, check, value):
 @main.command()
 @click.option("--cluster", help="Cluster config YAML (see configs/) or a scheduler address (tcp://host:8786). "
               "Without it: a local cluster sized to this machine, or this process for small jobs.")
-@click.option("--portfolio", type=click.Path(exists=True, dir_okay=False),
-              help="Portfolio table (.csv or .parquet), one row per instrument.")
+@click.option("--portfolio", type=click.Path(exists=True),
+              help="Portfolio table (.csv, .parquet or a folder of Parquet parts), one row per instrument.")
 @click.option("--curves", type=click.Path(exists=True, dir_okay=False),
               help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.")
 @click.option("--scenarios", type=click.Path(exists=True, dir_okay=False),
@@ -137,8 +137,9 @@ def _flag(flag: str, check, value):
 @click.option("--models", type=click.Path(exists=True, dir_okay=False),
               help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
                    "`distprice calibrate hull-white` writes it.")
-@click.option("--output", type=click.Path(dir_okay=False),
-              help="Priced table to write (.csv or .parquet), written atomically.")
+@click.option("--output", type=click.Path(),
+              help="Priced table to write (.csv, .parquet, or a folder of Parquet parts: a name ending in /), "
+                   "written atomically.")
 @click.option("--measures", help="Risk measures to add: dv01, duration, convexity, krd, vega, oas (comma-separated); "
               "rows with a market_price are measured at their OAS.")
 @click.option("--bump-bp", type=float, help="Bump of the parallel and key-rate measures, basis points [default: 10].")
@@ -184,7 +185,7 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     named = portfolio
     options = {f.name: getattr(job, f.name) for f in dataclasses.fields(JobConfig)
                if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")}
-    if table_format(portfolio) == "csv":
+    if table_format(portfolio) in ("csv", FOLDER):
         portfolio = read_table(portfolio)  # read once: the size test and the job share it
     workers, timings = None, {}
     if cluster is not None or not (in_process or _small(portfolio)):

@@ -449,6 +449,15 @@ class Tally:
             self.values[None] = self.values.get(None, 0.0) + float(np.nansum(value))
         return priced
 
+    def absorb(self, other: "Tally") -> None:
+        """Adds the totals of ``other``, a tally of other rows of the same job (a slice a worker wrote)."""
+        self.prices += other.prices
+        self.node_steps += other.node_steps
+        for name, count in other.engines.items():
+            self.engines[name] = self.engines.get(name, 0) + count
+        for name, total in other.values.items():
+            self.values[name] = self.values.get(name, 0.0) + total
+
     def summary(self, seconds: float, workers: int) -> Summary:
         per_row = max(self.scenarios, 1)
         return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,

@@ -1,13 +1,21 @@
-"""Reading and writing tables by file extension (CSV or Parquet); writes are atomic.
+"""Reading and writing tables by file extension (CSV or Parquet) or as a folder of Parquet parts; writes are
+atomic.
 
 CSV files are read by pyarrow in blocks (a portfolio costs its Arrow columns, not Python objects per cell):
 the text columns distprice knows (``TEXT_COLUMNS``) are read as strings as written (``"007"`` stays
 ``"007"``), and only an empty cell is missing (``NA``, ``null`` or ``None`` are the text they spell). A new
 output file gets the mode the umask gives a new file; a replaced one keeps its mode.
+
+A *folder* (a name ending in ``/``, or a folder that exists) holds a table as Parquet parts, ``part-000000.parquet``,
+``part-000001.parquet``..., whose rows follow one another in the order of their names (the order pyarrow, pandas
+and Dask read them in). Its parts are encoded on several threads, or by the workers of a cluster job, each its
+own; the folder is built beside its target and renamed into place once complete.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -31,23 +39,45 @@ TEXT_COLUMNS = ("id", "instrument", "option_type", "exercise", "curve", "day_cou
 """Columns read as text from CSV, whatever their cells look like."""
 ROW_GROUP_ROWS = 65_536
 """Rows per Parquet row group written here: small enough that cluster workers can share a file's reading."""
+FOLDER = "folder"
+"""The format of a folder of Parquet parts."""
+PART_ROWS = 4 * ROW_GROUP_ROWS
+"""Rows per part of a folder written by this process (the last part of each table written may hold fewer)."""
+PART_WRITERS = max(1, min(4, os.cpu_count() or 1))
+"""Threads encoding a folder's parts at once."""
+
+
+def is_folder(path) -> bool:
+    """Whether ``path`` names a folder of Parquet parts: a name ending in ``/`` or a folder that exists."""
+    return str(path).endswith(("/", os.sep)) or Path(path).is_dir()
 
 
 def table_format(path) -> str:
-    """``csv`` or ``parquet`` from the file extension; :class:`OptionError` for anything else."""
+    """``csv``, ``parquet`` (from the file extension) or ``folder`` (:func:`is_folder`); :class:`OptionError`
+    for anything else."""
+    if is_folder(path):
+        return FOLDER
     suffix = Path(path).suffix.lower()
     try:
         return FORMATS[suffix]
     except KeyError:
-        raise OptionError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}") from None
+        raise OptionError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}, or a folder "
+                          f"of Parquet parts (a name ending in /)") from None
+
+
+def part_name(number: int) -> str:
+    """The file name of a folder's part ``number`` (from 0): parts are read in the order of their names."""
+    return f"part-{number:06d}.parquet"
 
 
 def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame, the ``text`` columns of a CSV file as strings;
-    :class:`InvalidInputError` for a file that cannot be read as one."""
+    """Read a CSV or Parquet file, or a folder of Parquet parts, into a DataFrame, the ``text`` columns of a CSV
+    file as strings; :class:`InvalidInputError` for a file that cannot be read as one."""
     fmt = table_format(path)
     try:
-        if fmt == "parquet":
+        if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
+            raise ValueError("the folder holds no part-*.parquet")
+        if fmt in ("parquet", FOLDER):
             return pd.read_parquet(path)
         options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
                                       column_types=dict.fromkeys(text, pa.string()))
@@ -58,14 +88,24 @@ def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS) -> pd.DataFrame:
 
 def check_output(path, create_dirs: bool = False) -> Path:
     """Checks, before any pricing, that an output table can be written at ``path``: a known format and
-    :func:`check_place`."""
-    table_format(path)
-    return check_place(path, create_dirs)
+    :func:`check_place`; a folder of parts may replace only a folder of parts (or an empty one)."""
+    if table_format(path) != FOLDER:
+        return check_place(path, create_dirs)
+    path = Path(path)
+    if path.is_dir():
+        others = sorted(p.name for p in path.iterdir() if not (p.name.startswith("part-") and p.suffix == ".parquet"))
+        if others:
+            raise OptionError(f"{path}: the folder holds files that are not parts of a table ({', '.join(others[:3])}"
+                              f"{', ...' if len(others) > 3 else ''}); name a new folder, or one of parts to replace")
+    elif path.exists():
+        raise OptionError(f"{path}: is a file, not a folder")
+    return check_place(path, create_dirs, folder=True)
 
 
-def check_place(path, create_dirs: bool = False) -> Path:
-    """Checks, before any pricing, that a file can be written at ``path``: a folder that exists (created with
-    ``create_dirs``) and takes new files, and no folder in the way. :class:`OptionError` says what is wrong."""
+def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:
+    """Checks, before any pricing, that a file (or with ``folder`` a folder) can be written at ``path``: a
+    folder that exists (created with ``create_dirs``) and takes new files, and no folder in the way of a file.
+    :class:`OptionError` says what is wrong."""
     path = Path(path)
     parent = path.parent
     if not parent.exists() and create_dirs:
@@ -77,7 +117,7 @@ def check_place(path, create_dirs: bool = False) -> Path:
         raise OptionError(f"{path}: the folder {parent} does not exist (create it, or ask for it to be created)")
     if not parent.is_dir():
         raise OptionError(f"{path}: {parent} is not a folder")
-    if path.is_dir():
+    if path.is_dir() and not folder:
         raise OptionError(f"{path}: is a folder, not a file")
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
@@ -88,14 +128,15 @@ def check_place(path, create_dirs: bool = False) -> Path:
     return path
 
 
-def _new_file_mode(path: Path) -> int:
-    """The mode the output gets: the replaced file's, or what the umask gives a new file."""
+def _new_file_mode(path: Path, new: int = 0o666) -> int:
+    """The mode the output gets: the replaced file's (or folder's), or what the umask gives a new one (``new``
+    before the umask)."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
-        return 0o666 & ~umask
+        return new & ~umask
 
 
 def write_file(content: str | bytes, path) -> Path:
@@ -147,7 +188,11 @@ def _writer(path, table: pa.Table) -> pq.ParquetWriter:
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
     """Write the rows of ``tables`` one after the other as one table at ``path``, atomically; returns the rows
     written. Every table has the columns and types of the first. Parquet is encoded and written on a second
-    thread while the next table is produced (fetched, built), so at most two tables are held at a time."""
+    thread while the next table is produced (fetched, built), so at most two tables are held at a time; a
+    folder's parts on PART_WRITERS threads (:func:`write_parts`)."""
+    if table_format(path) == FOLDER:
+        with new_folder(path) as folder:
+            return write_parts(tables, folder)
     path = check_output(path)
     fmt = table_format(path)
     mode = _new_file_mode(path)
@@ -181,4 +226,80 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                 writer.close()
             os.unlink(tmp)
             raise
+    return rows
+
+
+@contextlib.contextmanager
+def new_folder(path):
+    """A folder of parts built for ``path``: yields an empty hidden folder beside it, which replaces ``path``
+    once the block ends (an older folder of parts there is removed), or is removed with whatever it holds when
+    the block raises."""
+    path = check_output(path)
+    mode = _new_file_mode(path, 0o777)
+    building = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield building
+        os.chmod(building, mode)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old)
+            os.replace(building, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(building, path)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+
+
+def write_part(table: pa.Table | pd.DataFrame, folder, number: int) -> None:
+    """Part ``number`` of a folder being built: written beside its name and renamed, so a part is whole or
+    absent (a task run again after a lost worker writes it again)."""
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    path = Path(folder) / part_name(number)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with _writer(tmp, table) as writer:
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        os.chmod(tmp, _new_file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_parts(tables: Iterable[pd.DataFrame], folder, first: int = 0) -> int:
+    """The rows of ``tables`` as parts ``first``, ``first + 1``... of ``folder`` (PART_ROWS rows or fewer each,
+    in order; one empty part when every table is empty), encoded on PART_WRITERS threads while the next tables
+    are produced; returns the rows written. Every table has the columns and types of the first."""
+    rows, number, schema, empty = 0, first, None, None
+    with ThreadPoolExecutor(PART_WRITERS, thread_name_prefix="distprice-write") as pool:
+        pending = []
+
+        def put(table: pd.DataFrame) -> None:
+            nonlocal number, schema
+            arrow = pa.Table.from_pandas(table, schema=schema, preserve_index=False)
+            schema = arrow.schema
+            while len(pending) >= 2 * PART_WRITERS:  # at most this many parts held at once
+                pending.pop(0).result()
+            pending.append(pool.submit(write_part, arrow, folder, number))
+            number += 1
+
+        try:
+            for table in tables:
+                empty = table if not len(table) else empty
+                for start in range(0, len(table), PART_ROWS):
+                    put(table.iloc[start:start + PART_ROWS])
+                rows += len(table)
+            if number == first and empty is not None:
+                put(empty)
+            for part in pending:
+                part.result()
+        except BaseException:
+            wait(pending)
+            raise
+    if number == first:
+        raise ValueError(f"{folder}: no table to write")
     return rows

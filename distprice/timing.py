@@ -23,7 +23,6 @@ from __future__ import annotations
 import statistics
 import time
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -98,6 +97,6 @@ def _run(portfolio, options: JobOptions, output) -> dict[str, float]:
         Tally(len(frame) // scenarios, scenarios).add(frame)
     if output is not None:
         with clock("write"):
-            write_table(frame, Path(output))
+            write_table(frame, output)
     return seconds
 

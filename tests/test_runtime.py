@@ -147,10 +147,18 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
         with get_task_stream(client=local) as stream:
             priced = pricer.price(str(path), engine="cpu")
         summary = pricer.run(str(path), engine="cpu", output=tmp_path / "priced.parquet")
+        # a folder output: each worker writes the priced table of its slices, one part each
+        folder = pricer.run(str(path), engine="cpu", output=f"{tmp_path / 'priced'}/")
     assert_same_prices(priced, in_process)
     assert {"read-chunk", "inspect-chunk", "price_cpu_fp64"} <= {t["key"].rsplit("-", 2)[0] for t in stream.data}
     assert summary.priced == summary.rows == len(book)
     assert_same_prices(pd.read_parquet(tmp_path / "priced.parquet"), in_process)
+    parts = sorted(p.name for p in (tmp_path / "priced").iterdir())
+    assert parts == [f"part-{i:06d}.parquet" for i in range(len(parts))] and len(parts) > 1
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "priced"), pd.read_parquet(tmp_path / "priced.parquet"))
+    assert (folder.rows, folder.priced, folder.engines, folder.values) == \
+        (summary.rows, summary.priced, summary.engines, pytest.approx(summary.values, rel=1e-12))
+    assert folder.node_steps == pytest.approx(summary.node_steps, rel=1e-12)
 
 
 def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path):
@@ -164,11 +172,16 @@ def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book
     options = dict(engine="cpu", shifts_bp=[-50, 0, 50], on_invalid="report")
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         pricer.run(str(path), output=tmp_path / "priced.parquet", **options)
+        summary = pricer.run(str(path), output=f"{tmp_path / 'parts'}/", **options)
     write_table(distprice.price(str(path), **options), tmp_path / "here.parquet")
     got, expected = pd.read_parquet(tmp_path / "priced.parquet"), pd.read_parquet(tmp_path / "here.parquet")
     assert len(got) == 3 * len(rows) and list(got.columns[:2]) == ["scenario", "id"]
     assert got["price"].isna().sum() == 3 * 3 and got["error"].str.contains("must be unique").sum() == 3 * 2
     pd.testing.assert_frame_equal(got.drop(columns="engine"), expected.drop(columns="engine"), rtol=1e-13)
+    # the workers' parts, one per slice and scenario, read back in order: the same table
+    assert len(list((tmp_path / "parts").iterdir())) == 3 * 3
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "parts"), got)
+    assert (summary.rows, summary.priced, summary.scenarios, summary.prices) == (4000, 3997, 3, 3 * 3997)
 
 
 def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path):
@@ -180,6 +193,8 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         with pytest.raises(distprice.InvalidInputError) as error:
             pricer.run(str(path), output=tmp_path / "out.parquet")
+        with pytest.raises(distprice.InvalidInputError):
+            pricer.run(str(path), output=f"{tmp_path / 'out'}/")
         reported = pricer.price(str(path), engine="cpu", on_invalid="report")
     message = str(error.value)
     assert "row 5001" in message and "volatility" in message

@@ -1,8 +1,10 @@
-"""Writing tables: rows in order across pieces, and atomic (no file, no leftover on failure)."""
+"""Writing tables: rows in order across pieces, and atomic (no file, no leftover on failure); folders of
+Parquet parts."""
 import numpy as np
 import pandas as pd
 import pytest
 
+from distprice.errors import InvalidInputError, OptionError
 from distprice.tables import read_table, write_tables
 
 
@@ -35,3 +37,42 @@ def test_a_failure_mid_way_leaves_no_file(tmp_path, suffix):
     with pytest.raises(ValueError, match="no table to write"):
         write_tables(iter([]), path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_holds_the_table_as_parts_in_order(tmp_path, monkeypatch):
+    monkeypatch.setattr("distprice.tables.PART_ROWS", 700)
+    folder = tmp_path / "priced"
+    assert write_tables(pieces(5), f"{folder}/") == 5000
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == [f"part-{i:06d}.parquet" for i in range(10)]  # 700 + 300 rows of each piece
+    expected = pd.concat(list(pieces(5)), ignore_index=True)
+    pd.testing.assert_frame_equal(read_table(f"{folder}/"), expected, check_dtype=False)
+    assert read_table(folder)["id"].tolist() == list(range(5000))  # an existing folder needs no slash
+    # a folder of parts is replaced whole; the folder keeps no part of the older table
+    assert write_tables(pieces(1), folder) == 1000
+    assert sorted(p.name for p in folder.iterdir()) == ["part-000000.parquet", "part-000001.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["priced"]
+
+
+def test_a_folder_is_atomic_and_replaces_only_parts(tmp_path):
+    folder = tmp_path / "priced"
+    with pytest.raises(RuntimeError, match="the job failed"):
+        write_tables(pieces(5, fail_at=3), f"{folder}/")
+    assert list(tmp_path.iterdir()) == []
+    write_tables(pieces(2), f"{folder}/")
+    with pytest.raises(RuntimeError, match="the job failed"):
+        write_tables(pieces(5, fail_at=3), folder)
+    assert read_table(folder)["id"].tolist() == list(range(2000))  # the older table, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["priced"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("keep me")
+    with pytest.raises(OptionError, match="holds files that are not parts of a table .todo.txt."):
+        write_tables(pieces(1), tmp_path / "notes")
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="no table to write"):
+        write_tables(iter([]), f"{tmp_path / 'none'}/")
+    empty = next(pieces(1)).head(0)
+    assert write_tables([empty], f"{tmp_path / 'empty'}/") == 0
+    assert list(read_table(tmp_path / "empty").columns) == ["id", "price", "engine"]
+    with pytest.raises(InvalidInputError, match="holds no part"):
+        read_table(tmp_path / "notes")

@@ -36,14 +36,14 @@ from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
-from ..tables import check_output, read_table, table_format, write_tables
+from ..tables import FOLDER, check_output, new_folder, read_table, table_format, write_parts, write_tables
 from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
 from .progress import follow
 from .start import cluster_config, start
 from .tasks import (describe_worker, fit_heston_surface, fit_hull_white_model, gather, inspect_chunk, mc_task_name,
-                    price_chunk, price_paths, price_read_chunk, read_chunk, read_slice, task_name)
+                    price_chunk, price_paths, price_read_chunk, read_chunk, read_slice, task_name, write_read_chunk)
 from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
@@ -133,14 +133,22 @@ class Pricer:
         return self._submitted.submit(self.price, portfolio, curves, **options)
 
     def run(self, portfolio, curves=None, *, output, **options) -> Summary:
-        """Prices a portfolio and writes the priced table to ``output`` (CSV or Parquet) atomically: nothing
-        is written when a row is invalid in strict mode or the job fails. Returns what the job did."""
+        """Prices a portfolio and writes the priced table to ``output`` (CSV, Parquet, or a folder of Parquet
+        parts) atomically: nothing is written when a row is invalid in strict mode or the job fails. Returns
+        what the job did. The parts of a folder are written by the workers when they read the portfolio (a big
+        Parquet file), so the folder must be where they can write, at the same path."""
         check_output(output)
         checked = JobOptions.of(curves=curves, **options).checked()
         tick = time.perf_counter()
         with self._watched(checked.timeout) as watch:
-            tally, frames = self._run(portfolio, checked, watch)
-            write_tables(frames, output)
+            if table_format(output) == FOLDER:
+                with new_folder(output) as folder:
+                    tally, frames = self._run(portfolio, checked, watch, str(folder))
+                    if frames is not None:
+                        write_parts(frames, folder)
+            else:
+                tally, frames = self._run(portfolio, checked, watch)
+                write_tables(frames, output)
         return tally.summary(time.perf_counter() - tick, self.workers)
 
     def price_mc(self, inputs, *, paths: int | None = None, precision: str | None = None,
@@ -231,12 +239,13 @@ class Pricer:
             self._posted.discard(job)
             dashboard.end_job(self.client, job, error)
 
-    def _run(self, portfolio, options: JobOptions, watch: Watch):
+    def _run(self, portfolio, options: JobOptions, watch: Watch, folder: str | None = None):
         """Checks a job and sends its tasks; returns its tally and a generator of the pieces of the priced
-        table in order (the tally is complete once the generator is exhausted)."""
+        table in order (the tally is complete once the generator is exhausted), or None for the pieces when
+        the workers wrote them as parts of ``folder`` (a folder being built) themselves."""
         worker = self._worker(options.precision, watch)
         if self._read_on_workers(portfolio):
-            return self._price_file(str(portfolio), options, worker, watch)
+            return self._price_file(str(portfolio), options, worker, watch, folder)
         job = prepare_job(portfolio, options)
         watch.check()
         name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
@@ -310,9 +319,10 @@ class Pricer:
                     frame.index = job.table.index
                 yield tally.add(frame)
 
-    def _price_file(self, path: str, options: JobOptions, worker: dict, watch: Watch):
+    def _price_file(self, path: str, options: JobOptions, worker: dict, watch: Watch, folder: str | None = None):
         """Prices a big Parquet file that the workers read: its tally and a generator of the priced slices in
-        file order (the tally is complete once the generator is exhausted)."""
+        file order (the tally is complete once the generator is exhausted); with ``folder``, the tally alone
+        (and None), each worker writing the priced table of its slices as parts of that folder."""
         import pyarrow.parquet as pq
 
         metadata = pq.ParquetFile(path).metadata
@@ -337,6 +347,16 @@ class Pricer:
             raise InvalidInputError(problems + duplicates)
         self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
         del inspected
+        tally = Tally(sum(groups), len(market.curve_sets))
+        if folder is not None:
+            written = [watch.submit(write_read_chunk, f, [d for d in duplicates if d.piece == i], folder, i,
+                                    len(slices), key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}")
+                       for i, (f, s) in enumerate(zip(read, summaries))]
+            del read
+            self._show_progress(written, "pricing and writing")
+            for part in watch.gather(written):
+                tally.absorb(part)
+            return tally, None
         # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
         # client writes each one as it comes instead of waiting for the first
         priced = [watch.submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
@@ -345,7 +365,6 @@ class Pricer:
                   for i, (f, s) in enumerate(zip(read, summaries))]
         del read
         self._show_progress(priced, "pricing")
-        tally = Tally(sum(groups), len(market.curve_sets))
         if market.scenarios is None:
             def whole(i: int, priced: pd.DataFrame) -> pd.DataFrame:  # the slice's own columns, read here
                 return echoed(read_slice(slices[i]), priced)

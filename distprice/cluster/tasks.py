@@ -14,7 +14,7 @@ import pandas as pd
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Risk, exercise_schedule, model_table, read_risk
+from ..job import Job, JobOptions, Risk, Tally, exercise_schedule, model_table, read_risk
 from ..lattice.gpu import device_name, gpu_available
 from ..lattice.instruments import Instruments, id_hashes, prepare
 from ..lattice.quotes import Quotes
@@ -24,6 +24,7 @@ from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
 from ..precision import precision_name
 from ..scenarios import Market
+from ..tables import write_part
 from ..tuning import current_model
 from .metrics import log_pricing
 
@@ -117,17 +118,33 @@ def inspect_chunk(chunk: ReadChunk) -> dict:
             "engines": [p.engine for p in chunk.parts]}
 
 
-def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
-    """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
-    portfolio's columns back: they need not travel), with the problems found across slices (duplicate ids)."""
+def _price_slice(chunk: ReadChunk, problems: list[Problem]):
+    """A slice read by a worker, priced: its job with the problems found across slices (duplicate ids), and the
+    bond, option, engines and measures of its valid rows."""
     job = chunk.job.with_problems(problems)
     instruments = job.instruments()
     parts = chunk.parts
     if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
         parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
-    bond, option, engines, measured = price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk,
-                                                  job.valid_quotes())
+    return job, price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk, job.valid_quotes())
+
+
+def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
+    """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
+    portfolio's columns back: they need not travel), with the problems found across slices (duplicate ids)."""
+    job, (bond, option, engines, measured) = _price_slice(chunk, problems)
     return job.priced(bond, option, engines, measured, echo=False)
+
+
+def write_read_chunk(chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int) -> Tally:
+    """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table, its own
+    columns and the priced ones, as part ``part`` of the folder being built at ``folder`` (under scenarios,
+    parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows."""
+    job, (bond, option, engines, measured) = _price_slice(chunk, problems)
+    tally = Tally(len(job.table), len(job.market.curve_sets))
+    for s, frame in enumerate(job.priced_frames(bond, option, engines, measured=measured)):
+        write_part(tally.add(frame), folder, part + s * parts)
+    return tally
 
 
 def task_name(engines, real) -> str:
