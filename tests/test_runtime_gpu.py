@@ -1,5 +1,6 @@
 """Pricing on a local-cuda cluster, worker processes sharing each GPU (``-m gpu``; skipped without a GPU)."""
 import numpy as np
+import pandas as pd
 import pytest
 from distributed import get_task_stream
 
@@ -46,6 +47,8 @@ def test_local_cuda_cluster_prices_like_the_cpu_engine(used, per_gpu, book, expe
         book.to_parquet(path, row_group_size=4_000)
         pricer.read_on_workers_rows = 1_000
         shifted = pricer.price(str(path), shifts_bp=[-25, 0, 25])
+        # the same job written by the workers as a folder of parts
+        pricer.run(str(path), shifts_bp=[-25, 0, 25], output=f"{tmp_path / 'parts'}/")
     scale = np.maximum(expected["bond_price"].abs(), 1.0)
     for column in ("price", "bond_price", "option_price"):
         assert (np.abs(priced[column] - expected[column]) <= 1e-12 * scale).all(), column
@@ -57,3 +60,6 @@ def test_local_cuda_cluster_prices_like_the_cpu_engine(used, per_gpu, book, expe
     base = shifted[shifted["scenario"] == "+0bp"].reset_index(drop=True)
     assert (np.abs(base["price"] - expected["price"]) <= 1e-12 * scale).all()
     assert len(shifted) == 3 * len(book)
+    parts = pd.read_parquet(tmp_path / "parts")
+    assert parts["id"].tolist() == shifted["id"].tolist() and parts["scenario"].tolist() == shifted["scenario"].tolist()
+    assert (np.abs(parts["price"] - shifted["price"].to_numpy()) <= 1e-12 * np.tile(scale, 3)).all()

@@ -594,7 +594,12 @@ DUPLICATE_ID = "must be unique"
 
 
 def id_hashes(ids: pd.Series) -> np.ndarray:
-    """A 64-bit hash of each id (missing ids hash too): what :func:`duplicated_ids` compares across slices."""
+    """A 64-bit hash of each id (missing ids hash too): what :func:`duplicated_ids` compares across slices.
+    Text ids in Arrow hash their UTF-8 bytes (:func:`_string_hashes`), integer ids are their own hash."""
+    if isinstance(ids.dtype, pd.StringDtype) and ids.dtype.storage == "pyarrow":
+        return _string_hashes(pa.chunked_array(pa.array(ids.array)))
+    if isinstance(ids.dtype, np.dtype) and ids.dtype.kind in "iu":
+        return ids.to_numpy().astype(np.uint64)
     return pd.util.hash_pandas_object(ids.reset_index(drop=True), index=False).to_numpy()
 
 
@@ -604,11 +609,9 @@ def duplicated_ids(hashes: np.ndarray, ids_at) -> np.ndarray:
     ``ids_at(positions)`` returns the ids at those positions: rows whose hashes collide are compared by
     value, so a hash collision never flags a row.
     """
-    ordered = np.sort(hashes)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    if len(repeated) == 0:  # the usual case: one sort, no positions
-        return np.zeros(0, dtype=np.int64)
-    candidates = np.flatnonzero(np.isin(hashes, repeated))
+    candidates = _same_hash(hashes)
+    if len(candidates) == 0:  # the usual case: one sort, no positions
+        return candidates
     ids = pd.Series(ids_at(candidates)).reset_index(drop=True)
     return candidates[(ids.duplicated(keep=False) & ids.notna()).to_numpy()]
 
