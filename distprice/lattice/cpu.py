@@ -43,7 +43,7 @@ import numpy as np
 from .batch import Batch
 from .events import EXERCISE
 from .geometry import TreeGeometry
-from .groups import TreeGroups, batch_groups, node_steps, tree_groups
+from .groups import TreeGroups, batch_groups, tree_groups
 from .sweeps import Trees, cut_steps, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
@@ -377,11 +377,13 @@ def balance(cost: np.ndarray, n_threads: int):
     else:
         starts, run_cost = np.arange(n), cost
     owner = _greedy_owner(np.argsort(-run_cost, kind="stable"), run_cost, n_threads)
-    of_row = np.repeat(owner, np.diff(np.append(starts, n)))
-    order = np.argsort(of_row, kind="stable")
+    length = np.diff(np.append(starts, n))
+    runs = np.lexsort((starts, owner))  # by thread, then position: each thread's rows in increasing position
+    first = np.cumsum(length[runs]) - length[runs]
+    order = np.arange(n, dtype=np.int64) + np.repeat(starts[runs] - first, length[runs])
     thread_offsets = np.zeros(n_threads + 1, dtype=np.int64)
-    np.cumsum(np.bincount(of_row, minlength=n_threads), out=thread_offsets[1:])
-    return order.astype(np.int64), thread_offsets
+    np.cumsum(np.bincount(owner, weights=length, minlength=n_threads).astype(np.int64), out=thread_offsets[1:])
+    return order, thread_offsets
 
 
 TABLE_REALS = 2**24
@@ -407,7 +409,14 @@ def kept_states(group: np.ndarray, cut: np.ndarray, jmax: np.ndarray) -> KeptSta
     of ``2 jmax + 3`` values (``jmax`` per group) per distinct step > 0 of each group."""
     span = int(cut.max(initial=0)) + 1
     keep = cut > 0
-    saves, save_of = np.unique(group[keep] * span + cut[keep], return_inverse=True)
+    key = group[keep] * span + cut[keep]
+    if len(jmax) * span <= 4 * len(cut):  # few (group, step) pairs: marked in a table, no sort
+        marked = np.zeros(len(jmax) * span, dtype=bool)
+        marked[key] = True
+        saves = np.flatnonzero(marked)
+        save_of = (np.cumsum(marked) - 1)[key]
+    else:
+        saves, save_of = np.unique(key, return_inverse=True)
     save_group, steps = np.divmod(saves, span)
     offsets = np.zeros(len(jmax) + 1, dtype=np.int64)
     np.cumsum(np.bincount(save_group, minlength=len(jmax)), out=offsets[1:])
@@ -485,7 +494,7 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
                    batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
                    events.kind, events.amount, batch.option_from, cut, alpha_at, table, q_at, states, max_width,
                    int(g.height[rows].max()), bond, option)
-    return CpuRun(bond.astype(np.float64), option.astype(np.float64), node_steps(g.width, g.height, groups.group))
+    return CpuRun(bond.astype(np.float64), option.astype(np.float64), groups.node_steps(g.width, g.height))
 
 
 def price_cpu(batch: Batch, share: bool = True):

@@ -326,7 +326,7 @@ def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: i
             leader_at[launch.rows], leader_stride[launch.rows] = _alpha_places(launch)
     leader_of = groups.leader_of
     leader_at, leader_stride = leader_at[leader_of], leader_stride[leader_of]
-    detail = {"node_steps": node_steps(width, height, groups.group), "leaders": int(leads.sum())}
+    detail = {"node_steps": groups.node_steps(width, height), "leaders": int(leads.sum())}
     flat = [launch for launch in launches if launch.kernel == "flat"]
     if flat:
         flat_rows = kinds["flat"]

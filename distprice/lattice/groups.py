@@ -59,6 +59,12 @@ class TreeGroups:
         """Per row: the row whose forward pass it uses (itself for a leader)."""
         return self.leader[self.group]
 
+    def node_steps(self, width, height) -> float:
+        """:func:`node_steps` of all the rows these groups hold (trees of ``width`` and ``height``): a backward
+        pass per row and a forward pass per group, its leader's."""
+        area = np.asarray(width, dtype=np.float64) * np.asarray(height, dtype=np.float64)
+        return float(area.sum() + area[self.leader].sum())
+
 
 def _combine(*keys: np.ndarray) -> np.ndarray:
     """Codes (order of first appearance) of the tuples of ``keys``, arrays of one value per row (integers, or
