@@ -38,6 +38,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
+import pandas as pd
 
 from .lattice.batch import PACK_THREADS
 from .lattice.layouts import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
@@ -154,11 +155,14 @@ class Plan:
     considered: dict[str, float] = field(default_factory=dict)
     """Predicted seconds of every candidate plan, by name."""
 
-    def engine_of_rows(self, n: int) -> np.ndarray:
-        labels = np.empty(n, dtype=object)
+    def engine_of_rows(self, n: int) -> pd.Categorical:
+        """The engine of each of the ``n`` rows the plan prices (codes of the parts' engines: no string per
+        row)."""
+        names = list(dict.fromkeys(part.engine for part in self.parts))
+        codes = np.full(n, -1, dtype=np.int64)
         for part in self.parts:
-            labels[part.rows] = part.engine
-        return labels
+            codes[part.rows] = names.index(part.engine)
+        return pd.Categorical.from_codes(codes, categories=names)
 
 
 def describe(width: np.ndarray, height: np.ndarray) -> dict:

@@ -203,10 +203,11 @@ class Job:
         merged = sorted([*self.prepared.problems, *problems], key=lambda p: p.position)
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
-    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
+    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row,
                measured: dict | None = None, echo: bool = True) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
-        of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row. With scenarios the
+        of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row (names, or a
+        Categorical of them). With scenarios the
         table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
         turn. ``measured``: the risk columns of the valid rows (:meth:`measure`), put after the prices.
         Without ``echo`` the portfolio's columns are left out (whoever holds the portfolio puts them back, see
@@ -217,7 +218,7 @@ class Job:
             return frames[0]
         return pd.concat(frames, ignore_index=True)
 
-    def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row: np.ndarray,
+    def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row,
                       first_set: int = 0, measured: dict | None = None, echo: bool = True) -> Iterator[pd.DataFrame]:
         """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
         ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
@@ -230,7 +231,8 @@ class Job:
         errors: dict[int, str] = {}  # by row: the few rows in error
         for p in self.prepared.problems:
             errors[p.position] = f"{errors[p.position]}; {p}" if p.position in errors else str(p)
-        engine_codes, engine_names = pd.factorize(np.asarray(engine_of_row, dtype=object))
+        named = engine_of_row if isinstance(engine_of_row, pd.Categorical) else np.asarray(engine_of_row, dtype=object)
+        engine_codes, engine_names = pd.factorize(named)
         engines = np.full(n, -1, dtype=np.int64)
         engines[valid] = engine_codes
         geometry = self.prepared.geometry

@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Iterable
@@ -45,6 +46,8 @@ PART_ROWS = 4 * ROW_GROUP_ROWS
 """Rows per part of a folder written by this process (the last part of each table written may hold fewer)."""
 PART_WRITERS = max(1, min(4, os.cpu_count() or 1))
 """Threads encoding a folder's parts at once."""
+DISCARD_TRIES = 5
+"""Attempts at removing a folder that failed to build, 0.1 s apart (a late writer may add a file meanwhile)."""
 
 
 def is_folder(path) -> bool:
@@ -248,8 +251,24 @@ def new_folder(path):
         else:
             os.replace(building, path)
     except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
+        _discard(building)
         raise
+
+
+def _discard(folder: Path) -> None:
+    """Removes a folder being built, also while late writers (the tasks of a job that failed) still add parts
+    to it: it is renamed away first, so that no part can be put at its name any more."""
+    trash = Path(tempfile.mkdtemp(prefix=folder.name, suffix=".old", dir=folder.parent))
+    try:
+        os.replace(folder, trash)
+    except OSError:
+        trash.rmdir()
+        trash = folder
+    for _ in range(DISCARD_TRIES):
+        shutil.rmtree(trash, ignore_errors=True)
+        if not trash.exists():
+            return
+        time.sleep(0.1)
 
 
 def write_part(table: pa.Table | pd.DataFrame, folder, number: int) -> None:

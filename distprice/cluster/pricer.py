@@ -337,6 +337,11 @@ class Pricer:
         read = [watch.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
                                    key=f"read-chunk-{i}-{token}", priority=-i)
                 for i, piece in enumerate(slices)]
+        written = None
+        if folder is not None:  # each slice priced and written as soon as it is read, while the rest are checked
+            name = task_name([options.engine], options.real)
+            written = [watch.submit(write_read_chunk, f, [], folder, i, len(slices), key=f"{name}-{i}-{token}",
+                                    priority=-i) for i, f in enumerate(read)]
         inspected = [watch.submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
                      for i, f in enumerate(read)]
         self._show_progress(inspected, "reading and checking")
@@ -348,10 +353,14 @@ class Pricer:
         self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
         del inspected
         tally = Tally(sum(groups), len(market.curve_sets))
-        if folder is not None:
-            written = [watch.submit(write_read_chunk, f, [d for d in duplicates if d.piece == i], folder, i,
-                                    len(slices), key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}")
-                       for i, (f, s) in enumerate(zip(read, summaries))]
+        if written is not None:
+            # a slice holding ids that other slices hold is priced and written again, those rows made invalid,
+            # after its first writing
+            for i, f in enumerate(read):
+                mine = [d for d in duplicates if d.piece == i]
+                if mine:
+                    written[i] = watch.submit(write_read_chunk, f, mine, folder, i, len(slices), written[i],
+                                              key=f"{name}-again-{i}-{token}")
             del read
             self._show_progress(written, "pricing and writing")
             for part in watch.gather(written):

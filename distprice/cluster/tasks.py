@@ -136,10 +136,13 @@ def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> pd.DataFrame:
     return job.priced(bond, option, engines, measured, echo=False)
 
 
-def write_read_chunk(chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int) -> Tally:
+def write_read_chunk(chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int,
+                     after=None) -> Tally:
     """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table, its own
     columns and the priced ones, as part ``part`` of the folder being built at ``folder`` (under scenarios,
-    parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows."""
+    parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows.
+    ``after``: an earlier task of the job that must end first (the slice's first writing, which this one
+    replaces)."""
     job, (bond, option, engines, measured) = _price_slice(chunk, problems)
     tally = Tally(len(job.table), len(job.market.curve_sets))
     for s, frame in enumerate(job.priced_frames(bond, option, engines, measured=measured)):
