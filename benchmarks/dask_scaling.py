@@ -2,8 +2,8 @@
 and the Dask overhead (time outside the pricing tasks).
 
     python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
-        [--threads-per-worker 1] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
-        [--folder]
+        [--threads-per-worker T] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
+        [--chunks-per-worker 4] [--folder]
 
 ``--workers`` counts GPUs (each with the cluster's worker processes per GPU, or ``--workers-per-gpu``), or
 CPU workers with ``--cpu``.
@@ -47,10 +47,10 @@ def _pricing_totals(dask_scheduler=None):
 
 
 def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat: int, output: Path,
-            per_gpu: int | None = None) -> dict:
+            per_gpu: int | None = None, chunks_per_worker: int = 4) -> dict:
     config = ClusterConfig(kind="local" if cpu else "local-cuda", n_workers=workers, threads_per_worker=threads,
                            workers_per_gpu=per_gpu, dashboard_address=None)
-    with Pricer(config) as pricer:
+    with Pricer(config, chunks_per_worker=chunks_per_worker) as pricer:
         # warm-up: kernels compiled and caches filled on every worker
         pricer.run(str(path), output=output, shifts_bp=shifts_bp)
         jobs = []
@@ -104,12 +104,15 @@ def main(argv=None):
     parser.add_argument("--copies", type=int, default=10)
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--cpu", action="store_true", help="CPU workers instead of one worker per GPU")
-    parser.add_argument("--threads-per-worker", type=int, default=1)
+    parser.add_argument("--threads-per-worker", type=int, default=None,
+                        help="threads of each worker (default: the cluster's: 1 on CPU workers, on GPU workers the "
+                             "cores the workers leave)")
     parser.add_argument("--workers-per-gpu", type=int, default=None,
                         help="worker processes per GPU (default: the cluster's, half the cores per GPU up to 8)")
     parser.add_argument("--shifts-bp", type=parse_shifts, default=None, help="parallel shifts, e.g. -100,0,100")
     parser.add_argument("--shift-count", type=int, default=0, help="N shifts 10 bp apart, centred on 0")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--chunks-per-worker", type=int, default=4, help="slices of the file per worker process")
     parser.add_argument("--folder", action="store_true", help="write a folder of parts (by the workers), not one file")
     args = parser.parse_args(argv)
     shifts_bp = args.shifts_bp or (tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count))
@@ -127,14 +130,15 @@ def main(argv=None):
     for workers in (int(w) for w in args.workers.split(",")):
         output = f"{args.output_dir / 'priced'}/" if args.folder else args.output_dir / "priced.parquet"
         report["results"].append(measure(path, workers, args.threads_per_worker, args.cpu, shifts_bp, args.repeat,
-                                         output, args.workers_per_gpu))
+                                         output, args.workers_per_gpu, args.chunks_per_worker))
         prices = pd.read_parquet(output, columns=["bond_price", "option_price"])
         first = prices if first is None else first
         report["results"][-1]["max_rel_diff"] = max_rel_diff(prices, first)
     base = report["results"][0]
     lines = [f"{report['dataset']} ({rows} rows, {rows * scenarios} prices), {device}, "
-             f"{args.threads_per_worker} thread(s) per worker, worker processes per GPU "
-             f"{args.workers_per_gpu or 'default'}, output {report['output']}, {time.strftime('%Y-%m-%d')}; "
+             f"{args.threads_per_worker or 'default'} thread(s) per worker, worker processes per GPU "
+             f"{args.workers_per_gpu or 'default'}, {args.chunks_per_worker} chunks per worker, output "
+             f"{report['output']}, {time.strftime('%Y-%m-%d')}; "
              f"differences against the {base['workers']}-worker prices", "",
              "| workers | job s | speed-up | efficiency | kernel s | outside kernels s | tasks s "
              "| read / price / tail s | NS/s | max rel diff | engines |",

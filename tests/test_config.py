@@ -41,7 +41,8 @@ def test_local_cpu_config():
 
 def test_local_cuda_config():
     config = load_config(CONFIGS / "local-cuda.yaml")
-    assert (config.cluster.kind, config.cluster.n_workers, config.cluster.threads_per_worker) == ("local-cuda", None, 1)
+    assert (config.cluster.kind, config.cluster.n_workers, config.cluster.threads_per_worker) == \
+        ("local-cuda", None, None)
     assert config.job.engine == "auto"
 
 
@@ -49,7 +50,7 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     from distributed import Nanny
     from distributed.security import Security as DaskSecurity
 
-    from distprice.cluster.start import gpu_cluster_spec, workers_per_gpu
+    from distprice.cluster.start import gpu_cluster_spec, gpu_worker_threads, workers_per_gpu
 
     security = DaskSecurity()
     config = ClusterConfig(kind="local-cuda", workers_per_gpu=2, threads_per_worker=3, memory_limit="8GiB",
@@ -66,8 +67,13 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     defaults = ClusterConfig(kind="local-cuda")
     assert [workers_per_gpu(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    # the cores the workers leave become their threads, at most 4 each
+    assert [gpu_worker_threads(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [2, 2, 2, 2, 1]
+    assert gpu_worker_threads(ClusterConfig(kind="local-cuda", workers_per_gpu=1), 1) == 4
     monkeypatch.setattr("os.cpu_count", lambda: 128)
     assert workers_per_gpu(defaults, 8) == 8 and workers_per_gpu(config, 8) == 2
+    assert gpu_worker_threads(defaults, 8) == 2 and gpu_worker_threads(config, 8) == 3
+    assert gpu_cluster_spec(defaults, ["0"], security)[1]["gpu0-0"]["options"]["nthreads"] == 4
 
 
 def test_address_config():
@@ -104,7 +110,7 @@ def test_defaults_when_sections_are_missing(tmp_path):
     config = parse_config({"cluster": {"n_workers": 3}})
     assert config.cluster == ClusterConfig(n_workers=3)
     assert config.job == JobConfig()
-    assert (config.cluster.kind, config.cluster.threads_per_worker, config.cluster.processes) == ("local", 1, True)
+    assert (config.cluster.kind, config.cluster.threads_per_worker, config.cluster.processes) == ("local", None, True)
     assert (config.cluster.memory_limit, config.cluster.dashboard_address) == ("auto", "127.0.0.1:8787")
     assert (config.job.engine, config.job.precision, config.job.on_invalid) == ("auto", "fp64", "strict")
     assert config.job.chunks_per_worker == 4

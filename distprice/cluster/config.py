@@ -29,6 +29,8 @@ from ..scenarios import parse_shifts
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
 WORKERS_PER_GPU = 8
+WORKER_THREADS = 4
+"""The most threads a ``local-cuda`` worker gets by default."""
 """The most worker processes a ``local-cuda`` cluster gives a GPU by default (on a 16-core H100 host, 10^6
 rows priced from Parquet to Parquet: 6.9 s with one, 4.2 s with two, 3.2-3.8 s with four to eight)."""
 _SECTIONS = ("cluster", "job")
@@ -100,7 +102,10 @@ class ClusterConfig:
     """Worker processes sharing each GPU of a ``local-cuda`` cluster; None: half this machine's cores per GPU,
     at most :data:`WORKERS_PER_GPU`. A chunk's host work (checks, events, layout, the priced table) runs in its
     worker between kernels, so several processes per GPU keep it busy while the others do theirs."""
-    threads_per_worker: int = 1
+    threads_per_worker: int | None = None
+    """Threads of each worker (its tasks at once, and their numba loops' threads); None: 1 on a ``local``
+    cluster (a worker per core), and on a ``local-cuda`` one the cores its workers leave, the cores over the
+    workers, at most :data:`WORKER_THREADS`."""
     processes: bool = True
     """Workers of a ``local`` cluster run in processes of their own; false: in threads of this process."""
     memory_limit: str | int = "auto"
@@ -384,7 +389,7 @@ _CHECKS = {
                "job_extra_directives": _directives, "interface": _optional(_word),
                "local_directory": _optional(_path)},
     ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
-                    "workers_per_gpu": _optional(_integer), "threads_per_worker": _integer, "processes": _boolean,
+                    "workers_per_gpu": _optional(_integer), "threads_per_worker": _optional(_integer), "processes": _boolean,
                     "memory_limit": _memory, "dashboard_address": _dashboard, "address": _optional(_address),
                     "security": None, "timeout": _seconds, "no_workers_timeout": _seconds,
                     "jobqueue": None},  # sections of their own

@@ -8,7 +8,7 @@ import sys
 
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from ..lattice.gpu import gpu_available
-from .config import JOBQUEUE_KINDS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
+from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
 
 
 def default_cluster() -> ClusterConfig:
@@ -34,6 +34,14 @@ def workers_per_gpu(config: ClusterConfig, gpus: int) -> int:
     return max(1, min(WORKERS_PER_GPU, (os.cpu_count() or 1) // (2 * max(gpus, 1))))
 
 
+def gpu_worker_threads(config: ClusterConfig, gpus: int) -> int:
+    """The threads of each worker of a ``local-cuda`` cluster on ``gpus`` GPUs: the cores its workers leave."""
+    if config.threads_per_worker is not None:
+        return config.threads_per_worker
+    workers = workers_per_gpu(config, gpus) * max(gpus, 1)
+    return max(1, min(WORKER_THREADS, (os.cpu_count() or 1) // workers))
+
+
 def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[dict, dict]:
     """The scheduler's and the workers' specs of a ``local-cuda`` cluster (for :class:`distributed.SpecCluster`):
     :func:`workers_per_gpu` worker processes on each GPU, named ``gpu<name>-<k>``, each seeing only its GPU,
@@ -46,7 +54,8 @@ def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[
     common = {"host": "127.0.0.1", "protocol": "tls://", "security": security}
     scheduler = {"cls": Scheduler, "options": {**common, "dashboard": config.dashboard_address is not None,
                                                "dashboard_address": config.dashboard_address}}
-    workers = {f"gpu{gpu}-{k}": {"cls": Nanny, "options": {**common, "nthreads": config.threads_per_worker,
+    threads = gpu_worker_threads(config, len(gpus))
+    workers = {f"gpu{gpu}-{k}": {"cls": Nanny, "options": {**common, "nthreads": threads,
                                                            "memory_limit": memory,
                                                            "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
                for gpu, k in names}
@@ -108,7 +117,7 @@ def start(config: ClusterConfig):
     else:
         def start():
             return LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
-                                threads_per_worker=config.threads_per_worker, memory_limit=config.memory_limit,
+                                threads_per_worker=config.threads_per_worker or 1, memory_limit=config.memory_limit,
                                 dashboard_address=config.dashboard_address, security=security, protocol="tls")
     try:
         cluster = start()
