@@ -167,3 +167,17 @@ def test_events_off_the_grid_and_near_today(case):
     coupons = [row["maturity"] - k / f for k in range(100) if row["maturity"] - k / f > 1e-9] if row.get("coupon") else []
     straight = face * curve.discount(row["maturity"]) + sum(face * row["coupon"] / f * curve.discount(t) for t in coupons)
     assert fast.loc[0, "bond_price"] == pytest.approx(straight, rel=1e-13)
+
+
+def test_trees_shorter_than_their_jmax():
+    # one year at 4 steps a year, mean reversions as small as R1's: jmax up to ~90 while no step reaches past
+    # |j| = 4; rows of every jmax follow one another on each thread, so a row's coefficients and scratch rows
+    # (over the nodes it reaches) sit where other rows' were
+    from distprice.lattice import datasets
+
+    book = datasets.generate("R1", 400, seed=5)
+    rng = np.random.default_rng(5)
+    book = book.assign(maturity=rng.integers(1, 5, len(book)) / 4.0, steps_per_year=4, first_exercise=0.0,
+                       expiry=lambda b: np.minimum(b["maturity"], rng.integers(1, 5, len(b)) / 4.0))
+    ref, fast = assert_engines_agree(book)
+    assert (ref["height"] < (ref["width"] - 1) // 2).mean() > 0.9
