@@ -149,6 +149,8 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
         summary = pricer.run(str(path), engine="cpu", output=tmp_path / "priced.parquet")
         # a folder output: each worker writes the priced table of its slices, one part each
         folder = pricer.run(str(path), engine="cpu", output=f"{tmp_path / 'priced'}/")
+        # a table the client holds: the client writes the parts
+        pricer.run(book, engine="cpu", output=f"{tmp_path / 'held'}/")
     assert_same_prices(priced, in_process)
     assert {"read-chunk", "inspect-chunk", "price_cpu_fp64"} <= {t["key"].rsplit("-", 2)[0] for t in stream.data}
     assert summary.priced == summary.rows == len(book)
@@ -159,6 +161,7 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     assert (folder.rows, folder.priced, folder.engines, folder.values) == \
         (summary.rows, summary.priced, summary.engines, pytest.approx(summary.values, rel=1e-12))
     assert folder.node_steps == pytest.approx(summary.node_steps, rel=1e-12)
+    assert_same_prices(pd.read_parquet(tmp_path / "held"), in_process)
 
 
 def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path):
