@@ -131,31 +131,47 @@ def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:
     return path
 
 
+def _read_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+_UMASK = _read_umask()
+"""This process's umask, read once at import (reading it sets it for a moment: not from threads that write)."""
+
+
 def _new_file_mode(path: Path, new: int = 0o666) -> int:
     """The mode the output gets: the replaced file's (or folder's), or what the umask gives a new one (``new``
     before the umask)."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return new & ~umask
+        return new & ~_UMASK
+
+
+@contextlib.contextmanager
+def _replacing(path: Path):
+    """Yields the name of an empty temporary file beside ``path``, which replaces ``path`` (with the mode of
+    :func:`_new_file_mode`) when the block ends, or is removed when it raises."""
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def write_file(content: str | bytes, path) -> Path:
     """``content`` (text as UTF-8) to ``path`` atomically: a temporary file in the same folder, then a rename;
     the file gets the mode of the file it replaces, or the one the umask gives a new file."""
     path = check_place(path)
-    mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(content.encode("utf-8") if isinstance(content, str) else content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with _replacing(path) as tmp, open(tmp, "wb") as file:
+        file.write(content.encode("utf-8") if isinstance(content, str) else content)
     return path
 
 
@@ -198,11 +214,8 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
             return write_parts(tables, folder)
     path = check_output(path)
     fmt = table_format(path)
-    mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
     rows, writer, writing, first = 0, None, None, True
-    with ThreadPoolExecutor(1, thread_name_prefix="distprice-write") as background:
+    with _replacing(path) as tmp, ThreadPoolExecutor(1, thread_name_prefix="distprice-write") as background:
         try:
             for table in tables:
                 if fmt == "csv":
@@ -218,17 +231,11 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                 writing.result()
             if first:
                 raise ValueError(f"{path}: no table to write")
-            if writer is not None:
-                writer.close()
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
+        finally:
             if writing is not None:
                 wait([writing])
             if writer is not None:
                 writer.close()
-            os.unlink(tmp)
-            raise
     return rows
 
 
@@ -276,24 +283,15 @@ def write_part(table: pa.Table | pd.DataFrame, folder, number: int) -> None:
     absent (a task run again after a lost worker writes it again)."""
     if isinstance(table, pd.DataFrame):
         table = pa.Table.from_pandas(table, preserve_index=False)
-    path = Path(folder) / part_name(number)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        with _writer(tmp, table) as writer:
-            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with _replacing(Path(folder) / part_name(number)) as tmp, _writer(tmp, table) as writer:
+        writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
 
 
-def write_parts(tables: Iterable[pd.DataFrame], folder, first: int = 0) -> int:
-    """The rows of ``tables`` as parts ``first``, ``first + 1``... of ``folder`` (PART_ROWS rows or fewer each,
+def write_parts(tables: Iterable[pd.DataFrame], folder) -> int:
+    """The rows of ``tables`` as parts 0, 1... of ``folder`` (PART_ROWS rows or fewer each,
     in order; one empty part when every table is empty), encoded on PART_WRITERS threads while the next tables
     are produced; returns the rows written. Every table has the columns and types of the first."""
-    rows, number, schema, empty = 0, first, None, None
+    rows, number, schema, empty = 0, 0, None, None
     with ThreadPoolExecutor(PART_WRITERS, thread_name_prefix="distprice-write") as pool:
         pending = []
 
@@ -312,13 +310,13 @@ def write_parts(tables: Iterable[pd.DataFrame], folder, first: int = 0) -> int:
                 for start in range(0, len(table), PART_ROWS):
                     put(table.iloc[start:start + PART_ROWS])
                 rows += len(table)
-            if number == first and empty is not None:
+            if number == 0 and empty is not None:
                 put(empty)
             for part in pending:
                 part.result()
         except BaseException:
             wait(pending)
             raise
-    if number == first:
+    if number == 0:
         raise ValueError(f"{folder}: no table to write")
     return rows
