@@ -332,18 +332,12 @@ def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day,
     return count
 
 
-@numba.njit(cache=True)
-def _accrued_at(day, r, coupon_offsets, start, end, reference, payment, day_count, face, coupon):
-    """The accrued interest of row r at ``day`` (after settlement): of the first coupon paid after it."""
-    a, b = coupon_offsets[r], coupon_offsets[r + 1]
-    while a < b:
-        m = (a + b) // 2
-        if payment[m] > day:
-            b = m
-        else:
-            a = m + 1
-    if a < coupon_offsets[r + 1] and day > start[a]:
-        return face * coupon * year_fraction(day_count, start[a], min(day, end[a]), reference[a], end[a])
+@numba.njit(cache=True, inline="always")
+def _accrued_at(day, i, last, start, end, reference, day_count, face, coupon):
+    """The accrued interest at ``day`` (after settlement) when coupon i is the first paid after it (i >= last:
+    none is)."""
+    if i < last and day > start[i]:
+        return face * coupon * year_fraction(day_count, start[i], min(day, end[i]), reference[i], end[i])
     return 0.0
 
 
@@ -407,8 +401,8 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                 d, kind[e] = dx, EXERCISE
                 amount[e] = face[r] * (s_price[cursor] if by_table else strike[r]) / 100.0
                 if not (by_table and s_dirty[cursor]):
-                    amount[e] += _accrued_at(d, r, c_off, c_start, c_end, c_reference, c_day, day_count[r], face[r],
-                                             coupon[r])
+                    amount[e] += _accrued_at(d, c + 1, c_off[r + 1], c_start, c_end, c_reference, day_count[r],
+                                             face[r], coupon[r])
                 walk = True
             else:
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
