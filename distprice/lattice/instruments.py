@@ -152,8 +152,8 @@ def _where(row: int, id_value) -> str:
 class Prepared:
     """A portfolio in canonical form.
 
-    ``table`` has the columns of :data:`PORTFOLIO_COLUMNS`, typed, defaults filled (invalid cells hold
-    defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break;
+    ``table`` has the columns of :data:`PORTFOLIO_COLUMNS`, typed (the labels ``instrument``, ``option_type``,
+    ``exercise`` and ``curve`` as Categoricals), defaults filled (invalid cells hold defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break;
     ``geometry`` is each row's tree (meaningful for valid rows only); ``dated`` the dated terms of every row
     (None when no row is dated) and ``is_dated`` which rows are dated.
     """
@@ -206,57 +206,39 @@ def _text_dtype():
     return pd.Series(np.array(["x"], dtype=object)).dtype
 
 
-def _text(labels, codes: np.ndarray, source: "_Labels | None" = None):
-    """A text column holding ``labels[codes]``, of the type pandas infers for Python strings (no per-row
-    conversion): the ``source`` column itself where it holds the same values in that type already."""
-    dtype = _text_dtype()
-    if dtype == object or len(codes) == 0:  # pandas leaves an empty object column as it is
-        return np.array(labels, dtype=object)[codes]
-    if source is not None and source.raw.dtype == dtype:
-        target = np.array([labels.index(label) if label in labels else -2 for label in source.labels] + [-2])
-        if np.array_equal(target[source.codes], codes):
-            return source.raw.array
-    return pd.array(np.array(labels, dtype=object), dtype=dtype).take(codes)
+def _labels(labels, codes: np.ndarray) -> pd.Categorical:
+    """A column of ``labels[codes]`` as a Categorical: its readers (the engines' layout, the priced table) take
+    the codes as they are instead of hashing a million strings again."""
+    return pd.Categorical.from_codes(codes, categories=pd.Index(list(labels)))
 
 
-@dataclass(frozen=True)
-class _Labels:
-    """A column read by its distinct values: ``codes`` (-1 where missing) into ``labels``, the text of each
-    distinct value as ``raw.astype("string")`` writes it."""
-
-    raw: pd.Series
-    codes: np.ndarray
-    labels: list[str]
-
-
-def _factorized(raw: pd.Series) -> _Labels:
-    """``raw`` by its distinct values, each converted to text once."""
+def _factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """``raw`` by its distinct values, each converted to text once: codes (-1 where missing) into the labels,
+    each as ``raw.astype("string")`` writes it."""
     if isinstance(raw.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(raw)
-        return _Labels(raw, codes, list(uniques))
+        return codes, list(uniques)
     if raw.dtype == object:
         codes, uniques = pd.factorize(raw)
         if all(type(u) is str for u in uniques):
-            return _Labels(raw, codes, list(uniques))
+            return codes, list(uniques)
     codes, uniques = pd.factorize(raw.astype("string"))
-    return _Labels(raw, codes, list(uniques))
+    return codes, list(uniques)
 
 
-def _enum(raw: pd.Series | None, n: int, default, choices, column: str,
-          check: _Checker) -> tuple[np.ndarray, _Labels | None]:
-    """Codes (positions in ``choices``) of an enumerated column, read without case or surrounding spaces, and
-    the column by its distinct values; missing and unknown values take ``default`` (-1 for None), unknown ones
-    are flagged."""
+def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
+    """Codes (positions in ``choices``) of an enumerated column, read without case or surrounding spaces;
+    missing and unknown values take ``default`` (-1 for None), unknown ones are flagged."""
     fallback = -1 if default is None else choices.index(default)
     if raw is None:
-        return np.full(n, fallback, dtype=np.int64), None
-    source = _factorized(raw)
-    normal = pd.Series(source.labels, dtype="string").str.strip().str.lower().fillna("")
+        return np.full(n, fallback, dtype=np.int64)
+    codes, labels = _factorized(raw)
+    normal = pd.Series(labels, dtype="string").str.strip().str.lower().fillna("")
     known = np.array([value in choices for value in normal] + [True], dtype=bool)
     index = np.array([choices.index(value) if ok else fallback for value, ok in zip(normal, known)] + [fallback],
                      dtype=np.int64)
-    check.flag(~known[source.codes], column, f"must be one of {', '.join(choices)}")
-    return index[source.codes], source
+    check.flag(~known[codes], column, f"must be one of {', '.join(choices)}")
+    return index[codes]
 
 
 def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required,
@@ -388,9 +370,9 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         parse_dates(raw["maturity_date"])[0] != NO_DATE
 
     columns: dict[str, np.ndarray] = {"id": _ids(raw["id"], n, id_missing)}
-    code, text = {}, {}
+    code = {}
     for name, (default, choices) in ENUM_COLUMNS.items():
-        code[name], text[name] = _enum(raw[name], n, default, choices, name, check)
+        code[name] = _enum(raw[name], n, default, choices, name, check)
     instrument, exercise = code["instrument"], np.array(list(EXERCISE_CODES.values()))[code["exercise"]]
     has_option = instrument != INSTRUMENTS.index("bond")
     required = {"strike": has_option & ~is_dated, "expiry": has_option & ~is_dated, "maturity": ~is_dated}
@@ -486,33 +468,31 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         live = ~check.invalid[rows]
         dated = _aligned(n, rows, with_events(part, flows, np.where(has_option[rows] & live, exercise[rows], NO_EXERCISE),
                                               c["strike"][rows], c["steps_per_year"][rows]))
-    c["instrument"] = _text(INSTRUMENTS, instrument, text["instrument"])
-    c["option_type"] = _text(OPTION_TYPES, option_type, text["option_type"])
-    c["exercise"] = _text(EXERCISES, code["exercise"], text["exercise"])
-    c["curve"] = _text(curve.labels, curve.codes, curve.source)
+    c["instrument"] = _labels(INSTRUMENTS, instrument)
+    c["option_type"] = _labels(OPTION_TYPES, option_type)
+    c["exercise"] = _labels(EXERCISES, code["exercise"])
+    c["curve"] = _labels(curve.labels, curve.codes)
     table = pd.DataFrame({name: columns[name] for name in PORTFOLIO_COLUMNS}, copy=False)
     return Prepared(table, ~check.invalid, check.problems(), geometry, is_dated, dated)
 
 
 @dataclass(frozen=True)
 class _Curves:
-    """Each row's curve id as a code into ``labels`` (``default`` where none is named), and the column read."""
+    """Each row's curve id as a code into ``labels`` (``default`` where none is named)."""
 
     codes: np.ndarray
     labels: list[str]
-    source: _Labels | None = None
 
 
 def _curve_codes(raw: pd.Series | None, n: int) -> _Curves:
     if raw is None:
         return _Curves(np.zeros(n, dtype=np.int64), ["default"])
-    source = _factorized(raw)
-    codes, labels = source.codes, list(source.labels)
+    codes, labels = _factorized(raw)
     if (codes < 0).any():
         if "default" not in labels:
             labels.append("default")
         codes = np.where(codes < 0, labels.index("default"), codes)
-    return _Curves(codes.astype(np.int64), labels, source)
+    return _Curves(codes.astype(np.int64), labels)
 
 
 def _unknown_curve(name: str, curves: dict, given: bool) -> str:
