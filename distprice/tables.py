@@ -180,27 +180,40 @@ def write_table(table: pd.DataFrame, path) -> None:
     write_tables([table], path)
 
 
-LABEL_SAMPLE = 4096
-"""Rows of a text column read to tell labels (few values) from identifiers (mostly distinct)."""
+REPEAT_SAMPLE = 4096
+"""Rows of a column read to tell columns of few values (labels, terms) from mostly distinct ones (ids, prices)."""
 
 
 def _is_text(field: pa.Field) -> bool:
     return pa.types.is_string(field.type) or pa.types.is_large_string(field.type) or pa.types.is_dictionary(field.type)
 
 
-def _label_columns(table: pa.Table) -> list[str]:
-    """The text columns that hold labels, worth dictionary encoding: at most half of their first LABEL_SAMPLE
-    values distinct. Identifiers and numbers are mostly distinct, and encoding them so takes longer than it
-    saves."""
-    sample = table.slice(0, LABEL_SAMPLE)
-    return [f.name for f in table.schema
-            if _is_text(f) and 2 * pc.count_distinct(sample[f.name]).as_py() <= max(len(sample), 2)]
+def _repeated_columns(table: pa.Table) -> list[str]:
+    """The columns of few values, worth dictionary encoding: at most half of their first REPEAT_SAMPLE values
+    distinct. Mostly distinct columns (ids, prices) take longer to encode so than they save."""
+    sample = table.slice(0, REPEAT_SAMPLE)
+    return [f.name for f in table.schema if _repeated(sample[f.name])]
+
+
+def _repeated(sample: pa.ChunkedArray) -> bool:
+    """Whether at most half of the ``sample``'s values are distinct (a Categorical's are; a column of nulls
+    alone or of nested values is not counted)."""
+    kind = sample.type
+    if pa.types.is_dictionary(kind):
+        return True
+    if pa.types.is_null(kind) or pa.types.is_nested(kind):
+        return False
+    return 2 * pc.count_distinct(sample).as_py() <= max(len(sample), 2)
 
 
 def _writer(path, table: pa.Table) -> pq.ParquetWriter:
-    """A Parquet writer for tables of ``table``'s schema: labels dictionary-encoded, minimum and maximum kept for
-    the columns that are not text (statistics of text columns cost about a third of the writing)."""
-    return pq.ParquetWriter(path, table.schema, use_dictionary=_label_columns(table),
+    """A Parquet writer for tables of ``table``'s schema: columns of few values dictionary-encoded; numbers
+    of many values left uncompressed (Snappy finds nothing to gain in them and costs ~40 % of their writing and
+    reading); minimum and maximum kept for the columns that are not text (statistics of text columns cost about
+    a third of the writing)."""
+    repeated = _repeated_columns(table)
+    compression = {f.name: "snappy" if f.name in repeated or _is_text(f) else "none" for f in table.schema}
+    return pq.ParquetWriter(path, table.schema, use_dictionary=repeated, compression=compression,
                             write_statistics=[f.name for f in table.schema if not _is_text(f)])
 
 

@@ -76,3 +76,28 @@ def test_a_folder_is_atomic_and_replaces_only_parts(tmp_path):
     assert list(read_table(tmp_path / "empty").columns) == ["id", "price", "engine"]
     with pytest.raises(InvalidInputError, match="holds no part"):
         read_table(tmp_path / "notes")
+
+
+def test_parquet_encodes_repeated_columns_by_dictionary_and_leaves_distinct_numbers_plain(tmp_path):
+    """Columns of few values (labels, terms, a Categorical) are dictionary-encoded and compressed; mostly distinct
+    numbers (prices) are stored plain, uncompressed; columns of nulls alone or of lists are written as they
+    are. Every value reads back."""
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(3)
+    n = 10_000
+    table = pd.DataFrame({"id": pd.array([f"B{i}" for i in range(n)], dtype="string"),
+                          "curve": pd.array(rng.choice(["USD", "EUR"], n), dtype="string"),
+                          "kind": pd.Categorical(rng.choice(["call", "put"], n)),
+                          "coupon": rng.choice([0.02, 0.035, 0.05], n), "price": rng.normal(100, 5, n),
+                          "note": [None] * n, "knots": [[1.0, 2.0]] * n})
+    path = tmp_path / "priced.parquet"
+    write_tables([table], path)
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    chunk = {meta.column(i).path_in_schema.split(".")[0]: meta.column(i) for i in range(meta.num_columns)}
+    for name in ("curve", "kind", "coupon"):
+        assert chunk[name].has_dictionary_page and chunk[name].compression == "SNAPPY", name
+    assert not chunk["price"].has_dictionary_page and chunk["price"].compression == "UNCOMPRESSED"
+    assert not chunk["id"].has_dictionary_page and chunk["id"].compression == "SNAPPY"
+    back = read_table(path)
+    pd.testing.assert_frame_equal(back.drop(columns="knots"), table.drop(columns="knots"), check_dtype=False)
+    assert [list(k) for k in back["knots"]] == [[1.0, 2.0]] * n
