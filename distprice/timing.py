@@ -5,7 +5,8 @@ its parts priced, the priced table built and written) and returns the seconds of
 
 - ``read``: the portfolio file to a table (0 for a table given as it is);
 - ``validate``: the options checked, the curves and the exercise schedule read, every rule checked, the
-  canonical table, the tree geometry and the dated rows' schedules and events (:func:`~.job.prepare_job`);
+  canonical table and the tree geometry (:func:`~.job.prepare_job`);
+- ``schedules``: the dated rows' terms, schedules, exercise dates and events, built during validation;
 - ``plan``: the inspector's plan, or the named engine's;
 - ``events``, ``layout``: the event tables and the rest of the engines' arrays
   (:func:`~.lattice.batch.pack`), on every thread that lays out;
@@ -29,11 +30,12 @@ import pandas as pd
 
 from .execute import choose_plan, price_parts
 from .job import JobOptions, Tally, prepare_job
-from .lattice.batch import Stopwatch, watching
 from .lattice.engines import AUTO, GPU_ENGINES
+from .stopwatch import Stopwatch, watching
 from .tables import read_table, write_table
 
-STAGES = ("read", "validate", "plan", "events", "layout", "transfer", "kernel", "engine", "priced", "write")
+STAGES = ("read", "validate", "schedules", "plan", "events", "layout", "transfer", "kernel", "engine", "priced",
+          "write")
 """The stages of a job, in the order they run."""
 DEVICE_STAGES = ("kernel", "engine")
 """The stages that price: every other one is host work around the engines."""
@@ -68,9 +70,12 @@ def _run(portfolio, options: JobOptions, output) -> dict[str, float]:
 
     with clock("read"):
         table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
-    with clock("validate"):
+    watch = Stopwatch()
+    with clock("validate"), watching(watch):
         job = prepare_job(table, options.checked())
         instruments = job.instruments()
+    seconds["schedules"] = watch.seconds.get("schedules", 0.0)
+    seconds["validate"] -= seconds["schedules"]
     with clock("plan"):
         plan = choose_plan(instruments, options.engine, job.real)
     shape = (len(job.market.curve_sets), len(instruments))

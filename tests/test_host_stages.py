@@ -490,6 +490,8 @@ def test_job_stages_measure_every_stage_of_the_same_job(tmp_path):
     assert list(stages) == list(STAGES)
     assert all(seconds >= 0 for seconds in stages.values())
     assert stages["engine"] > 0 and stages["validate"] > 0 and stages["kernel"] == stages["transfer"] == 0
+    assert stages["schedules"] > 0  # the dated rows' schedules and events, apart from the rest of validation
+    assert job_stages(timed, curves=book.curves, as_of="2026-11-20", engine="cpu")["schedules"] == 0  # no dated row
     written = pd.read_parquet(tmp_path / "priced.parquet")
     expected = distprice.price(str(path), **options)
     for column in ("price", "bond_price", "option_price", "dirty_price", "accrued", "clean_price", "value"):

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -21,6 +18,7 @@ import pandas as pd
 
 from ..curves import ZeroCurve
 from ..dates import NO_DATE
+from ..stopwatch import stage
 from .dated import dated_events
 from .events import EXERCISE_CODES, EventTable, time_form_events
 from .geometry import TreeGeometry
@@ -77,41 +75,6 @@ def _codes(column: pd.Series, mapping: dict | None = None):
     return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
 
 
-class Stopwatch:
-    """Seconds spent in each stage of the layout (``events``, ``layout``), summed over every thread that lays
-    out while it is :func:`watching`."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def stage(self, name: str):
-        tick = time.perf_counter()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - tick
-
-
-_WATCHING: list[Stopwatch] = []
-
-
-@contextmanager
-def watching(stopwatch: Stopwatch):
-    """Every :func:`pack` in this process reports its stages to ``stopwatch`` meanwhile."""
-    _WATCHING.append(stopwatch)
-    try:
-        yield stopwatch
-    finally:
-        _WATCHING.remove(stopwatch)
-
-
-def _stage(name: str):
-    return _WATCHING[-1].stage(name) if _WATCHING else nullcontext()
-
-
 def events_of(instruments: Instruments) -> EventTable:
     """The events of every row of ``instruments`` (time-form and dated), in the order the engines apply them."""
     table = instruments.table
@@ -135,9 +98,9 @@ def events_of(instruments: Instruments) -> EventTable:
 def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Batch:
     """Lay out ``instruments`` for the fast engines in precision ``real`` (no Python loop per row): their
     events (:func:`events_of`), then the rest of the layout."""
-    with _stage("events"):
+    with stage("events"):
         events = events_of(instruments)
-    with _stage("layout"):
+    with stage("layout"):
         table = instruments.table
         curve_index, keys = _curve_keys(table["curve"], table["valuation"].to_numpy(), curves)
         return Batch(

@@ -20,6 +20,7 @@ import pyarrow as pa
 from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
+from ..stopwatch import stage
 from .dated import NO_EXERCISE, DatedRows, ExerciseSchedule, read_dated, with_events
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES, EventTable
 from .geometry import TreeGeometry, consecutive, tree_geometry
@@ -436,8 +437,9 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
         schedule = exercise_schedule if exercise_schedule is not None else ExerciseSchedule.empty(n)
-        part, problems, flows = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
-                                           exercise[rows], has_option[rows], c["strike"][rows], check.where)
+        with stage("schedules"):
+            part, problems, flows = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
+                                               exercise[rows], has_option[rows], c["strike"][rows], check.where)
         check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
@@ -466,8 +468,10 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
 
     if dated is not None:
         live = ~check.invalid[rows]
-        dated = _aligned(n, rows, with_events(part, flows, np.where(has_option[rows] & live, exercise[rows], NO_EXERCISE),
-                                              c["strike"][rows], c["steps_per_year"][rows]))
+        with stage("schedules"):
+            part = with_events(part, flows, np.where(has_option[rows] & live, exercise[rows], NO_EXERCISE),
+                               c["strike"][rows], c["steps_per_year"][rows])
+        dated = _aligned(n, rows, part)
     c["instrument"] = _labels(INSTRUMENTS, instrument)
     c["option_type"] = _labels(OPTION_TYPES, option_type)
     c["exercise"] = _labels(EXERCISES, code["exercise"])
