@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from distributed import wait
 
-from distprice.cluster.dashboard import PAGE, JobBoard, end_job, job_workers, post_job, register
+from distprice.cluster.dashboard import PAGE, JobBoard, again_key, end_job, job_workers, post_job, register
 from distprice.cluster.tasks import price_chunk, task_name
 from distprice.curves import builtin_curves
 from distprice.execute import fixed_plan
@@ -68,6 +68,11 @@ def test_a_chunk_priced_twice_counts_once_and_the_end_blends_prediction_and_pace
     assert job.status() == "done" and job.seconds_left(200.0) == 0.0 and job.share_done() == 1.0
     assert [round(p[1]) for p in job.history] == [0, 495, 495, 990, 1485, 1980]
     assert board.state()["jobs"][0]["elapsed"] == job.ended - 100.0
+    again = again_key("price_gpu_flat_fp64-0-2-j")  # a slice written again, its duplicate ids marked: replaces it
+    board.transition(again, "waiting", "processing", stimulus_id="test")
+    board.log_event("distprice-pricing", _event("w2", 490, 1e6, "gpu-flat"))
+    _ended(board, again, "w2")
+    assert job.done == [1980 - 495 + 490, 4e6] and job.counts() == {"done": 4, "running": 0, "failed": 0, "waiting": 0}
 
 
 def test_failed_chunks_and_errors_fail_the_job_and_other_keys_are_not_its_chunks():

@@ -24,7 +24,7 @@ What it shows comes from three streams:
 - the pricing events each lattice chunk logs (:mod:`~.metrics`: rows × scenarios, node-steps, seconds,
   kernel seconds, engine) just before it ends: each is credited to the next ``price_`` task that ends on
   its worker (the event and the task's end travel on the same stream, in order), so a chunk priced again
-  after its worker was lost counts once.
+  after its worker was lost, or written again with its duplicate ids marked (:func:`again_key`), counts once.
 
 A chunk is *running* once the scheduler has sent it to a worker (pricing, or next in that worker's queue),
 *waiting* before.
@@ -55,6 +55,20 @@ PAGE = "/distprice"
 PRICING_PREFIX = "price_"
 """Keys of the tasks that price lattice chunks: each logs one pricing event (:mod:`~.metrics`)."""
 CHUNK_PREFIXES = (PRICING_PREFIX, "mc_paths_")
+AGAIN = "-again-"
+"""Marks the key of a chunk's second pricing (a slice written again, its duplicate ids marked, after its first
+writing): ``<name>-again-<chunk>-<job>``. The page counts it as the chunk it replaces."""
+
+
+def again_key(key: str) -> str:
+    """The key of the pricing that replaces chunk task ``key`` (``<name>-<chunk>-<job>``)."""
+    name, _, rest = key.partition("-")
+    return f"{name}{AGAIN}{rest}"
+
+
+def _chunk_of(key: str) -> str:
+    """The chunk a task key prices: a second pricing's key is its first's."""
+    return key.replace(AGAIN, "-", 1)
 KEEP_JOBS = 20
 """Jobs remembered (the oldest are dropped)."""
 MAX_POINTS = 2000
@@ -270,10 +284,10 @@ class JobBoard(SchedulerPlugin):
             event = waiting.popleft() if waiting else None
             job = self.job_of(key)
             if job is not None and event is not None and finish == "memory":
-                job.credit(key, event, self.clock())
+                job.credit(_chunk_of(key), event, self.clock())
         job = self.job_of(key)
         if job is not None:
-            job.chunk(key, finish, self.clock())
+            job.chunk(_chunk_of(key), finish, self.clock())
 
     def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
         self._pending.pop(worker, None)

@@ -360,7 +360,7 @@ class Pricer:
                 mine = [d for d in duplicates if d.piece == i]
                 if mine:
                     written[i] = watch.submit(write_read_chunk, f, mine, folder, i, len(slices), written[i],
-                                              key=f"{name}-again-{i}-{token}")
+                                              key=dashboard.again_key(f"{name}-{i}-{token}"))
             del read
             self._show_progress(written, "pricing and writing")
             for part in watch.gather(written):
