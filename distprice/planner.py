@@ -65,7 +65,7 @@ def partition(width: np.ndarray, height: np.ndarray, chunks: int) -> list[np.nda
 @dataclass(frozen=True)
 class FileSlice:
     """Rows ``start:stop`` of row group ``row_group`` of a Parquet file; ``first_row`` is the position of the
-    slice's first row in the whole file."""
+    slice's first row in the whole table (the file, or the folder of parts it is one of)."""
 
     path: str
     row_group: int
@@ -78,17 +78,18 @@ class FileSlice:
         return self.stop - self.start
 
 
-def file_slices(path: str, row_group_rows: list[int], chunks: int) -> list[FileSlice]:
-    """Slices of a Parquet file whose row groups hold ``row_group_rows`` rows: about ``chunks`` of equal rows,
-    none crossing a row group (a worker reads one row group, or part of one)."""
-    total = sum(row_group_rows)
+def table_slices(files: list[tuple[str, list[int]]], chunks: int) -> list[FileSlice]:
+    """Slices of a table held by Parquet files read one after the other (a folder's parts), each file given
+    as ``(path, rows of each row group)``: about ``chunks`` of equal rows, none crossing a row group."""
+    total = sum(sum(groups) for _, groups in files)
     per_slice = max(1, math.ceil(total / max(1, chunks)))
     slices, first = [], 0
-    for group, rows in enumerate(row_group_rows):
-        pieces = max(1, round(rows / per_slice))
-        bounds = np.linspace(0, rows, pieces + 1).round().astype(int)
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            if b > a:
-                slices.append(FileSlice(str(path), group, int(a), int(b), first + int(a)))
-        first += rows
+    for path, row_group_rows in files:
+        for group, rows in enumerate(row_group_rows):
+            pieces = max(1, round(rows / per_slice))
+            bounds = np.linspace(0, rows, pieces + 1).round().astype(int)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                if b > a:
+                    slices.append(FileSlice(str(path), group, int(a), int(b), first + int(a)))
+            first += rows
     return slices

@@ -55,6 +55,14 @@ def is_folder(path) -> bool:
     return str(path).endswith(("/", os.sep)) or Path(path).is_dir()
 
 
+def parquet_files(path) -> list[str]:
+    """The Parquet files that hold a Parquet table, in the order its rows are read: the file itself, or a
+    folder's files, names sorted and hidden ones left out, as pyarrow and pandas read them."""
+    if table_format(path) != FOLDER:
+        return [str(path)]
+    return list(pq.ParquetDataset(path).files)
+
+
 def table_format(path) -> str:
     """``csv``, ``parquet`` (from the file extension) or ``folder`` (:func:`is_folder`); :class:`OptionError`
     for anything else."""

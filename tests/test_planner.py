@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from distprice.planner import (MAX_CHUNK_ROWS, MIN_CHUNK_ROWS, chunk_count, cut_by_cost, file_slices, partition,
-                               sort_order, work_grid)
+from distprice.planner import (MAX_CHUNK_ROWS, MIN_CHUNK_ROWS, chunk_count, cut_by_cost, partition,
+                               sort_order, table_slices, work_grid)
 
 
 def test_sort_order_is_tallest_then_widest_first():
@@ -59,10 +59,12 @@ def test_work_grid_cuts_scenarios_into_blocks_first(rows, scenarios, workers, pe
     assert [s for block in got for s in block] == list(range(scenarios))
 
 
-def test_file_slices_stay_inside_row_groups_and_number_rows_of_the_file():
-    groups = [65_536, 65_536, 10_000]
-    slices = file_slices("book.parquet", groups, 6)
-    assert sum(s.rows for s in slices) == sum(groups)
+def test_table_slices_stay_inside_row_groups_and_number_rows_across_files():
+    files = [("part-000000.parquet", [65_536, 65_536, 10_000]), ("part-000001.parquet", [30_000])]
+    slices = table_slices(files, 7)
+    assert sum(s.rows for s in slices) == 65_536 * 2 + 10_000 + 30_000
     assert [s.first_row for s in slices] == np.cumsum([0] + [s.rows for s in slices[:-1]]).tolist()
+    groups = dict(files)
     for s in slices:
-        assert 0 <= s.start < s.stop <= groups[s.row_group]
+        assert 0 <= s.start < s.stop <= groups[s.path][s.row_group]
+    assert [s.path for s in slices[-1:]] == ["part-000001.parquet"] and slices[-1].first_row + slices[-1].rows == 171_072

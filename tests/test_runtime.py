@@ -193,16 +193,28 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
     bad.loc[6500, "id"] = bad.loc[10, "id"]  # a duplicate in another slice
     path = tmp_path / "bad.parquet"
     bad.to_parquet(path, row_group_size=1500)
+    parts = tmp_path / "parts"  # the same rows as a folder of three parts: rows numbered across them
+    parts.mkdir()
+    for k, start in enumerate((0, 3000, 6000)):
+        bad.iloc[start:start + 3000].to_parquet(parts / f"part-{k:06d}.parquet", row_group_size=1500)
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         with pytest.raises(distprice.InvalidInputError) as error:
             pricer.run(str(path), output=tmp_path / "out.parquet")
         with pytest.raises(distprice.InvalidInputError):
             pricer.run(str(path), output=f"{tmp_path / 'out'}/")
+        with pytest.raises(distprice.InvalidInputError) as from_parts:
+            pricer.run(str(parts), output=f"{tmp_path / 'out'}/")
         reported = pricer.price(str(path), engine="cpu", on_invalid="report")
+        with get_task_stream(client=local) as stream:
+            reported_parts = pricer.price(str(parts), engine="cpu", on_invalid="report")
     message = str(error.value)
     assert "row 5001" in message and "volatility" in message
     assert "row 11 " in message and "row 6501 " in message and "must be unique" in message
-    assert not (tmp_path / "out.parquet").exists() and len(list(tmp_path.iterdir())) == 1
+    assert str(from_parts.value) == message.replace(str(path), str(parts))
+    assert "read-chunk" in {t["key"].rsplit("-", 2)[0] for t in stream.data}  # the workers read the parts
+    pd.testing.assert_frame_equal(reported_parts, reported)
+    assert not (tmp_path / "out.parquet").exists() and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["bad.parquet", "parts"]
     assert reported["price"].isna().sum() == 3 and len(reported) == len(book)
     here = distprice.price(bad, engine="cpu", on_invalid="report")
     pd.testing.assert_frame_equal(reported.reset_index(drop=True).drop(columns="engine"),

@@ -7,8 +7,8 @@ A job runs in stages, each a kind of task named for the dashboard's task stream 
   (:mod:`distprice.planner`); each chunk goes out as one ``price_<engine>_<precision>`` task (e.g.
   ``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device;
   a ``gather`` task puts the prices back in portfolio order;
-- a bigger Parquet file is read by the workers: ``read-chunk`` tasks each read and check a slice of its row
-  groups, ``inspect-chunk`` tasks send the client only what it needs (problems, id hashes, the plan's
+- a bigger Parquet file, or folder of Parquet parts, is read by the workers: ``read-chunk`` tasks each read
+  and check a slice of its row groups, ``inspect-chunk`` tasks send the client only what it needs (problems, id hashes, the plan's
   engines), and once every slice is known valid the ``price_*`` tasks price the slices where they lie. The
   client holds the plan and one priced slice at a time, not the portfolio.
 
@@ -35,8 +35,9 @@ from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, prepar
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
-from ..planner import FileSlice, chunk_count, file_slices, partition, work_grid
-from ..tables import FOLDER, check_output, new_folder, read_table, table_format, write_parts, write_tables
+from ..planner import FileSlice, chunk_count, partition, table_slices, work_grid
+from ..tables import (FOLDER, check_output, new_folder, parquet_files, read_table, table_format, write_parts,
+                      write_tables)
 from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
@@ -265,11 +266,12 @@ class Pricer:
         return self._workers[precision]
 
     def _read_on_workers(self, portfolio) -> bool:
-        if isinstance(portfolio, pd.DataFrame) or table_format(portfolio) != "parquet":
+        if isinstance(portfolio, pd.DataFrame) or table_format(portfolio) not in ("parquet", FOLDER):
             return False
         import pyarrow.parquet as pq
 
-        return pq.ParquetFile(portfolio).metadata.num_rows >= self.read_on_workers_rows
+        rows = sum(pq.ParquetFile(part).metadata.num_rows for part in parquet_files(portfolio))
+        return rows >= self.read_on_workers_rows
 
     def _show_progress(self, futures, label: str) -> None:
         """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""
@@ -320,18 +322,21 @@ class Pricer:
                 yield tally.add(frame)
 
     def _price_file(self, path: str, options: JobOptions, worker: dict, watch: Watch, folder: str | None = None):
-        """Prices a big Parquet file that the workers read: its tally and a generator of the priced slices in
-        file order (the tally is complete once the generator is exhausted); with ``folder``, the tally alone
-        (and None), each worker writing the priced table of its slices as parts of that folder."""
+        """Prices a big Parquet file (or folder of parts) that the workers read: its tally and a generator of the
+        priced slices in file order (the tally is complete once the generator is exhausted); with ``folder``,
+        the tally alone (and None), each worker writing the priced table of its slices as parts of that
+        folder."""
         import pyarrow.parquet as pq
 
-        metadata = pq.ParquetFile(path).metadata
-        check_columns(metadata.schema.names, metadata.num_rows, options)
-        groups = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        files = [(part, pq.ParquetFile(part).metadata) for part in parquet_files(path)]
+        groups = [[m.row_group(g).num_rows for g in range(m.num_row_groups)] for _, m in files]
+        rows = sum(map(sum, groups))
+        check_columns({name for _, m in files for name in m.schema.names}, rows, options)
         market = options.market()  # read and checked here, before any task, and shipped to the workers
-        slices = file_slices(path, groups, chunk_count(sum(groups), self.workers, self.chunks_per_worker))
+        slices = table_slices([(part, sizes) for (part, _), sizes in zip(files, groups)],
+                              chunk_count(rows, self.workers, self.chunks_per_worker))
         token = watch.job
-        figures = dict(name=path, rows=sum(groups), chunks=len(slices), scenarios=len(market.curve_sets),
+        figures = dict(name=path, rows=rows, chunks=len(slices), scenarios=len(market.curve_sets),
                        predicted_seconds=0.0)
         self._post(token, **figures)
         read = [watch.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
@@ -352,7 +357,7 @@ class Pricer:
             raise InvalidInputError(problems + duplicates)
         self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
         del inspected
-        tally = Tally(sum(groups), len(market.curve_sets))
+        tally = Tally(rows, len(market.curve_sets))
         if written is not None:
             # a slice holding ids that other slices hold is priced and written again, those rows made invalid,
             # after its first writing
@@ -427,7 +432,7 @@ def _duplicate_problems(path: str, hashes: np.ndarray, slices: list[FileSlice]) 
     import pyarrow.parquet as pq
 
     def ids_at(positions):
-        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()
+        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()  # a folder: in order
 
     duplicated = duplicated_ids(hashes, ids_at)
     if not len(duplicated):
