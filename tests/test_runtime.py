@@ -221,6 +221,17 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
                                   here.reset_index(drop=True).drop(columns="engine"), rtol=1e-13)
 
 
+def test_a_folder_that_is_not_a_parquet_table_is_a_clear_error(local, book, tmp_path):
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    book.head(2000).to_parquet(parts / "part-000000.parquet")
+    (parts / "notes.txt").write_text("not a part")
+    with Pricer(local, read_on_workers_rows=1000) as pricer:
+        with pytest.raises(distprice.InvalidInputError, match="cannot be read as folder.*notes.txt"):
+            pricer.run(str(parts), engine="cpu", output=tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
+
+
 # ---- a scheduler and workers started as processes, as on a real cluster ----
 
 def test_scheduler_and_worker_processes_price_like_this_process(processes, book, in_process):

@@ -270,7 +270,10 @@ class Pricer:
             return False
         import pyarrow.parquet as pq
 
-        rows = sum(pq.ParquetFile(part).metadata.num_rows for part in parquet_files(portfolio))
+        try:
+            rows = sum(pq.ParquetFile(part).metadata.num_rows for part in parquet_files(portfolio))
+        except (OSError, ValueError):  # not a Parquet table: the client's reading says why
+            return False
         return rows >= self.read_on_workers_rows
 
     def _show_progress(self, futures, label: str) -> None:
