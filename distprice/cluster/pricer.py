@@ -8,9 +8,9 @@ A job runs in stages, each a kind of task named for the dashboard's task stream 
   ``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device;
   a ``gather`` task puts the prices back in portfolio order;
 - a bigger Parquet file, or folder of Parquet parts, is read by the workers: ``read-chunk`` tasks each read
-  and check a slice of its row groups, ``inspect-chunk`` tasks send the client only what it needs (problems, id hashes, the plan's
-  engines), and once every slice is known valid the ``price_*`` tasks price the slices where they lie. The
-  client holds the plan and one priced slice at a time, not the portfolio.
+  and check a slice of its row groups, ``inspect-chunk`` tasks send the client only what it needs (problems,
+  id hashes, the plan's engines), and once every slice is known valid the ``price_*`` tasks price the slices
+  where they lie. The client holds the plan and one priced slice at a time, not the portfolio.
 
 Every row is priced exactly once, whichever workers come and go. Every wait is watched (:mod:`~.watch`): a
 job with no worker for ``cluster.no_workers_timeout`` seconds, past its ``timeout``, or whose scheduler goes
@@ -434,8 +434,8 @@ def _duplicate_problems(path: str, hashes: np.ndarray, slices: list[FileSlice]) 
     """Problems for rows of a big file whose id another row also holds (the client reads only those ids)."""
     import pyarrow.parquet as pq
 
-    def ids_at(positions):
-        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()  # a folder: in order
+    def ids_at(positions):  # a folder's files are read in parquet_files' order, the order its slices number rows
+        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()
 
     duplicated = duplicated_ids(hashes, ids_at)
     if not len(duplicated):

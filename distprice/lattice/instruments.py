@@ -154,7 +154,8 @@ class Prepared:
     """A portfolio in canonical form.
 
     ``table`` has the columns of :data:`PORTFOLIO_COLUMNS`, typed (the labels ``instrument``, ``option_type``,
-    ``exercise`` and ``curve`` as Categoricals), defaults filled (invalid cells hold defaults or NaN); ``valid`` marks rows that break no rule; ``problems`` lists what the others break;
+    ``exercise`` and ``curve`` as Categoricals), defaults filled (invalid cells hold defaults or NaN); ``valid``
+    marks rows that break no rule; ``problems`` lists what the others break;
     ``geometry`` is each row's tree (meaningful for valid rows only); ``dated`` the dated terms of every row
     (None when no row is dated) and ``is_dated`` which rows are dated.
     """
