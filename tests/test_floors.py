@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "distprice"
 FLOORS = {
     "distprice.errors": 0,
     "distprice.precision": 1, "distprice.tables": 1, "distprice.curves": 1, "distprice.scenarios": 1,
-    "distprice.dates": 1, "distprice.progress": 1, "distprice.stopwatch": 1,
+    "distprice.dates": 1, "distprice.progress": 1, "distprice.stopwatch": 1, "distprice.cuda": 1,
     "distprice.lattice": 2, "distprice.montecarlo": 2, "distprice.models": 2,
     "distprice.inspector": 3, "distprice.tuning": 3, "distprice.planner": 3,
     "distprice.execute": 4, "distprice.job": 4, "distprice.timing": 4,

@@ -11,7 +11,7 @@ import pytest
 from distprice.curves import builtin_curves
 from distprice.lattice.cpu import _event_amount
 from distprice.lattice.events import COUPON, EXERCISE, REDEMPTION
-from distprice.lattice.gpu import kernel_dir
+from distprice.cuda import kernel_dir
 
 from utils import host_library
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from distprice.cuda import kernel_dir
 from distprice.montecarlo import cpu, datasets, gpu, read_inputs, validate, with_options
 
 DATA = Path(__file__).parent / "data" / "optionpricing"
@@ -76,7 +77,7 @@ def host_library(launch, tmp_path_factory):
         defines = [f"-D{k}={v}" for k, v in launch.defines if k != "MC_THREADS"]
         library = folder / "shim.so"
         subprocess.run(["g++", "-O2", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", f"-DREAL={real}",
-                        *defines, f"-I{gpu.kernel_dir()}", str(folder / "shim.cpp"), "-o", str(library)], check=True)
+                        *defines, f"-I{kernel_dir()}", str(folder / "shim.cpp"), "-o", str(library)], check=True)
         _BUILT[key] = ctypes.CDLL(str(library))
     return _BUILT[key]
 

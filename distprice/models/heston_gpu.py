@@ -10,11 +10,10 @@ build of the kernels.
 from __future__ import annotations
 
 import functools
-import importlib.resources
-from pathlib import Path
 
 import numpy as np
 
+from ..cuda import compile_module
 from ..errors import GpuUnavailableError
 from .heston_quotes import Surface
 from .heston_reference import GL_NODES
@@ -76,20 +75,10 @@ def gpu_available() -> bool:
     return True
 
 
-def kernel_dir() -> Path:
-    """The CUDA sources: the installed ``distprice.kernels`` data, or ``kernels/`` of a source checkout."""
-    try:
-        return Path(str(importlib.resources.files("distprice.kernels")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "kernels"
-
-
 @functools.cache
 def module():
     """The compiled ``heston.cu`` (NVRTC, once per process)."""
-    cupy = require_cupy()
-    kernels = kernel_dir()
-    return cupy.RawModule(code=(kernels / SOURCE).read_text(), options=(*OPTIONS, f"-I{kernels}"))
+    return compile_module(require_cupy(), SOURCE, OPTIONS)
 
 
 class CupyDevice:

@@ -8,13 +8,12 @@ GPU; :func:`batch_sums` compiles (once per precision and shape, cached), uploads
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from ..cuda import compile_module, kernel_dir
 from ..errors import GpuUnavailableError, OptionError
 from . import elementary, normal
 from .job import BATCHES, Job
@@ -27,14 +26,6 @@ MIN_PATHS = MIN_THREADS * BATCHES
 """The fewest paths the GPU engine prices: a block of MIN_THREADS paths must fit in a batch."""
 SHARED_DEFAULT = 48 * 1024
 """Dynamic shared memory a block gets without asking (bytes); the Sobol tables take 4 · D · (1 + log2 threads)."""
-
-
-def kernel_dir() -> Path:
-    """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a checkout."""
-    try:
-        return Path(str(importlib.resources.files("distprice.kernels")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "kernels"
 
 
 @functools.cache
@@ -133,12 +124,9 @@ def _cupy():
 @functools.cache
 def _kernel(precision: str, defines: tuple[tuple[str, int], ...]):
     """The compiled kernel for a precision and shape (cached per process; CuPy caches on disk too)."""
-    cupy = _cupy()
-    kernels = kernel_dir()
     real = {"fp64": "double", "fp32": "float"}[precision]
-    options = ("-std=c++17", f"-DREAL={real}", f"-I{kernels}", *(f"-D{k}={v}" for k, v in defines))
-    module = cupy.RawModule(code=(kernels / SOURCE).read_text(), options=options)
-    return module.get_function("mc_batch_sums")
+    options = ("-std=c++17", f"-DREAL={real}", *(f"-D{k}={v}" for k, v in defines))
+    return compile_module(_cupy(), SOURCE, options).get_function("mc_batch_sums")
 
 
 def batch_sums(job: Job, first: int, count: int) -> np.ndarray:

@@ -1,0 +1,38 @@
+"""The CUDA C++ sources shipped with distprice (``kernels/``, installed as ``distprice.kernels``) and their
+compilation by CuPy (NVRTC at run time; CuPy keeps the compiled code on disk).
+
+CuPy's disk cache is keyed by a module's own source text and options, not by the text of the headers it
+includes: after an upgrade that changed only a header, a cached module would run the old code. Every module
+is therefore compiled with a define naming a digest of every source in the folder (:func:`sources_digest`).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.resources
+from pathlib import Path
+
+
+def kernel_dir() -> Path:
+    """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
+    try:
+        return Path(str(importlib.resources.files("distprice.kernels")))
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[1] / "kernels"
+
+
+@functools.cache
+def sources_digest() -> str:
+    """A digest of the names and texts of every ``.cu`` and ``.cuh`` source (16 hex digits; once per process)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in kernel_dir().iterdir() if p.suffix in (".cu", ".cuh")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def compile_module(cupy, source: str, options: tuple[str, ...] = ()):
+    """``cupy.RawModule`` of ``kernels/<source>`` with ``options``, the sources' folder on the include path and
+    the sources' digest defined (``DISTPRICE_SOURCES``)."""
+    kernels = kernel_dir()
+    return cupy.RawModule(code=(kernels / source).read_text(),
+                          options=(*options, f"-I{kernels}", f"-DDISTPRICE_SOURCES=0x{sources_digest()}"))
