@@ -1,8 +1,9 @@
-"""The full risk measure set against one pricing, CPU engine; writes ``risk.json`` and ``risk.md``.
+"""The full risk measure set against one pricing, on the CPU engine or the GPU; writes ``risk.json`` and
+``risk.md``.
 
-    python benchmarks/risk.py OUTPUT_DIR [--desk-size 2000] [--r1-size 5000] [--repeat 1]
+    python benchmarks/risk.py OUTPUT_DIR [--desk-size 2000] [--r1-size 5000] [--repeat 1] [--engine cpu|gpu]
 
-On the ``desk`` book and on R1: one pricing (pack and the CPU engine), then the measures (dv01, duration,
+On the ``desk`` book and on R1: one pricing (pack and the engine), then the measures (dv01, duration,
 convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
 model dirty price less 0.5 %), whole and by part. The floor counts node-steps as the CPU engines compute
 them: a pricing is a forward pass per tree group (rows sharing a model share it) and a backward pass per tree
@@ -11,8 +12,11 @@ pass per curve bump from the bump's start step (a key-rate bump from the top of 
 :func:`~distprice.lattice.sweeps.start_steps`) down to the row's first exercise, two per volatility bump and one
 per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if
 every node-step cost what a pricing's does; a callable or puttable bond's measures roll one row of values back
-where its pricing rolls two (bond and option), which the count leaves out. Times are CPU seconds of the process
-(all threads): on a shared machine, wall time counts the others' work too.
+where its pricing rolls two (bond and option), which the count leaves out. CPU times are CPU seconds of the
+process (all threads): on a shared machine, wall time counts the others' work too. With ``--engine gpu`` the
+pricing is ``gpu-flat``'s and the measures the GPU risk engine's, timed in wall seconds (results copied back),
+and ``gpu_vs_cpu`` is the largest difference from the CPU engine's measures on the first 200 rows, over the
+largest value of each measure's column.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from common import instruments as book, median_times, save
 
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk, price_cpu
+from distprice.lattice.gpu import price_gpu
 from distprice.lattice.groups import instrument_groups, node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
@@ -37,11 +42,33 @@ PARTS = {"parallel (3 bumps)": ["dv01", "duration", "convexity"], "key rates (16
          "vega (2 trees)": ["vega"]}
 
 
-def timed(run, repeat: int):
-    """Median process-CPU seconds of ``repeat`` calls after a warm-up, and the last result (CPU time: on a
-    machine shared with other work the time slices others take do not count)."""
-    _, cpu, result = median_times(run, repeat)
-    return cpu, result
+ENGINES = {"cpu": "cpu", "gpu": "gpu-flat"}
+"""The engine of each ``--engine``: the pricing's and the measures'."""
+AGREEMENT_ROWS = 200
+
+
+def timed(run, repeat: int, engine: str = "cpu"):
+    """Median seconds of ``repeat`` calls after a warm-up, and the last result: process-CPU seconds on the CPU
+    (on a machine shared with other work the time slices others take do not count), wall seconds on the GPU."""
+    wall, cpu, result = median_times(run, repeat)
+    return (cpu if engine == "cpu" else wall), result
+
+
+def pricing(instruments, curves, engine: str):
+    """Bond and option prices of one pricing (pack and the engine)."""
+    if engine == "cpu":
+        return price_cpu(pack(instruments, curves))
+    run = price_gpu(pack(instruments, curves), "flat")
+    return run.bond, run.option
+
+
+def agreement(instruments, curves, out: dict) -> float:
+    """The largest difference of ``out``'s measures (no OAS) from the CPU engine's on the first AGREEMENT_ROWS
+    rows, over the largest value of each measure's column."""
+    rows = np.arange(min(AGREEMENT_ROWS, len(instruments)))
+    cpu = price_measures(instruments.take(rows), curves, engine="cpu")
+    return max(float(np.nanmax(np.abs(out[k][rows] - v)) / np.nanmax(np.abs(v))) for k, v in cpu.items()
+               if k != "error" and np.isfinite(v).any())
 
 
 def floor(instruments, curves, evaluations: float) -> dict:
@@ -79,29 +106,31 @@ def counted(evaluations: list):
     return wrapper
 
 
-def run(name: str, size: int, repeat: int) -> dict:
+def run(name: str, size: int, repeat: int, engine: str = "cpu") -> dict:
     instruments, curves = book(name, size)
-    pricing, (bond, option) = timed(lambda: price_cpu(pack(instruments, curves)), max(repeat, 3))
+    seconds, (bond, option) = timed(lambda: pricing(instruments, curves, engine), max(repeat, 3), engine)
     kind = instruments.table["instrument"].to_numpy()
     price = np.where(kind == "bond_option", option, bond + np.where(kind == "callable_bond", -option, option))
     t, discount, _ = settlement(instruments, curves)
     quotes = Quotes(price / discount * 0.995, np.ones(len(price), dtype=bool))
-    report = {"rows": len(instruments), "node_steps": instruments.node_steps, "pricing_seconds": pricing, "parts": {}}
+    report = {"rows": len(instruments), "node_steps": instruments.node_steps, "pricing_seconds": seconds, "parts": {}}
     for part, measures in {**PARTS, "oas (rounds)": ["oas"]}.items():
-        seconds, out = timed(lambda: price_measures(instruments, curves, engine="cpu", measures=measures,
-                                                    quotes=quotes if part.startswith("oas") else None), repeat)
+        seconds, out = timed(lambda: price_measures(instruments, curves, engine=ENGINES[engine], measures=measures,
+                                                    quotes=quotes if part.startswith("oas") else None), repeat, engine)
         report["parts"][part] = seconds
         if part.startswith("oas"):
             report["oas_found"] = int(np.isfinite(out["oas"]).sum())
-    report["measures_seconds"], out = timed(lambda: price_measures(instruments, curves, engine="cpu", quotes=quotes),
-                                            repeat)
-    report["measures_without_oas_seconds"], _ = timed(lambda: price_measures(instruments, curves, engine="cpu"),
-                                                      repeat)
+    report["measures_seconds"], out = timed(
+        lambda: price_measures(instruments, curves, engine=ENGINES[engine], quotes=quotes), repeat, engine)
+    report["measures_without_oas_seconds"], plain_out = timed(
+        lambda: price_measures(instruments, curves, engine=ENGINES[engine]), repeat, engine)
+    if engine != "cpu":
+        report["gpu_vs_cpu"] = agreement(instruments, curves, plain_out)
     report["errors"] = int(sum(e is not None for e in out["error"]))
     evaluations = []
     risk.find_roots, plain = counted(evaluations), risk.find_roots
     try:
-        price_measures(instruments, curves, engine="cpu", measures=["oas"], quotes=quotes)
+        price_measures(instruments, curves, engine=ENGINES[engine], measures=["oas"], quotes=quotes)
     finally:
         risk.find_roots = plain
     report["oas_evaluations_mean"] = float(evaluations[0].mean())
@@ -116,10 +145,13 @@ def main():
     parser.add_argument("--desk-size", type=int, default=2000)
     parser.add_argument("--r1-size", type=int, default=5000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--engine", choices=sorted(ENGINES), default="cpu")
     args = parser.parse_args()
-    reports = {"numba_threads": numba.get_num_threads(), "target_ratio": 6.0,
-               "desk": run("desk", args.desk_size, args.repeat), "R1": run("R1", args.r1_size, args.repeat)}
-    lines = ["| book | rows | pricing CPU s | measures CPU s | ratio | without OAS | parallel | key rates | vega | "
+    reports = {"engine": args.engine, "numba_threads": numba.get_num_threads(), "target_ratio": 6.0,
+               "desk": run("desk", args.desk_size, args.repeat, args.engine),
+               "R1": run("R1", args.r1_size, args.repeat, args.engine)}
+    unit = "CPU s" if args.engine == "cpu" else "s"
+    lines = [f"| book | rows | pricing {unit} | measures {unit} | ratio | without OAS | parallel | key rates | vega | "
              "OAS | OAS evaluations | floor ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in ("desk", "R1"):
         r = reports[name]
@@ -128,6 +160,10 @@ def main():
         lines.append(f"| {name} | {r['rows']} | {p:.2f} | {r['measures_seconds']:.2f} | "
                      f"{r['measures_seconds'] / p:.2f}x | {r['measures_without_oas_seconds'] / p:.2f}x | {parts} | "
                      f"{r['oas_evaluations_mean']:.1f} | {r['floor']['measures'] / r['floor']['pricing']:.2f}x |")
+    if args.engine != "cpu":
+        lines.append("")
+        lines.append("GPU against the CPU engine (measures without OAS, first rows, over each column's largest): " +
+                     ", ".join(f"{name} {reports[name]['gpu_vs_cpu']:.1e}" for name in ("desk", "R1")))
     save(args.output_dir, "risk", reports, lines)
 
 

@@ -177,6 +177,14 @@ HOST_DEVICE void swap_rows(real*& a, real*& b)
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+// The sum of v over the 32 threads of a warp, in a fixed order, in lane 0.
+__device__ __forceinline__ real warp_sum(real v)
+{
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    return v;
+}
+
 // Turns the sums S~_m = sum_j Q~(m, j) exp(-j dr dt) of state prices iterated without the alphas into
 // e_m = exp(-alpha_m dt) = P(m+1) S~_{m-1} / (P(m) S~_m), S~_{-1} = P(0) = 1, in place in
 // ea[m * count + k] for the `count` instruments of the block (batch rows rows[k]) and m < their height.

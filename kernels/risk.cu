@@ -17,11 +17,24 @@
 // puttable bond) rolls one row back, the holder's value (bond less call, capped at the call price by an
 // exercise; plus put, floored at the put price), its option then the bond's cash flows from the cut on less
 // that (or that less them). The bond's value at the root is its cash flows discounted on the bumped curve.
+//
+// risk_forward_block: risk_forward's pass, one block per tree (see there).
+//
+// risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the
+// threads share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows and the
+// node weights in shared memory, one barrier a step, and the bump's factors (each step's exp(-alpha dt), each
+// event's amount) computed ahead a window at a time, a step or an event per thread. A roll of one bump over few trees (an OAS evaluation)
+// fills the GPU with blocks where risk_roll has one thread per tree. Node for node it is risk_roll's arithmetic
+// (the node discounts walked as outer.cuh's NodeWalk walks them), and the values at the root are summed in
+// the same order.
 #include "bumps.cuh"
 #include "outer.cuh"
 
 #ifndef RISK_THREADS
 #define RISK_THREADS 128
+#endif
+#ifndef RISK_EVENT_WINDOW
+#define RISK_EVENT_WINDOW 256
 #endif
 
 extern "C" __global__ void __launch_bounds__(RISK_THREADS)
@@ -33,11 +46,98 @@ extern "C" __global__ void __launch_bounds__(RISK_THREADS)
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= trees) return;
     const long long tree_id = order[k];
+    if (tree_id < 0) return;  // a tree risk_forward_block runs
     const int group = k / lanes, lane = k - group * lanes;
     const Tree tree(book, tree_row[tree_id], tree_dr[tree_id]);
     // Q and the alphas interleave alike: alpha_at[tree] is alpha_base[group] + lane (the launcher's layout)
     forward(tree, rows + row_base[group] + lane, alphas + alpha_at[tree_id], lanes, int(tree_cut[tree_id]),
             saved + row_base[group] + lane);
+}
+
+// The interior node weights of `tree` (and, with `discount`, the node discounts exp(-j dr dt)) into shared rows,
+// by the threads of a block, as outer.cuh's NodeWalk walks them: exp(-j dr dt) afresh every 32 nodes, times
+// exp(-dr dt) in between.
+__device__ void node_weights(const Tree& tree, real* up, real* mid, real* down, real* discount)
+{
+    const double ratio = exp(-tree.drdt);
+    for (int first = 32 * threadIdx.x; first < tree.width; first += 32 * blockDim.x) {
+        double d = 0.0;
+        for (int p = first; p < min(tree.width, first + 32); ++p) {
+            d = p == first ? tree.node_discount(p) : d * ratio;
+            const Branching weight = tree.interior_weights(p, d);
+            up[p] = real(weight.up);
+            mid[p] = real(weight.mid);
+            down[p] = real(weight.down);
+            if (discount != nullptr) discount[p] = real(d);
+        }
+    }
+}
+
+// risk_forward's pass, one block per tree of at most `span` nodes (threads over the nodes, double-buffered
+// state prices in shared memory): the same outputs in the same places, its sums S_m = sum_j Q(m, j)
+// exp(-j dr dt) added up by warps (in a fixed order, not node by node), so its exp(-alpha_m dt) can differ
+// from risk_forward's in the last bits.
+extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long* order, int span,
+                                              const long long* tree_row, const double* tree_dr, int lanes,
+                                              const long long* alpha_at, real* alphas, const long long* tree_cut,
+                                              const long long* q_at, real* saved)
+{
+    extern __shared__ unsigned char shared_bytes[];
+    __shared__ real partial[32];
+    __shared__ real step_e;
+    const Portfolio book PORTFOLIO_ARGS;
+    const int t = threadIdx.x, threads = blockDim.x, lane = t & 31, warp = t >> 5, warps = threads >> 5;
+    const long long tree_id = order[blockIdx.x];
+    const Tree tree(book, tree_row[tree_id], tree_dr[tree_id]);
+    const int w = tree.width, save_at = int(tree_cut[tree_id]);
+    real* Q = reinterpret_cast<real*>(shared_bytes);
+    real* Q_next = Q + span;
+    real* up = Q_next + span;
+    real* mid = up + span;
+    real* down = mid + span;
+    real* discount = down + span;
+    real* ea = alphas + alpha_at[tree_id];
+    node_weights(tree, up, mid, down, discount);
+    for (int p = t; p < w; p += threads) Q[p] = p == tree.jmax ? real(1) : real(0);
+    __syncthreads();
+    real s = real(1);  // sum_j Q(m, j) exp(-j dr dt), in thread 0
+    int hint = 0;
+    for (int m = 0;; ++m) {
+        if (m == save_at)
+            for (int p = t; p < w; p += threads) saved[q_at[tree_id] + (long long)p * lanes] = Q[p];
+        if (t == 0) {
+            step_e = real(discount_bond((m + 1) * tree.dt, tree.knot_t, tree.knot_z, tree.knots, hint) / s);
+            ea[(long long)m * lanes] = step_e;
+        }
+        __syncthreads();
+        if (m == tree.height - 1) break;
+        const real e = step_e, top_flow = e * Q[w - 1], bottom_flow = e * Q[0];
+        real v = real(0);
+        for (int p = t; p < w; p += threads) {
+            const real from_below = p > 0 ? up[p - 1] * Q[p - 1] : real(0);
+            const real from_above = p + 1 < w ? down[p + 1] * Q[p + 1] : real(0);
+            const real q = e * (from_below + mid[p] * Q[p] + from_above) + edge_inflow(tree, p, top_flow, bottom_flow);
+            Q_next[p] = q;
+            v += q * discount[p];
+        }
+        v = warp_sum(v);
+        if (lane == 0) partial[warp] = v;
+        __syncthreads();
+        if (t == 0) {
+            s = real(0);
+            for (int k = 0; k < warps; ++k) s += partial[k];
+        }
+        swap_rows(Q, Q_next);
+    }
+}
+
+// One event of a bumped step at one node (`held`: B is the holder's value, capped or floored by an exercise).
+__device__ __forceinline__ void apply_held_event(unsigned char kind, real amount, bool call, bool held, real& b, real& o)
+{
+    if (held && kind == EVENT_EXERCISE)
+        b = call ? fmin(b, amount) : fmax(b, amount);
+    else
+        apply_event(kind, amount, call, b, o);
 }
 
 // The events of step i applied to every node of one bump's rows, their amounts carried by the bump (`held`:
@@ -51,16 +151,36 @@ __device__ __forceinline__ void apply_bumped_events(const Portfolio& book, const
         const real amount =
             real(book.event_amount[e] * bump_event_factor(event_time[e], tau, grid, dz, knots));
         const unsigned char kind = book.event_kind[e];
-        for (int p = 0; p < tree.width; ++p) {
-            real b = B[p * stride], o = O[p * stride];
-            if (held && kind == EVENT_EXERCISE)
-                b = call ? fmin(b, amount) : fmax(b, amount);
-            else
-                apply_event(kind, amount, call, b, o);
-            B[p * stride] = b;
-            O[p * stride] = o;
-        }
+        for (int p = 0; p < tree.width; ++p) apply_held_event(kind, amount, call, held, B[p * stride], O[p * stride]);
     }
+}
+
+// The item's values at the root from its rolled rows (`rolled`, nodes `stride` apart: the holder's value or the
+// option) at its cut, and its bond's cash flows discounted on the bumped curve, into bond_out and option_out.
+__device__ void finish_item(const Portfolio& book, const Tree& tree, long long row, long long item, const real* rolled,
+                            long long stride, int cut, const real* q, int q_lanes, bool call, bool held,
+                            const double* event_time, const double* grid, const double* bump, int knots,
+                            double* bond_out, double* option_out)
+{
+    double value = 0.0;
+    if (cut == 0) {
+        value = double(rolled[tree.jmax * stride]);
+    } else {
+        for (int p = 0; p < tree.width; ++p) value += double(q[(long long)p * q_lanes]) * double(rolled[p * stride]);
+    }
+    value *= exp(-bump_exponent(cut * tree.dt, grid, bump, knots));
+    double bond = 0.0, tail = 0.0;  // the cash flows, and those from the cut on, discounted on the bumped curve
+    for (long long e = book.event_offsets[row]; e < book.event_offsets[row + 1]; ++e) {
+        if (book.event_kind[e] == EVENT_EXERCISE) continue;
+        const int step = book.event_step[e];
+        const double present = double(book.event_amount[e]) *
+                               discount_bond(step * tree.dt, tree.knot_t, tree.knot_z, tree.knots) *
+                               exp(-bump_exponent(event_time[e], grid, bump, knots));
+        bond += present;
+        if (step >= cut) tail += present;
+    }
+    bond_out[item] = bond;
+    option_out[item] = held ? (call ? tail - value : value - tail) : value;
 }
 
 extern "C" __global__ void __launch_bounds__(RISK_THREADS)
@@ -106,25 +226,103 @@ extern "C" __global__ void __launch_bounds__(RISK_THREADS)
         apply_bumped_events(book, cursor.at(book, i), tree, tau, event_time, grid, bump, knots, call, held, B, O,
                             stride);
     }
-    const real* rolled = held ? B : O;
-    double value = 0.0;
-    if (cut == 0) {
-        value = double(rolled[tree.jmax * stride]);
-    } else {
-        const real* q = saved + q_at[tree_id];
-        for (int p = 0; p < tree.width; ++p) value += double(q[(long long)p * q_lanes]) * double(rolled[p * stride]);
+    finish_item(book, tree, row, item, held ? B : O, stride, cut, saved + (cut ? q_at[tree_id] : 0), q_lanes, call,
+                held, event_time, grid, bump, knots, bond_out, option_out);
+}
+
+extern "C" __global__ void
+    risk_roll_block(PORTFOLIO_PARAMS, const double* event_time, const long long* order, int span,
+                    const long long* tasks, const long long* tree_row, const double* tree_dr,
+                    const long long* alpha_at, int alpha_lanes, int bumps, int knots, const double* grid,
+                    const double* dz, const real* alphas, double* bond_out, double* option_out,
+                    const long long* tree_cut, const long long* q_at, int q_lanes, const real* saved,
+                    const unsigned char* embedded)
+{
+    extern __shared__ unsigned char shared_bytes[];
+    const Portfolio book PORTFOLIO_ARGS;
+    const int t = threadIdx.x, threads = blockDim.x;
+    const long long item = order[blockIdx.x], k = item / bumps, tree_id = tasks[k], row = tree_row[tree_id];
+    const Tree tree(book, row, tree_dr[tree_id]);
+    const int w = tree.width;
+    real* B = reinterpret_cast<real*>(shared_bytes);
+    real* B_next = B + span;
+    real* O = B_next + span;
+    real* O_next = O + span;
+    real* up = O_next + span;
+    real* mid = up + span;
+    real* down = mid + span;
+    real* rate = down + span;
+    real* amount = rate + threads;
+    const real* ea = alphas + alpha_at[tree_id];
+    const bool call = book.is_call[row];
+    const int last_exercise = book.option_from[row];
+    const double* bump = dz + item * knots;
+    const int cut = int(tree_cut[tree_id]);
+    const bool held = embedded[row];
+
+    node_weights(tree, up, mid, down, nullptr);
+    for (int p = t; p < w; p += threads) B[p] = O[p] = real(0);
+    __syncthreads();
+
+    EventCursor cursor;
+    cursor.start(book, row);
+    const int n_steps = tree.height;
+    // The bump's factors, computed a window at a time by the threads side by side: exp(-alpha_i dt) of the
+    // next `threads` steps down (rate[i_top - i]), and the amounts of the next RISK_EVENT_WINDOW events
+    // (amount[e - e_low]), each exactly as risk_roll computes it in its step.
+    int i_top = -1, i_low = n_steps + 1, e_low = cursor.next, e_high = cursor.next;
+    for (int i = n_steps; i >= cut; --i) {
+        const double tau = i * tree.dt;
+        const StepEvents events = cursor.at(book, i);
+        const bool rolls = i < n_steps, with_option = i < last_exercise && !held;
+        const bool new_rates = rolls && i < i_low, new_events = events.last > e_high &&
+                                                                events.last - events.first <= RISK_EVENT_WINDOW;
+        if (new_rates) {
+            i_top = i;
+            i_low = max(cut, i - threads + 1);
+            const int s = i - t;
+            if (s >= i_low)
+                rate[t] = real(ea[s * alpha_lanes] * bump_rate_factor(s * tree.dt, (s + 1) * tree.dt, grid, bump, knots));
+        }
+        if (new_events) {
+            e_low = events.first;
+            e_high = min(cursor.end, e_low + RISK_EVENT_WINDOW);
+            for (int ev = e_low + t; ev < e_high; ev += threads)
+                amount[ev - e_low] = real(book.event_amount[ev] * bump_event_factor(event_time[ev],
+                                          book.event_step[ev] * tree.dt, grid, bump, knots));
+        }
+        if (new_rates || new_events) __syncthreads();
+        const real e = rolls ? rate[i_top - i] : real(0);
+        for (int p = t; p < w; p += threads) {
+            real b = real(0), o = real(0);
+            if (rolls) {
+                o = O[p];
+                if (p == w - 1) {
+                    b = e * (tree.top_up * B[p] + tree.top_mid * B[p - 1] + tree.top_down * B[p - 2]);
+                    if (with_option) o = e * (tree.top_up * O[p] + tree.top_mid * O[p - 1] + tree.top_down * O[p - 2]);
+                } else if (p == 0) {
+                    b = e * (tree.bottom_up * B[2] + tree.bottom_mid * B[1] + tree.bottom_down * B[0]);
+                    if (with_option) o = e * (tree.bottom_up * O[2] + tree.bottom_mid * O[1] + tree.bottom_down * O[0]);
+                } else {
+                    b = e * (up[p] * B[p + 1] + mid[p] * B[p] + down[p] * B[p - 1]);
+                    if (with_option) o = e * (up[p] * O[p + 1] + mid[p] * O[p] + down[p] * O[p - 1]);
+                }
+            }
+            B_next[p] = b;
+            O_next[p] = o;
+        }
+        for (int ev = events.first; ev < events.last; ++ev) {  // a thread's own nodes: no barrier before
+            const real value = ev < e_high ? amount[ev - e_low]  // beyond the window: a step of many events
+                                           : real(book.event_amount[ev] * bump_event_factor(event_time[ev], tau, grid,
+                                                                                            bump, knots));
+            const unsigned char kind = book.event_kind[ev];
+            for (int p = t; p < w; p += threads) apply_held_event(kind, value, call, held, B_next[p], O_next[p]);
+        }
+        __syncthreads();
+        swap_rows(B, B_next);
+        swap_rows(O, O_next);
     }
-    value *= exp(-bump_exponent(cut * tree.dt, grid, bump, knots));
-    double bond = 0.0, tail = 0.0;  // the cash flows, and those from the cut on, discounted on the bumped curve
-    for (long long e = book.event_offsets[row]; e < book.event_offsets[row + 1]; ++e) {
-        if (book.event_kind[e] == EVENT_EXERCISE) continue;
-        const int step = book.event_step[e];
-        const double present = double(book.event_amount[e]) *
-                               discount_bond(step * tree.dt, tree.knot_t, tree.knot_z, tree.knots) *
-                               exp(-bump_exponent(event_time[e], grid, bump, knots));
-        bond += present;
-        if (step >= cut) tail += present;
-    }
-    bond_out[item] = bond;
-    option_out[item] = held ? (call ? tail - value : value - tail) : value;
+    if (t == 0)
+        finish_item(book, tree, row, item, held ? B : O, 1, cut, saved + (cut ? q_at[tree_id] : 0), q_lanes, call,
+                    held, event_time, grid, bump, knots, bond_out, option_out);
 }

@@ -15,13 +15,6 @@
 #define WIDE_THREADS 1024
 #endif
 
-__device__ __forceinline__ real warp_sum(real v)
-{
-#pragma unroll
-    for (int d = 16; d > 0; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
-    return v;
-}
-
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
     wide_price(PORTFOLIO_PARAMS, const long long* order, const long long* row_base, const long long* alpha_base,
                real* scratch, real* alphas, LEADER_PARAMS, double* bond_out, double* option_out)

@@ -12,7 +12,8 @@ import pytest
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk, _bump_exponent
-from distprice.lattice.gpu import gpu_available, kernel_dir
+from distprice.cuda import kernel_dir
+from distprice.lattice.gpu import gpu_available
 from distprice.lattice.sweeps import key_rate_bumps
 
 from utils import host_library, instruments_of, random_portfolio
@@ -77,7 +78,7 @@ def test_risk_kernels_compile(tmp_path, real):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     ptx = (tmp_path / "k.ptx").read_text()
-    assert ".entry risk_forward" in ptx and ".entry risk_roll" in ptx
+    assert all(f".entry {name}" in ptx for name in ("risk_forward", "risk_forward_block", "risk_roll", "risk_roll_block"))
 
 
 @pytest.mark.gpu
@@ -108,3 +109,41 @@ def test_gpu_risk_engine_equals_the_cpus(held):
                        + engine.roll(trees, np.arange(n, 2 * n)[::2], grid, dz[::2, :3]))
     for cpu, gpu in zip(*results):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+@pytest.mark.parametrize("held", [False, True])
+@pytest.mark.parametrize("window", [256, 2])
+def test_block_kernels_equal_thread_kernels(monkeypatch, held, window):
+    """A block per tree forward and per (tree, bump) back (``risk_forward_block``, ``risk_roll_block``)
+    computes what a thread per tree and per (tree, bump) does (``risk_forward``, ``risk_roll``), on trees of
+    every width the random portfolios have, under a parallel shift and key-rate bumps, with and without a cut,
+    by blocks of one to several warps; with a window of 2 events, steps of more events than it holds compute
+    the rest in place. The same values to the last bits of a price of ~100: the block's forward pass adds a
+    step's state prices up by warps, and the compiler may fuse a multiply and an add in one kernel and not in
+    the other (a held bond's option is a difference of two such values)."""
+    import distprice.lattice.gpu as gpu
+
+    monkeypatch.setattr(gpu, "RISK_EVENT_WINDOW", window)
+    rng = np.random.default_rng(12)
+    instruments = instruments_of(random_portfolio(rng, 150))
+    batch = pack(instruments, builtin_curves())
+    embedded = (instruments.table["instrument"] != "bond_option").to_numpy() if held else None
+    grid = np.array([1.0, 2.0, 5.0, 10.0, 30.0])
+    bumps = np.concatenate([np.zeros((1, 5)), np.full((1, 5), -1e-3), 1e-3 * key_rate_bumps(5)])
+    n = len(instruments)
+    dz = np.broadcast_to(0.001 + bumps, (n, *bumps.shape))
+    width = instruments.geometry.width
+    assert width.min() < 32 and width.max() > gpu.RISK_BLOCK_NODES  # one and several warps a block
+    row = np.repeat(np.arange(n), np.diff(batch.events.offsets))
+    assert np.unique(np.c_[row, batch.events.step], axis=0, return_counts=True)[1].max() > 2  # a step of 3+
+    results = []
+    for widths in ((1, 10**9), (10**9, 10**9)):  # every tree by blocks, then every tree by threads
+        monkeypatch.setattr(gpu, "RISK_BLOCK_WIDTHS", widths)
+        engine = gpu.GpuRisk(batch, embedded)
+        trees = engine.trees(np.arange(n), instruments.table["volatility"].to_numpy(), instruments.geometry.dr)
+        results.append(engine.roll(trees, np.arange(n), grid, dz))
+    for blocks, threads in zip(*results):
+        assert np.isfinite(blocks).all()
+        np.testing.assert_allclose(blocks, threads, rtol=1e-13, atol=1e-12)

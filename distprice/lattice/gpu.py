@@ -21,13 +21,12 @@ says of its leaders in :data:`LEADER_ARGS` (``LEADER_PARAMS``; a test holds each
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from ..cuda import compile_module
 from ..errors import Fp32OverflowError, GpuUnavailableError
 from .batch import Batch
 from .groups import TreeGroups, batch_groups, node_steps
@@ -101,22 +100,12 @@ def _device_name(device_id: int) -> str:
     return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
 
 
-def kernel_dir() -> Path:
-    """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
-    try:
-        return Path(str(importlib.resources.files("distprice.kernels")))
-    except ModuleNotFoundError:
-        return Path(__file__).resolve().parents[2] / "kernels"
-
-
 @functools.cache
 def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
     """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
-    cupy = require_gpu()
-    kernels = kernel_dir()
     c_real = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(real)]
-    options = ("-std=c++17", f"-DREAL={c_real}", f"-I{kernels}", *(f"-D{k}={v}" for k, v in defines))
-    return cupy.RawModule(code=(kernels / source).read_text(), options=options)
+    return compile_module(require_gpu(), source, ("-std=c++17", f"-DREAL={c_real}",
+                                                  *(f"-D{k}={v}" for k, v in defines)))
 
 
 @dataclass
@@ -484,16 +473,60 @@ def price_gpu(batch: Batch, kernel: str, **options) -> GpuRun:
 RISK_THREADS = 128
 RISK_ROW_BYTES = 2**31
 """Device bytes of bump rows one roll launch may take; a larger call is rolled in parts."""
+RISK_BLOCK_WIDTHS = (16, 1024)
+"""Trees this wide (nodes, both ends included) roll a block per (tree, bump) (``risk_roll_block``); narrower
+and wider ones a thread each (``risk_roll``): a narrow tree leaves most of a block's threads idle, a wider
+one's rows outgrow shared memory."""
+RISK_BLOCK_NODES = 128
+"""Nodes per warp of a block roll: a block has a warp per RISK_BLOCK_NODES nodes of its widest tree (1 to 8
+warps), each thread a node of every warp-width of them per step."""
+RISK_FORWARD_ROWS = 6
+"""Rows of a block's forward pass in shared memory: the state prices double-buffered, three node weights and
+the node discounts."""
+RISK_ROLL_ROWS = 7
+"""Rows of a block roll in shared memory: bond and option, each double-buffered, and three node weights."""
+RISK_EVENT_WINDOW = 256
+"""Events whose bumped amounts a block roll computes at once, ahead of the steps that apply them."""
+
+
+def _by_blocks(width: np.ndarray) -> np.ndarray:
+    """Which trees of these widths the risk kernels run a block each (RISK_BLOCK_WIDTHS)."""
+    return (width >= RISK_BLOCK_WIDTHS[0]) & (width <= RISK_BLOCK_WIDTHS[1])
+
+
+def _block_launches(width: np.ndarray, height: np.ndarray, chosen: np.ndarray):
+    """The launches of a block kernel over trees ``chosen`` (positions into ``width`` and ``height``): per warp
+    count (a warp per RISK_BLOCK_NODES nodes), ``(span, threads, positions)`` with the launch's widest tree and
+    its positions, tallest trees first."""
+    warps = -(-width[chosen].astype(np.int64) // RISK_BLOCK_NODES)
+    for count in np.unique(warps):
+        mine = chosen[warps == count]
+        mine = mine[np.argsort(-height[mine], kind="stable")]
+        yield int(width[mine].max()), int(count) * WARP, mine
+
+
+def _launch_blocks(kernel, blocks: np.ndarray, threads: int, shared: int, arguments: tuple) -> None:
+    """``kernel`` on a block per entry of ``blocks`` with ``shared`` bytes of dynamic shared memory each."""
+    if shared > kernel.max_dynamic_shared_size_bytes:
+        kernel.max_dynamic_shared_size_bytes = shared
+    kernel((len(blocks),), (threads,), arguments, shared_mem=shared)
+
+
+def _risk_kernel(name: str):
+    """A kernel of ``kernels/risk.cu`` (fp64; one module for all three)."""
+    defines = (("RISK_THREADS", RISK_THREADS), ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW))
+    return _module("risk.cu", np.dtype(np.float64), defines).get_function(name)
 
 
 class GpuRisk:
-    """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``, its forward passes one
-    tree per thread, once per tree (kept on the device with each tree's state prices at its cut step,
-    :func:`~.sweeps.cut_steps`), each call of :meth:`roll` rolling its trees back under all its bumps down to
-    their cuts, a thread and two rows per (tree, bump), in parts of at most RISK_ROW_BYTES of rows. The batch
-    is uploaded once, its events' amounts adjusted under its curves. ``embedded`` (per row, default none): as
-    for :class:`~.cpu.CpuRisk`, a callable or puttable bond whose price alone is wanted rolls its holder's value
-    back alone."""
+    """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``. Its forward passes run
+    once per tree (kept on the device with each tree's state prices at its cut step, :func:`~.sweeps.cut_steps`);
+    each call of :meth:`roll` rolls its trees back under all its bumps down to their cuts. Trees
+    RISK_BLOCK_WIDTHS wide run a block each (per tree forward, per (tree, bump) back: the threads share each
+    step's nodes, in shared memory); the others a thread each, on two rows per (tree, bump) in global memory,
+    in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts adjusted under
+    its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable or puttable
+    bond whose price alone is wanted rolls its holder's value back alone."""
 
     def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:
@@ -522,38 +555,84 @@ class GpuRisk:
         state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
                  "dr": device.put(np.asarray(dr, np.float64)), "cut": device.put(self.cut[rows]),
                  "q_at": device.put(q_at), "saved": device.empty(max(layout.row_elements, 1), np.float64)}
-        if len(rows):
-            kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function(
-                "risk_forward")
-            kernel((-(-len(rows) // RISK_THREADS),), (RISK_THREADS,),
-                   (*self._leading(), np.int32(len(rows)), device.put(layout.order), state["rows"], state["dr"],
-                    np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
-                    device.empty(max(layout.row_elements, 1), np.float64), alphas, state["cut"], state["saved"]))
+        width = g.width[rows]
+        blocks = _by_blocks(width)
+        if (~blocks).any():  # a thread per tree; a slot whose tree a block runs (order -1) does nothing
+            order = np.where(blocks[layout.order], -1, layout.order)
+            _risk_kernel("risk_forward")(
+                (-(-len(rows) // RISK_THREADS),), (RISK_THREADS,),
+                (*self._leading(), np.int32(len(rows)), device.put(order), state["rows"], state["dr"], np.int32(WARP),
+                 device.put(layout.row_base), state["alpha_at"], device.empty(max(layout.row_elements, 1), np.float64),
+                 alphas, state["cut"], state["saved"]))
+        kernel = _risk_kernel("risk_forward_block")
+        for span, threads, chosen in _block_launches(width, g.height[rows], np.flatnonzero(blocks)):
+            _launch_blocks(kernel, chosen, threads, RISK_FORWARD_ROWS * span * 8,
+                           (*self._leading(), device.put(chosen), np.int32(span), state["rows"], state["dr"],
+                            np.int32(WARP), state["alpha_at"], alphas, state["cut"], state["q_at"], state["saved"]))
         return Trees(rows, np.asarray(volatility, np.float64), np.asarray(dr, np.float64), state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
-        cupy = require_gpu()
         g = self.batch.geometry
         tasks = np.asarray(tasks, np.int64)
         dz = np.ascontiguousarray(dz, np.float64)
+        bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
+        blocks = _by_blocks(g.width[trees.rows[tasks]])
+        for chosen, roll in ((np.flatnonzero(blocks), self._roll_blocks), (np.flatnonzero(~blocks), self._roll_threads)):
+            if len(chosen):
+                bond[chosen], option[chosen] = roll(trees, tasks[chosen], grid, dz[chosen])
+        return bond, option
+
+    def _arguments(self, trees: Trees, device: "_Device", tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        """What both roll kernels read after the batch's arrays, up to their own layout's arguments."""
+        state = trees.state
+        return {"tasks": device.put(tasks), "tree_row": state["rows"], "tree_dr": state["dr"],
+                "alpha_at": state["alpha_at"], "alpha_lanes": np.int32(WARP), "bumps": np.int32(dz.shape[1]),
+                "knots": np.int32(len(grid)), "grid": device.put(np.asarray(grid, np.float64)), "dz": device.put(dz)}
+
+    def _roll_blocks(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        """``risk_roll_block``: a block per (task, bump), launched per warp count, longest trees first."""
+        cupy = require_gpu()
+        g = self.batch.geometry
+        rows = trees.rows[tasks]
+        bumps = dz.shape[1]
+        device = _Device(cupy)
+        common = self._arguments(trees, device, tasks, grid, dz)
+        out_bond, out_option = device.poisoned(len(tasks) * bumps), device.poisoned(len(tasks) * bumps)
+        kernel = _risk_kernel("risk_roll_block")
+        state = trees.state
+        for span, threads, mine in _block_launches(g.width[rows], g.height[rows], np.arange(len(tasks))):
+            items = (mine[:, None] * bumps + np.arange(bumps)).ravel()
+            _launch_blocks(kernel, items, threads, (RISK_ROLL_ROWS * span + threads + RISK_EVENT_WINDOW) * 8,
+                           (*self._leading(), self.device.args["event_time"], device.put(items), np.int32(span),
+                            common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"],
+                            common["alpha_lanes"], common["bumps"], common["knots"], common["grid"], common["dz"],
+                            state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(WARP),
+                            state["saved"], self.embedded))
+        return cupy.asnumpy(out_bond).reshape(-1, bumps), cupy.asnumpy(out_option).reshape(-1, bumps)
+
+    def _roll_threads(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
+        """``risk_roll``: a thread per (task, bump), in parts of at most RISK_ROW_BYTES of rows."""
+        cupy = require_gpu()
+        g = self.batch.geometry
         bumps = dz.shape[1]
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
         rows = trees.rows[tasks]
         part_of = (np.cumsum(2 * bumps * g.width[rows].astype(np.int64) * 8) - 1) // RISK_ROW_BYTES
-        kernel = _module("risk.cu", np.dtype(np.float64), (("RISK_THREADS", RISK_THREADS),)).get_function("risk_roll")
+        kernel = _risk_kernel("risk_roll")
         state = trees.state
         for p in np.unique(part_of):
             part = np.flatnonzero(part_of == p)
             items = len(part) * bumps   # item k * bumps + b: task part[k] under bump b
             device = _Device(cupy)
+            common = self._arguments(trees, device, tasks[part], grid, dz[part])
             layout = outer_layout(np.repeat(g.width[rows[part]], bumps), np.repeat(g.height[rows[part]], bumps),
                                   lanes=WARP)
             out_bond, out_option = device.poisoned(items), device.poisoned(items)
             kernel((-(-items // RISK_THREADS),), (RISK_THREADS,),
                    (*self._leading(), self.device.args["event_time"], np.int32(items), device.put(layout.order),
-                    device.put(tasks[part]), state["rows"], state["dr"], state["alpha_at"], np.int32(WARP),
-                    np.int32(bumps), np.int32(len(grid)), device.put(np.asarray(grid, np.float64)),
-                    device.put(dz[part]), np.int32(WARP), device.put(layout.row_base), device.put(layout.pitch),
+                    common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"], common["alpha_lanes"],
+                    common["bumps"], common["knots"], common["grid"], common["dz"], np.int32(WARP),
+                    device.put(layout.row_base), device.put(layout.pitch),
                     device.empty(max(layout.row_elements, 1), np.float64), state["alphas"], out_bond, out_option,
                     state["cut"], state["q_at"], np.int32(WARP), state["saved"], self.embedded))
             bond[part] = cupy.asnumpy(out_bond).reshape(len(part), bumps)
