@@ -23,7 +23,9 @@
 // risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the
 // threads share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows and the
 // node weights in shared memory, one barrier a step, and the bump's factors (each step's exp(-alpha dt), each
-// event's amount) computed ahead a window at a time, a step or an event per thread. A roll of one bump over few trees (an OAS evaluation)
+// event's amount) computed ahead a window at a time, a step or an event per thread. As the CPU engine does, a
+// bump that agrees with its task's bump 0 from some step up (a key rate's, above the top of its triangle)
+// starts there from bump 0's rows, which bump 0 (launched first) keeps in `snapshots`. A roll of one bump over few trees (an OAS evaluation)
 // fills the GPU with blocks where risk_roll has one thread per tree. Node for node it is risk_roll's arithmetic
 // (the node discounts walked as outer.cuh's NodeWalk walks them), and the values at the root are summed in
 // the same order.
@@ -236,7 +238,8 @@ extern "C" __global__ void
                     const long long* alpha_at, int alpha_lanes, int bumps, int knots, const double* grid,
                     const double* dz, const real* alphas, double* bond_out, double* option_out,
                     const long long* tree_cut, const long long* q_at, int q_lanes, const real* saved,
-                    const unsigned char* embedded)
+                    const unsigned char* embedded, const int* item_top, const long long* item_from,
+                    const long long* save_offsets, const int* save_step, const long long* save_at, real* snapshots)
 {
     extern __shared__ unsigned char shared_bytes[];
     const Portfolio book PORTFOLIO_ARGS;
@@ -260,21 +263,33 @@ extern "C" __global__ void
     const int cut = int(tree_cut[tree_id]);
     const bool held = embedded[row];
 
+    // The item's first step: the top of the tree (zero rows, then its events), or a step where it agrees with
+    // the task's bump 0, whose rows after that step's events it takes from `snapshots` (item_from >= 0).
+    const int top = item_top[item];
+    const long long from = item_from[item];
     node_weights(tree, up, mid, down, nullptr);
-    for (int p = t; p < w; p += threads) B[p] = O[p] = real(0);
+    for (int p = t; p < w; p += threads) {
+        B[p] = from < 0 ? real(0) : snapshots[from + p];
+        O[p] = from < 0 ? real(0) : snapshots[from + w + p];
+    }
     __syncthreads();
 
     EventCursor cursor;
     cursor.start(book, row);
-    const int n_steps = tree.height;
+    while (cursor.next < cursor.end && (book.event_step[cursor.next] > top ||
+                                        (from >= 0 && book.event_step[cursor.next] == top)))
+        ++cursor.next;
+    // Bump 0 keeps its rows after the events of the steps other bumps of its task start from (decreasing).
+    long long save = item % bumps == 0 ? save_offsets[k] : 0;
+    const long long saves_end = item % bumps == 0 ? save_offsets[k + 1] : 0;
     // The bump's factors, computed a window at a time by the threads side by side: exp(-alpha_i dt) of the
     // next `threads` steps down (rate[i_top - i]), and the amounts of the next RISK_EVENT_WINDOW events
     // (amount[e - e_low]), each exactly as risk_roll computes it in its step.
-    int i_top = -1, i_low = n_steps + 1, e_low = cursor.next, e_high = cursor.next;
-    for (int i = n_steps; i >= cut; --i) {
+    int i_top = -1, i_low = top + 1, e_low = cursor.next, e_high = cursor.next;
+    for (int i = top; i >= cut; --i) {
         const double tau = i * tree.dt;
         const StepEvents events = cursor.at(book, i);
-        const bool rolls = i < n_steps, with_option = i < last_exercise && !held;
+        const bool rolls = i < top, with_option = i < last_exercise && !held;
         const bool new_rates = rolls && i < i_low, new_events = events.last > e_high &&
                                                                 events.last - events.first <= RISK_EVENT_WINDOW;
         if (new_rates) {
@@ -294,9 +309,8 @@ extern "C" __global__ void
         if (new_rates || new_events) __syncthreads();
         const real e = rolls ? rate[i_top - i] : real(0);
         for (int p = t; p < w; p += threads) {
-            real b = real(0), o = real(0);
+            real b = B[p], o = O[p];
             if (rolls) {
-                o = O[p];
                 if (p == w - 1) {
                     b = e * (tree.top_up * B[p] + tree.top_mid * B[p - 1] + tree.top_down * B[p - 2]);
                     if (with_option) o = e * (tree.top_up * O[p] + tree.top_mid * O[p - 1] + tree.top_down * O[p - 2]);
@@ -317,6 +331,13 @@ extern "C" __global__ void
                                                                                             bump, knots));
             const unsigned char kind = book.event_kind[ev];
             for (int p = t; p < w; p += threads) apply_held_event(kind, value, call, held, B_next[p], O_next[p]);
+        }
+        if (save < saves_end && save_step[save] == i) {
+            for (int p = t; p < w; p += threads) {
+                snapshots[save_at[save] + p] = B_next[p];
+                snapshots[save_at[save] + w + p] = O_next[p];
+            }
+            ++save;
         }
         __syncthreads();
         swap_rows(B, B_next);

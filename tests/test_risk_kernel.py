@@ -147,3 +147,17 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window):
     for blocks, threads in zip(*results):
         assert np.isfinite(blocks).all()
         np.testing.assert_allclose(blocks, threads, rtol=1e-13, atol=1e-12)
+
+
+def test_kept_rows_list_each_task_and_step_once_in_the_order_bump_0_meets_them():
+    """Where bump 0 keeps its rows for the block rolls: one entry per (task, step) some other bump starts
+    from, by task and steps decreasing (bump 0 rolls down), and each such bump pointed at its entry."""
+    from distprice.lattice.gpu import _kept_rows
+
+    height = np.array([10, 7, 12])
+    top = np.array([[10, 4, 4, 10, 2],    # bumps 1 and 2 take step 4, bump 4 step 2
+                    [7, 7, 7, 7, 7],      # every bump from the top: nothing kept
+                    [12, 0, 9, 9, 12]])   # step 0 (the root) and step 9
+    task, step, entry = _kept_rows(top, height)
+    assert task.tolist() == [0, 0, 2, 2] and step.tolist() == [4, 2, 9, 0]
+    assert entry.tolist() == [0, 0, 1, 3, 2, 2]  # (0,1) (0,2) (0,4) (2,1) (2,2) (2,3), row-major

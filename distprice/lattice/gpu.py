@@ -32,7 +32,7 @@ from .batch import Batch
 from .groups import TreeGroups, batch_groups, node_steps
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
                       flat_shared_bytes, outer_layout)
-from .sweeps import Trees, cut_steps
+from .sweeps import Trees, cut_steps, start_steps
 
 WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
@@ -512,6 +512,17 @@ def _launch_blocks(kernel, blocks: np.ndarray, threads: int, shared: int, argume
     kernel((len(blocks),), (threads,), arguments, shared_mem=shared)
 
 
+def _kept_rows(top: np.ndarray, height: np.ndarray):
+    """The rows bump 0 keeps for the other bumps of its task (:meth:`GpuRisk._roll_blocks`): for each (task,
+    step) some bump starts from (``top`` below the task's ``height``), by task and steps decreasing, its task and
+    step, and for each such (task, bump) in row-major order the position of its entry."""
+    taken = top < height[:, None]
+    rank = int(top.max(initial=0)) + 1
+    key = np.nonzero(taken)[0] * rank + (rank - 1 - top[taken])  # by task, then steps decreasing
+    keys, entry = np.unique(key, return_inverse=True)
+    return keys // rank, rank - 1 - keys % rank, entry
+
+
 def _risk_kernel(name: str):
     """A kernel of ``kernels/risk.cu`` (fp64; one module for all three)."""
     defines = (("RISK_THREADS", RISK_THREADS), ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW))
@@ -523,8 +534,9 @@ class GpuRisk:
     once per tree (kept on the device with each tree's state prices at its cut step, :func:`~.sweeps.cut_steps`);
     each call of :meth:`roll` rolls its trees back under all its bumps down to their cuts. Trees
     RISK_BLOCK_WIDTHS wide run a block each (per tree forward, per (tree, bump) back: the threads share each
-    step's nodes, in shared memory); the others a thread each, on two rows per (tree, bump) in global memory,
-    in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts adjusted under
+    step's nodes, in shared memory; a bump that agrees with the tree's bump 0 from some step up starts there
+    from bump 0's rows); the others a thread each, every bump from the top, on two rows per (tree, bump) in
+    global memory, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts adjusted under
     its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable or puttable
     bond whose price alone is wanted rolls its holder's value back alone."""
 
@@ -590,24 +602,56 @@ class GpuRisk:
                 "knots": np.int32(len(grid)), "grid": device.put(np.asarray(grid, np.float64)), "dz": device.put(dz)}
 
     def _roll_blocks(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
-        """``risk_roll_block``: a block per (task, bump), launched per warp count, longest trees first."""
+        """``risk_roll_block``: a block per (task, bump), launched per warp count, longest trees first; each
+        task's bump 0 first, keeping its rows where the other bumps take them over (:func:`~.sweeps.start_steps`:
+        above a key rate's triangle, or at the cut), in parts of at most RISK_ROW_BYTES of kept rows."""
+        g = self.batch.geometry
+        rows = trees.rows[tasks]
+        height, cut = g.height[rows].astype(np.int64), self.cut[rows]
+        start = start_steps(grid, dz, g.dt[rows], height)
+        top = np.where(start < height[:, None], np.maximum(start, cut[:, None]), height[:, None])
+        top[:, 0] = height
+        kept_task, _, _ = _kept_rows(top, height)
+        kept_bytes = np.bincount(kept_task, 2 * g.width[rows[kept_task]] * 8.0, minlength=len(tasks))
+        part_of = (np.cumsum(kept_bytes) - 1) // RISK_ROW_BYTES if len(tasks) else np.zeros(0, np.int64)
+        bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
+        for p in np.unique(part_of):
+            part = np.flatnonzero(part_of == p)
+            bond[part], option[part] = self._roll_part(trees, tasks[part], grid, dz[part], top[part])
+        return bond, option
+
+    def _roll_part(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray, top: np.ndarray):
+        """One part of :meth:`_roll_blocks`: bump b of task k starts at step ``top[k, b]``, from bump 0's rows
+        after that step when below the tree's height."""
         cupy = require_gpu()
         g = self.batch.geometry
         rows = trees.rows[tasks]
+        width, height = g.width[rows].astype(np.int64), g.height[rows].astype(np.int64)
         bumps = dz.shape[1]
+        kept_task, kept_step, entry = _kept_rows(top, height)
+        kept_at, kept_total = exclusive_cumsum(2 * width[kept_task])
+        save_offsets = np.searchsorted(kept_task, np.arange(len(tasks) + 1))
+        item_from = np.full(top.shape, -1, dtype=np.int64)
+        item_from[top < height[:, None]] = kept_at[entry]
         device = _Device(cupy)
         common = self._arguments(trees, device, tasks, grid, dz)
         out_bond, out_option = device.poisoned(len(tasks) * bumps), device.poisoned(len(tasks) * bumps)
+        snapshots = device.empty(max(int(kept_total), 1), np.float64)
+        keeping = (device.put(top.astype(np.int32)), device.put(item_from), device.put(save_offsets),
+                   device.put(kept_step.astype(np.int32)), device.put(kept_at), snapshots)
         kernel = _risk_kernel("risk_roll_block")
         state = trees.state
-        for span, threads, mine in _block_launches(g.width[rows], g.height[rows], np.arange(len(tasks))):
-            items = (mine[:, None] * bumps + np.arange(bumps)).ravel()
-            _launch_blocks(kernel, items, threads, (RISK_ROLL_ROWS * span + threads + RISK_EVENT_WINDOW) * 8,
-                           (*self._leading(), self.device.args["event_time"], device.put(items), np.int32(span),
-                            common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"],
-                            common["alpha_lanes"], common["bumps"], common["knots"], common["grid"], common["dz"],
-                            state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(WARP),
-                            state["saved"], self.embedded))
+        for first in (True, False):  # bump 0 of every task, then the bumps that take its rows
+            for span, threads, mine in _block_launches(width, g.height[rows], np.arange(len(tasks))):
+                items = (mine[:, None] * bumps + (np.arange(1) if first else np.arange(1, bumps))).ravel()
+                if not len(items):
+                    continue
+                _launch_blocks(kernel, items, threads, (RISK_ROLL_ROWS * span + threads + RISK_EVENT_WINDOW) * 8,
+                               (*self._leading(), self.device.args["event_time"], device.put(items), np.int32(span),
+                                common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"],
+                                common["alpha_lanes"], common["bumps"], common["knots"], common["grid"], common["dz"],
+                                state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(WARP),
+                                state["saved"], self.embedded, *keeping))
         return cupy.asnumpy(out_bond).reshape(-1, bumps), cupy.asnumpy(out_option).reshape(-1, bumps)
 
     def _roll_threads(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
