@@ -8,6 +8,7 @@ import pytest
 
 from distprice.dates import DAY_COUNTS, day_numbers, year_fractions
 from distprice.dates.civil import add_months, day_number, month_end, weekday, ymd
+from distprice.dates.daycounts import accrual_anchor, accrual_fraction, year_fraction
 from distprice.errors import OptionError
 
 ql = pytest.importorskip("QuantLib")
@@ -100,6 +101,35 @@ def test_icma_reference_periods_and_long_first_periods_equal_quantlib():
                      for a, b, c, e in zip(d1, d2, r1, r2)])
     assert np.array_equal(got, want)
     assert (d1 < r1).sum() > 1000 and (d1 < r1 - 400).sum() > 100
+
+
+@numba.njit  # not cached: numba would keep it when only daycounts.py changes
+def _both(code, d1, d2, r1, r2):
+    out = np.empty((len(d1), 2))
+    for i in range(len(d1)):
+        anchor, aux = accrual_anchor(code, d1[i], r1[i], r2[i])
+        out[i, 0] = accrual_fraction(code, anchor, aux, d1[i], d2[i], r1[i], r2[i])
+        out[i, 1] = year_fraction(code, d1[i], d2[i], r1[i], r2[i])
+    return out
+
+
+@pytest.mark.parametrize("name", list(DAY_COUNTERS))
+def test_accrual_fractions_are_the_year_fractions_bit_for_bit(name):
+    """A period's anchor kept while its days are walked gives the very doubles of the full count: regular
+    periods, short and long first periods (reference start after or before the accrual start), periods of
+    15 days or less, month ends and the 31st, days up to the reference end."""
+    rng = np.random.default_rng(7)
+    n = 20_000
+    r2 = day_numbers(["2000-01-31"])[0] + rng.integers(0, 12_000, n)
+    r2[::7] = np.array([month_end(d) for d in r2[::7]])
+    length = rng.choice([7, 15, 30, 91, 182, 183, 365, 366], n)
+    r1 = r2 - length
+    d1 = r1 + np.where(rng.random(n) < 0.3, rng.integers(-200, length), 0)   # stubs both ways
+    d1 = np.minimum(d1, r2 - 1)
+    d2 = d1 + 1 + (rng.random(n) * (r2 - d1)).astype(np.int64)
+    d2 = np.minimum(d2, r2)
+    got = _both(int(DAY_COUNTS.codes(name)), d1, d2, r1, r2)
+    assert np.array_equal(got[:, 0], got[:, 1])
 
 
 def test_bad_arguments_are_refused():

@@ -103,6 +103,42 @@ def counted(day_count, d1, d2, r1, r2):
     return _icma(d1, d2, r1, r2)
 
 
+@numba.njit(cache=True, inline="always")
+def accrual_anchor(day_count, d1, r1, r2):
+    """What :func:`accrual_fraction` keeps of a period (d1 its start, (r1, r2) its reference period) for every
+    day of it, ``(anchor, aux)``: for the 30/360 counts ``360 Y1 + 30 M1 + D1`` (D1 = 31 -> 30) and D1; for
+    ACT/ACT-ICMA 0 and the reference period's months when d1 lies in it and it is longer than 15 days, else -1
+    (the full count); for the others (0, 0)."""
+    if day_count == THIRTY_360 or day_count == THIRTY_E_360:
+        y1, m1, a = ymd(d1)
+        if a == 31:
+            a = 30
+        return 360 * y1 + 30 * m1 + a, a
+    if day_count == ACT_ACT_ICMA:
+        m = _months(r1, r2)
+        return 0, m if m > 0 and d1 >= r1 else -1
+    return 0, 0
+
+
+@numba.njit(cache=True, inline="always")
+def accrual_fraction(day_count, anchor, aux, d1, d2, r1, r2):
+    """``yf(d1, d2; r1, r2)`` for d1 < d2 <= r2 in a period whose :func:`accrual_anchor` is ``(anchor, aux)``:
+    the double :func:`year_fraction` gives, with the period's own part computed once (a row's days walked
+    through one coupon period)."""
+    if day_count == ACT_360:
+        return (d2 - d1) / 360.0
+    if day_count == ACT_365F:
+        return (d2 - d1) / 365.0
+    if day_count == THIRTY_360 or day_count == THIRTY_E_360:
+        y2, m2, b = ymd(d2)
+        if b == 31 and (day_count == THIRTY_E_360 or aux == 30):
+            b = 30
+        return (360 * y2 + 30 * m2 + b - anchor) / 360.0
+    if day_count == ACT_ACT_ICMA and aux > 0:
+        return aux / 12.0 * (min(d2, r2) - max(d1, r1)) / (r2 - r1)
+    return counted(day_count, d1, d2, r1, r2)
+
+
 @numba.njit(cache=True, nogil=True)
 def _year_fractions(lo, hi, day_count, d1, d2, r1, r2, out):
     for i in range(lo, hi):

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from ..dates import NO_DATE, BondTerms, CashFlows, adjust_days, cash_flows, parse_dates
 from ..dates.calendars import business_address, business_view, is_business
-from ..dates.daycounts import year_fraction
+from ..dates.daycounts import accrual_anchor, accrual_fraction
 from ..dates.terms import read_terms
 from ..errors import Problem
 from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
@@ -332,15 +332,6 @@ def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day,
     return count
 
 
-@numba.njit(cache=True, inline="always")
-def _accrued_at(day, i, last, start, end, reference, day_count, face, coupon):
-    """The accrued interest at ``day`` (after settlement) when coupon i is the first paid after it (i >= last:
-    none is)."""
-    if i < last and day > start[i]:
-        return face * coupon * year_fraction(day_count, start[i], min(day, end[i]), reference[i], end[i])
-    return 0.0
-
-
 @numba.njit(cache=True, parallel=True)
 def _exercise_counts(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
                      address, calendar, settlement):
@@ -383,6 +374,7 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
     business = business_view(address)
     for r in numba.prange(len(valuation)):
         c = c_off[r + 1] - 1
+        period, anchor, aux = -1, 0, 0  # the coupon period whose accrual_anchor is at hand
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, c_off)
         dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
         by_table = code[r] == BERMUDAN and tabled[r]
@@ -400,9 +392,13 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, EXERCISE
                 amount[e] = face[r] * (s_price[cursor] if by_table else strike[r]) / 100.0
-                if not (by_table and s_dirty[cursor]):
-                    amount[e] += _accrued_at(d, c + 1, c_off[r + 1], c_start, c_end, c_reference, day_count[r],
-                                             face[r], coupon[r])
+                i = c + 1  # the first coupon paid after the exercise: a clean price adds its accrued interest
+                if not (by_table and s_dirty[cursor]) and i < c_off[r + 1] and d > c_start[i]:
+                    if i != period:
+                        period = i
+                        anchor, aux = accrual_anchor(day_count[r], c_start[i], c_reference[i], c_end[i])
+                    amount[e] += face[r] * coupon[r] * accrual_fraction(day_count[r], anchor, aux, c_start[i],
+                                                                        min(d, c_end[i]), c_reference[i], c_end[i])
                 walk = True
             else:
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
