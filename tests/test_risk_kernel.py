@@ -14,7 +14,7 @@ from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk, _bump_exponent
 from distprice.cuda import kernel_dir
 from distprice.lattice.gpu import gpu_available
-from distprice.lattice.sweeps import key_rate_bumps
+from distprice.lattice.sweeps import key_rate_bumps, start_steps
 
 from utils import host_library, instruments_of, random_portfolio
 
@@ -114,18 +114,20 @@ def test_gpu_risk_engine_equals_the_cpus(held):
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
 @pytest.mark.parametrize("held", [False, True])
-@pytest.mark.parametrize("window", [256, 2])
-def test_block_kernels_equal_thread_kernels(monkeypatch, held, window):
+@pytest.mark.parametrize("window, part_bytes", [(256, 2**31), (2, 50_000)])
+def test_block_kernels_equal_thread_kernels(monkeypatch, held, window, part_bytes):
     """A block per tree forward and per (tree, bump) back (``risk_forward_block``, ``risk_roll_block``)
     computes what a thread per tree and per (tree, bump) does (``risk_forward``, ``risk_roll``), on trees of
     every width the random portfolios have, under a parallel shift and key-rate bumps, with and without a cut,
     by blocks of one to several warps; with a window of 2 events, steps of more events than it holds compute
-    the rest in place. The same values to the last bits of a price of ~100: the block's forward pass adds a
+    the rest in place; parts of 50 kB of rows (kept rows of bump 0, or the threads' rows) roll a few tasks
+    each. The same values to the last bits of a price of ~100: the block's forward pass adds a
     step's state prices up by warps, and the compiler may fuse a multiply and an add in one kernel and not in
     the other (a held bond's option is a difference of two such values)."""
     import distprice.lattice.gpu as gpu
 
     monkeypatch.setattr(gpu, "RISK_EVENT_WINDOW", window)
+    monkeypatch.setattr(gpu, "RISK_ROW_BYTES", part_bytes)
     rng = np.random.default_rng(12)
     instruments = instruments_of(random_portfolio(rng, 150))
     batch = pack(instruments, builtin_curves())
@@ -136,6 +138,8 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window):
     dz = np.broadcast_to(0.001 + bumps, (n, *bumps.shape))
     width = instruments.geometry.width
     assert width.min() < 32 and width.max() > gpu.RISK_BLOCK_NODES  # one and several warps a block
+    starts = start_steps(grid, dz, instruments.geometry.dt, instruments.geometry.height)
+    assert (starts[:, 1:] < instruments.geometry.height[:, None]).mean() > 0.3  # bumps taking bump 0's rows
     row = np.repeat(np.arange(n), np.diff(batch.events.offsets))
     assert np.unique(np.c_[row, batch.events.step], axis=0, return_counts=True)[1].max() > 2  # a step of 3+
     results = []
