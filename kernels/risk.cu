@@ -20,15 +20,14 @@
 //
 // risk_forward_block: risk_forward's pass, one block per tree (see there).
 //
-// risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the
-// threads share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows and the
-// node weights in shared memory, one barrier a step, and the bump's factors (each step's exp(-alpha dt), each
-// event's amount) computed ahead a window at a time, a step or an event per thread. As the CPU engine does, a
-// bump that agrees with its task's bump 0 from some step up (a key rate's, above the top of its triangle)
-// starts there from bump 0's rows, which bump 0 (launched first) keeps in `snapshots`. A roll of one bump over few trees (an OAS evaluation)
-// fills the GPU with blocks where risk_roll has one thread per tree. Node for node it is risk_roll's arithmetic
-// (the node discounts walked as outer.cuh's NodeWalk walks them), and the values at the root are summed in
-// the same order.
+// risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the threads
+// share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows and the node weights
+// in shared memory, one barrier a step, and the bump's factors (each step's exp(-alpha dt), each event's amount)
+// computed ahead a window at a time, a step or an event per thread. As the CPU engine does, a bump that agrees with
+// its task's bump 0 from some step up (a key rate's, above the top of its triangle) starts there from bump 0's
+// rows, which bump 0 (launched first) keeps in `snapshots`. A roll of one bump over n trees (an OAS evaluation)
+// gives the GPU n blocks where risk_roll gives it n threads. Node for node it is risk_roll's arithmetic (the node
+// discounts walked as outer.cuh's NodeWalk walks them), and the values at the root are summed in the same order.
 #include "bumps.cuh"
 #include "outer.cuh"
 
@@ -134,7 +133,8 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
 }
 
 // One event of a bumped step at one node (`held`: B is the holder's value, capped or floored by an exercise).
-__device__ __forceinline__ void apply_held_event(unsigned char kind, real amount, bool call, bool held, real& b, real& o)
+__device__ __forceinline__ void apply_held_event(unsigned char kind, real amount, bool call, bool held, real& b,
+                                                 real& o)
 {
     if (held && kind == EVENT_EXERCISE)
         b = call ? fmin(b, amount) : fmax(b, amount);
@@ -297,7 +297,8 @@ extern "C" __global__ void
             i_low = max(cut, i - threads + 1);
             const int s = i - t;
             if (s >= i_low)
-                rate[t] = real(ea[s * alpha_lanes] * bump_rate_factor(s * tree.dt, (s + 1) * tree.dt, grid, bump, knots));
+                rate[t] = real(ea[s * alpha_lanes] *
+                               bump_rate_factor(s * tree.dt, (s + 1) * tree.dt, grid, bump, knots));
         }
         if (new_events) {
             e_low = events.first;

@@ -536,9 +536,9 @@ class GpuRisk:
     RISK_BLOCK_WIDTHS wide run a block each (per tree forward, per (tree, bump) back: the threads share each
     step's nodes, in shared memory; a bump that agrees with the tree's bump 0 from some step up starts there
     from bump 0's rows); the others a thread each, every bump from the top, on two rows per (tree, bump) in
-    global memory, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts adjusted under
-    its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable or puttable
-    bond whose price alone is wanted rolls its holder's value back alone."""
+    global memory, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts
+    adjusted under its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable
+    or puttable bond whose price alone is wanted rolls its holder's value back alone."""
 
     def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:
@@ -589,7 +589,8 @@ class GpuRisk:
         dz = np.ascontiguousarray(dz, np.float64)
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
         blocks = _by_blocks(g.width[trees.rows[tasks]])
-        for chosen, roll in ((np.flatnonzero(blocks), self._roll_blocks), (np.flatnonzero(~blocks), self._roll_threads)):
+        for chosen, roll in ((np.flatnonzero(blocks), self._roll_blocks),
+                             (np.flatnonzero(~blocks), self._roll_threads)):
             if len(chosen):
                 bond[chosen], option[chosen] = roll(trees, tasks[chosen], grid, dz[chosen])
         return bond, option
