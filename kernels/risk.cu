@@ -21,13 +21,14 @@
 // risk_forward_block: risk_forward's pass, one block per tree (see there).
 //
 // risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the threads
-// share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows and the node weights
-// in shared memory, one barrier a step, and the bump's factors (each step's exp(-alpha dt), each event's amount)
-// computed ahead a window at a time, a step or an event per thread. As the CPU engine does, a bump that agrees with
-// its task's bump 0 from some step up (a key rate's, above the top of its triangle) starts there from bump 0's
-// rows, which bump 0 (launched first) keeps in `snapshots`. A roll of one bump over n trees (an OAS evaluation)
-// gives the GPU n blocks where risk_roll gives it n threads. Node for node it is risk_roll's arithmetic (the node
-// discounts walked as outer.cuh's NodeWalk walks them), and the values at the root are summed in the same order.
+// share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows in shared memory
+// (the node weights in the threads' registers), one barrier a step, and the bump's factors (each step's exp(-alpha
+// dt), each event's amount) computed ahead a window at a time, a step or an event per thread. As the CPU engine
+// does, a bump that agrees with its task's bump 0 from some step up (a key rate's, above the top of its triangle)
+// starts there from bump 0's rows, which bump 0 (launched first) keeps in `snapshots`. A roll of one bump over n
+// trees (an OAS evaluation) gives the GPU n blocks where risk_roll gives it n threads. Node for node it is
+// risk_roll's arithmetic (the node discounts walked as outer.cuh's NodeWalk walks them), and the values at the root
+// are summed in the same order.
 #include "bumps.cuh"
 #include "outer.cuh"
 
@@ -36,6 +37,9 @@
 #endif
 #ifndef RISK_EVENT_WINDOW
 #define RISK_EVENT_WINDOW 256
+#endif
+#ifndef RISK_BLOCK_NODES
+#define RISK_BLOCK_NODES 128
 #endif
 
 extern "C" __global__ void __launch_bounds__(RISK_THREADS)
@@ -55,24 +59,19 @@ extern "C" __global__ void __launch_bounds__(RISK_THREADS)
             saved + row_base[group] + lane);
 }
 
-// The interior node weights of `tree` (and, with `discount`, the node discounts exp(-j dr dt)) into shared rows,
-// by the threads of a block, as outer.cuh's NodeWalk walks them: exp(-j dr dt) afresh every 32 nodes, times
-// exp(-dr dt) in between.
-__device__ void node_weights(const Tree& tree, real* up, real* mid, real* down, real* discount)
+// exp(-j dr dt) of node p as outer.cuh's NodeWalk walks it: afresh every 32 nodes, times exp(-dr dt) (`ratio`)
+// in between.
+__device__ __forceinline__ double walked_discount(const Tree& tree, double ratio, int p)
 {
-    const double ratio = exp(-tree.drdt);
-    for (int first = 32 * threadIdx.x; first < tree.width; first += 32 * blockDim.x) {
-        double d = 0.0;
-        for (int p = first; p < min(tree.width, first + 32); ++p) {
-            d = p == first ? tree.node_discount(p) : d * ratio;
-            const Branching weight = tree.interior_weights(p, d);
-            up[p] = real(weight.up);
-            mid[p] = real(weight.mid);
-            down[p] = real(weight.down);
-            if (discount != nullptr) discount[p] = real(d);
-        }
-    }
+    const int first = p & ~31;
+    double d = tree.node_discount(first);
+    for (int q = first + 1; q <= p; ++q) d *= ratio;
+    return d;
 }
+
+// A block thread's nodes: t, t + blockDim.x, ... (at most RISK_NODES of them, as the launcher's warp count per
+// RISK_BLOCK_NODES nodes makes sure); their weights stay in the thread's registers.
+constexpr int RISK_NODES = RISK_BLOCK_NODES / 32;
 
 // risk_forward's pass, one block per tree of at most `span` nodes (threads over the nodes, double-buffered
 // state prices in shared memory): the same outputs in the same places, its sums S_m = sum_j Q(m, j)
@@ -93,12 +92,21 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
     const int w = tree.width, save_at = int(tree_cut[tree_id]);
     real* Q = reinterpret_cast<real*>(shared_bytes);
     real* Q_next = Q + span;
-    real* up = Q_next + span;
-    real* mid = up + span;
-    real* down = mid + span;
-    real* discount = down + span;
     real* ea = alphas + alpha_at[tree_id];
-    node_weights(tree, up, mid, down, discount);
+    // per own node p: the weight from p - 1 up, p's own, from p + 1 down, and p's discount
+    real from_below[RISK_NODES], own[RISK_NODES], from_above[RISK_NODES], discount[RISK_NODES];
+    const double ratio = exp(-tree.drdt);
+#pragma unroll
+    for (int u = 0; u < RISK_NODES; ++u) {
+        const int p = t + u * threads;
+        if (p >= w) break;
+        const double d = walked_discount(tree, ratio, p);
+        from_below[u] = p > 0 ? real(tree.interior_weights(p - 1, walked_discount(tree, ratio, p - 1)).up) : real(0);
+        own[u] = real(tree.interior_weights(p, d).mid);
+        from_above[u] = p + 1 < w ? real(tree.interior_weights(p + 1, walked_discount(tree, ratio, p + 1)).down)
+                                  : real(0);
+        discount[u] = real(d);
+    }
     for (int p = t; p < w; p += threads) Q[p] = p == tree.jmax ? real(1) : real(0);
     __syncthreads();
     real s = real(1);  // sum_j Q(m, j) exp(-j dr dt), in thread 0
@@ -114,12 +122,15 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
         if (m == tree.height - 1) break;
         const real e = step_e, top_flow = e * Q[w - 1], bottom_flow = e * Q[0];
         real v = real(0);
-        for (int p = t; p < w; p += threads) {
-            const real from_below = p > 0 ? up[p - 1] * Q[p - 1] : real(0);
-            const real from_above = p + 1 < w ? down[p + 1] * Q[p + 1] : real(0);
-            const real q = e * (from_below + mid[p] * Q[p] + from_above) + edge_inflow(tree, p, top_flow, bottom_flow);
+#pragma unroll
+        for (int u = 0; u < RISK_NODES; ++u) {
+            const int p = t + u * threads;
+            if (p >= w) break;
+            const real below = p > 0 ? from_below[u] * Q[p - 1] : real(0);
+            const real above = p + 1 < w ? from_above[u] * Q[p + 1] : real(0);
+            const real q = e * (below + own[u] * Q[p] + above) + edge_inflow(tree, p, top_flow, bottom_flow);
             Q_next[p] = q;
-            v += q * discount[p];
+            v += q * discount[u];
         }
         v = warp_sum(v);
         if (lane == 0) partial[warp] = v;
@@ -251,10 +262,7 @@ extern "C" __global__ void
     real* B_next = B + span;
     real* O = B_next + span;
     real* O_next = O + span;
-    real* up = O_next + span;
-    real* mid = up + span;
-    real* down = mid + span;
-    real* rate = down + span;
+    real* rate = O_next + span;
     real* amount = rate + threads;
     const real* ea = alphas + alpha_at[tree_id];
     const bool call = book.is_call[row];
@@ -267,7 +275,17 @@ extern "C" __global__ void
     // the task's bump 0, whose rows after that step's events it takes from `snapshots` (item_from >= 0).
     const int top = item_top[item];
     const long long from = item_from[item];
-    node_weights(tree, up, mid, down, nullptr);
+    real up[RISK_NODES], mid[RISK_NODES], down[RISK_NODES];  // of the thread's own nodes
+    const double ratio = exp(-tree.drdt);
+#pragma unroll
+    for (int u = 0; u < RISK_NODES; ++u) {
+        const int p = t + u * threads;
+        if (p >= w) break;
+        const Branching weight = tree.interior_weights(p, walked_discount(tree, ratio, p));
+        up[u] = real(weight.up);
+        mid[u] = real(weight.mid);
+        down[u] = real(weight.down);
+    }
     for (int p = t; p < w; p += threads) {
         B[p] = from < 0 ? real(0) : snapshots[from + p];
         O[p] = from < 0 ? real(0) : snapshots[from + w + p];
@@ -309,7 +327,10 @@ extern "C" __global__ void
         }
         if (new_rates || new_events) __syncthreads();
         const real e = rolls ? rate[i_top - i] : real(0);
-        for (int p = t; p < w; p += threads) {
+#pragma unroll
+        for (int u = 0; u < RISK_NODES; ++u) {
+            const int p = t + u * threads;
+            if (p >= w) break;
             real b = B[p], o = O[p];
             if (rolls) {
                 if (p == w - 1) {
@@ -319,8 +340,8 @@ extern "C" __global__ void
                     b = e * (tree.bottom_up * B[2] + tree.bottom_mid * B[1] + tree.bottom_down * B[0]);
                     if (with_option) o = e * (tree.bottom_up * O[2] + tree.bottom_mid * O[1] + tree.bottom_down * O[0]);
                 } else {
-                    b = e * (up[p] * B[p + 1] + mid[p] * B[p] + down[p] * B[p - 1]);
-                    if (with_option) o = e * (up[p] * O[p + 1] + mid[p] * O[p] + down[p] * O[p - 1]);
+                    b = e * (up[u] * B[p + 1] + mid[u] * B[p] + down[u] * B[p - 1]);
+                    if (with_option) o = e * (up[u] * O[p + 1] + mid[u] * O[p] + down[u] * O[p - 1]);
                 }
             }
             B_next[p] = b;

@@ -478,13 +478,12 @@ RISK_BLOCK_WIDTHS = (16, 1024)
 and wider ones a thread each (``risk_roll``): a narrow tree leaves most of a block's threads idle, a wider
 one's rows outgrow shared memory."""
 RISK_BLOCK_NODES = 128
-"""Nodes per warp of a block roll: a block has a warp per RISK_BLOCK_NODES nodes of its widest tree (1 to 8
-warps), each thread a node of every warp-width of them per step."""
-RISK_FORWARD_ROWS = 6
-"""Rows of a block's forward pass in shared memory: the state prices double-buffered, three node weights and
-the node discounts."""
-RISK_ROLL_ROWS = 7
-"""Rows of a block roll in shared memory: bond and option, each double-buffered, and three node weights."""
+"""Nodes per warp of the block kernels: a block has a warp per RISK_BLOCK_NODES nodes of its widest tree (1 to
+8 warps), each thread at most RISK_BLOCK_NODES / 32 nodes, whose weights it keeps in registers."""
+RISK_FORWARD_ROWS = 2
+"""Rows of a block's forward pass in shared memory: the state prices, double-buffered."""
+RISK_ROLL_ROWS = 4
+"""Rows of a block roll in shared memory: bond and option, each double-buffered."""
 RISK_EVENT_WINDOW = 256
 """Events whose bumped amounts a block roll computes at once, ahead of the steps that apply them."""
 
@@ -525,7 +524,8 @@ def _kept_rows(top: np.ndarray, height: np.ndarray):
 
 def _risk_kernel(name: str):
     """A kernel of ``kernels/risk.cu`` (fp64; one module for all three)."""
-    defines = (("RISK_THREADS", RISK_THREADS), ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW))
+    defines = (("RISK_THREADS", RISK_THREADS), ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW),
+               ("RISK_BLOCK_NODES", RISK_BLOCK_NODES))
     return _module("risk.cu", np.dtype(np.float64), defines).get_function(name)
 
 
