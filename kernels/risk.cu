@@ -18,7 +18,7 @@
 // exercise; plus put, floored at the put price), its option then the bond's cash flows from the cut on less
 // that (or that less them). The bond's value at the root is its cash flows discounted on the bumped curve.
 //
-// risk_forward_block: risk_forward's pass, one block per tree (see there).
+// risk_forward_block: risk_forward's pass, one block per group of trees that share one (see there).
 //
 // risk_roll_block: the same roll, one block per (task, bump) item, for trees of at most `span` nodes: the threads
 // share the nodes of each step (thread t nodes t, t + blockDim.x, ...) on double-buffered rows in shared memory
@@ -51,7 +51,6 @@ extern "C" __global__ void __launch_bounds__(RISK_THREADS)
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= trees) return;
     const long long tree_id = order[k];
-    if (tree_id < 0) return;  // a tree risk_forward_block runs
     const int group = k / lanes, lane = k - group * lanes;
     const Tree tree(book, tree_row[tree_id], tree_dr[tree_id]);
     // Q and the alphas interleave alike: alpha_at[tree] is alpha_base[group] + lane (the launcher's layout)
@@ -73,14 +72,17 @@ __device__ __forceinline__ double walked_discount(const Tree& tree, double ratio
 // RISK_BLOCK_NODES nodes makes sure); their weights stay in the thread's registers.
 constexpr int RISK_NODES = RISK_BLOCK_NODES / 32;
 
-// risk_forward's pass, one block per tree of at most `span` nodes (threads over the nodes, double-buffered
-// state prices in shared memory): the same outputs in the same places, its sums S_m = sum_j Q(m, j)
-// exp(-j dr dt) added up by warps (in a fixed order, not node by node), so its exp(-alpha_m dt) can differ
-// from risk_forward's in the last bits.
+// risk_forward's pass, one block per group of trees that share one (distprice/lattice/groups.py: its tallest
+// tree, the group's leader, at most `span` nodes wide; threads over the nodes, double-buffered state prices in
+// shared memory): exp(-alpha_m dt) at alphas[alpha_at[tree] + m], the state prices at each of the group's cut
+// steps keep_steps[keep_lo[tree] .. keep_hi[tree]) (increasing) in consecutive rows of w + 2 reals from
+// saved[keep_row[tree]]. Its sums S_m = sum_j Q(m, j) exp(-j dr dt) are added up by warps (in a fixed order,
+// not node by node), so its exp(-alpha_m dt) can differ from risk_forward's in the last bits.
 extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long* order, int span,
-                                              const long long* tree_row, const double* tree_dr, int lanes,
-                                              const long long* alpha_at, real* alphas, const long long* tree_cut,
-                                              const long long* q_at, real* saved)
+                                              const long long* tree_row, const double* tree_dr,
+                                              const long long* alpha_at, real* alphas, const long long* keep_lo,
+                                              const long long* keep_hi, const long long* keep_steps,
+                                              const long long* keep_row, real* saved)
 {
     extern __shared__ unsigned char shared_bytes[];
     __shared__ real partial[32];
@@ -89,7 +91,8 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
     const int t = threadIdx.x, threads = blockDim.x, lane = t & 31, warp = t >> 5, warps = threads >> 5;
     const long long tree_id = order[blockIdx.x];
     const Tree tree(book, tree_row[tree_id], tree_dr[tree_id]);
-    const int w = tree.width, save_at = int(tree_cut[tree_id]);
+    const int w = tree.width;
+    long long keep = keep_lo[tree_id];
     real* Q = reinterpret_cast<real*>(shared_bytes);
     real* Q_next = Q + span;
     real* ea = alphas + alpha_at[tree_id];
@@ -112,11 +115,14 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
     real s = real(1);  // sum_j Q(m, j) exp(-j dr dt), in thread 0
     int hint = 0;
     for (int m = 0;; ++m) {
-        if (m == save_at)
-            for (int p = t; p < w; p += threads) saved[q_at[tree_id] + (long long)p * lanes] = Q[p];
+        if (keep < keep_hi[tree_id] && keep_steps[keep] == m) {
+            real* row = saved + keep_row[tree_id] + (keep - keep_lo[tree_id]) * (w + 2);
+            for (int p = t; p < w; p += threads) row[p] = Q[p];
+            ++keep;
+        }
         if (t == 0) {
             step_e = real(discount_bond((m + 1) * tree.dt, tree.knot_t, tree.knot_z, tree.knots, hint) / s);
-            ea[(long long)m * lanes] = step_e;
+            ea[m] = step_e;
         }
         __syncthreads();
         if (m == tree.height - 1) break;

@@ -78,7 +78,8 @@ def test_risk_kernels_compile(tmp_path, real):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     ptx = (tmp_path / "k.ptx").read_text()
-    assert all(f".entry {name}" in ptx for name in ("risk_forward", "risk_forward_block", "risk_roll", "risk_roll_block"))
+    kernels = ("risk_forward", "risk_forward_block", "risk_roll", "risk_roll_block")
+    assert all(f".entry {name}" in ptx for name in kernels)
 
 
 @pytest.mark.gpu
@@ -165,3 +166,43 @@ def test_kept_rows_list_each_task_and_step_once_in_the_order_bump_0_meets_them()
     task, step, entry = _kept_rows(top, height)
     assert task.tolist() == [0, 0, 2, 2] and step.tolist() == [4, 2, 9, 0]
     assert entry.tolist() == [0, 0, 1, 3, 2, 2]  # (0,1) (0,2) (0,4) (2,1) (2,2) (2,3), row-major
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+def test_gpu_risk_engine_shares_forward_passes_as_the_cpus():
+    """The desk book's trees share forward passes (a few models, many rows): a block runs each group's once,
+    keeping the state prices at every member's cut, and each member rolls back on its group's; its measures'
+    prices equal the CPU engine's, base and volatility-bumped trees, under a parallel shift and key rates."""
+    from distprice.curves import load_curves
+    from distprice.job import exercise_schedule, valuation_day
+    from distprice.lattice.desk import AS_OF, desk
+    from distprice.lattice.gpu import GpuRisk
+    from distprice.lattice.groups import tree_groups
+    from distprice.lattice.instruments import prepare
+
+    book = desk(400, seed=5)
+    curves = load_curves(book.curves)
+    prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
+                       exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
+    instruments = prepared.instruments()
+    instruments = instruments.take(np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy()))
+    batch = pack(instruments, curves)
+    embedded = (instruments.table["instrument"] != "bond_option").to_numpy()
+    n = len(instruments)
+    groups = tree_groups(instruments.geometry, batch.curve_index)
+    assert groups.size.max() > 20 and len(np.unique(CpuRisk(batch).cut[groups.group == 0])) > 3
+    grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
+    bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8)])
+    dz = np.broadcast_to(bumps, (n, *bumps.shape))
+    rows = np.r_[np.arange(n), np.arange(n)]
+    sigma = np.r_[instruments.table["volatility"], instruments.table["volatility"] + 1e-4]
+    dr = np.r_[instruments.geometry.dr, instruments.geometry.dr * sigma[n:] / sigma[:n]]
+    results = []
+    for engine in (CpuRisk(batch, embedded), GpuRisk(batch, embedded)):
+        trees = engine.trees(rows, sigma, dr)
+        results.append(engine.roll(trees, np.arange(2 * n), grid, np.broadcast_to(bumps[:2], (2 * n, 2, 8)))
+                       + engine.roll(trees, np.arange(n), grid, dz))
+    for cpu, gpu in zip(*results):
+        assert np.isfinite(gpu).all()
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-11, atol=1e-11)

@@ -29,7 +29,8 @@ import numpy as np
 from ..cuda import compile_module
 from ..errors import Fp32OverflowError, GpuUnavailableError
 from .batch import Batch
-from .groups import TreeGroups, batch_groups, node_steps
+from .geometry import TreeGeometry
+from .groups import TreeGroups, batch_groups, kept_states, node_steps, tree_groups
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
                       flat_shared_bytes, outer_layout)
 from .sweeps import Trees, cut_steps, start_steps
@@ -531,11 +532,12 @@ def _risk_kernel(name: str):
 
 class GpuRisk:
     """The GPU risk engine (see :mod:`~.sweeps` for the interface): ``kernels/risk.cu``. Its forward passes run
-    once per tree (kept on the device with each tree's state prices at its cut step, :func:`~.sweeps.cut_steps`);
-    each call of :meth:`roll` rolls its trees back under all its bumps down to their cuts. Trees
-    RISK_BLOCK_WIDTHS wide run a block each (per tree forward, per (tree, bump) back: the threads share each
-    step's nodes, in shared memory; a bump that agrees with the tree's bump 0 from some step up starts there
-    from bump 0's rows); the others a thread each, every bump from the top, on two rows per (tree, bump) in
+    once (kept on the device with each tree's state prices at its cut step, :func:`~.sweeps.cut_steps`); each
+    call of :meth:`roll` rolls its trees back under all its bumps down to their cuts. Trees RISK_BLOCK_WIDTHS
+    wide run blocks: a forward pass per group of trees that share one (:mod:`~.groups`), a roll per (tree,
+    bump), the threads sharing each step's nodes in shared memory (a bump that agrees with the tree's bump 0
+    from some step up starts there from bump 0's rows); the others a thread each, every bump from the top, on
+    two rows per (tree, bump) in
     global memory, in parts of at most RISK_ROW_BYTES of rows. The batch is uploaded once, its events' amounts
     adjusted under its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable
     or puttable bond whose price alone is wanted rolls its holder's value back alone."""
@@ -556,31 +558,44 @@ class GpuRisk:
         cupy = require_gpu()
         g = self.batch.geometry
         rows = np.asarray(rows, np.int64)
-        layout = outer_layout(g.width[rows], g.height[rows], lanes=WARP)
-        slots = np.arange(len(rows))
+        dr = np.asarray(dr, np.float64)
+        width, height, cut = g.width[rows], g.height[rows], self.cut[rows]
+        alone, shared = np.flatnonzero(~_by_blocks(width)), np.flatnonzero(_by_blocks(width))
+        # trees a thread runs: transposed a warp at a time, first in the tables
+        layout = outer_layout(width[alone], height[alone], lanes=WARP)
+        slots = np.arange(len(alone))
         alpha_at = np.empty(len(rows), dtype=np.int64)
-        alpha_at[layout.order] = layout.alpha_base[slots // WARP] + slots % WARP
-        q_at = np.empty(len(rows), dtype=np.int64)  # where each tree's state prices at its cut start
-        q_at[layout.order] = layout.row_base[slots // WARP] + slots % WARP
+        alpha_at[alone[layout.order]] = layout.alpha_base[slots // WARP] + slots % WARP
+        q_at = np.zeros(len(rows), dtype=np.int64)  # where each tree's state prices at its cut start
+        q_at[alone[layout.order]] = layout.row_base[slots // WARP] + slots % WARP
+        # trees blocks run: a forward pass per group of trees that share one, after them in the tables
+        r = rows[shared]
+        groups = tree_groups(TreeGeometry(g.dt[r], dr[shared], g.M[r], g.jmax[r], g.width[r], g.height[r]),
+                             self.batch.curve_index[r])
+        leaders = shared[groups.leader]
+        kept = kept_states(groups.group, cut[shared], g.jmax[rows[leaders]])
+        runs, alpha_total = exclusive_cumsum(height[leaders].astype(np.int64))
+        alpha_at[shared] = layout.alpha_elements + runs[groups.group]
+        q_at[shared] = layout.row_elements + kept.row_at
+        keep = np.zeros((3, len(rows)), dtype=np.int64)  # per leader: its group's kept steps and first row
+        keep[:, leaders] = kept.offsets[:-1], kept.offsets[1:], layout.row_elements + kept.group_at
         device = _Device(cupy)
-        alphas = device.empty(max(layout.alpha_elements, 1), np.float64)
+        alphas = device.empty(max(layout.alpha_elements + alpha_total, 1), np.float64)
         state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
-                 "dr": device.put(np.asarray(dr, np.float64)), "cut": device.put(self.cut[rows]),
-                 "q_at": device.put(q_at), "saved": device.empty(max(layout.row_elements, 1), np.float64)}
-        width = g.width[rows]
-        blocks = _by_blocks(width)
-        if (~blocks).any():  # a thread per tree; a slot whose tree a block runs (order -1) does nothing
-            order = np.where(blocks[layout.order], -1, layout.order)
+                 "dr": device.put(dr), "cut": device.put(cut), "q_at": device.put(q_at),
+                 "saved": device.empty(max(layout.row_elements + kept.size, 1), np.float64)}
+        if len(alone):
             _risk_kernel("risk_forward")(
-                (-(-len(rows) // RISK_THREADS),), (RISK_THREADS,),
-                (*self._leading(), np.int32(len(rows)), device.put(order), state["rows"], state["dr"], np.int32(WARP),
-                 device.put(layout.row_base), state["alpha_at"], device.empty(max(layout.row_elements, 1), np.float64),
-                 alphas, state["cut"], state["saved"]))
+                (-(-len(alone) // RISK_THREADS),), (RISK_THREADS,),
+                (*self._leading(), np.int32(len(alone)), device.put(alone[layout.order]), state["rows"], state["dr"],
+                 np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
+                 device.empty(max(layout.row_elements, 1), np.float64), alphas, state["cut"], state["saved"]))
         kernel = _risk_kernel("risk_forward_block")
-        for span, threads, chosen in _block_launches(width, g.height[rows], np.flatnonzero(blocks)):
+        keeping = (device.put(keep[0]), device.put(keep[1]), device.put(kept.steps), device.put(keep[2]))
+        for span, threads, chosen in _block_launches(width, height, leaders):
             _launch_blocks(kernel, chosen, threads, RISK_FORWARD_ROWS * span * 8,
                            (*self._leading(), device.put(chosen), np.int32(span), state["rows"], state["dr"],
-                            np.int32(WARP), state["alpha_at"], alphas, state["cut"], state["q_at"], state["saved"]))
+                            state["alpha_at"], alphas, *keeping, state["saved"]))
         return Trees(rows, np.asarray(volatility, np.float64), np.asarray(dr, np.float64), state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
@@ -595,11 +610,13 @@ class GpuRisk:
                 bond[chosen], option[chosen] = roll(trees, tasks[chosen], grid, dz[chosen])
         return bond, option
 
-    def _arguments(self, trees: Trees, device: "_Device", tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
-        """What both roll kernels read after the batch's arrays, up to their own layout's arguments."""
+    def _arguments(self, trees: Trees, device: "_Device", tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray,
+                   lanes: int):
+        """What both roll kernels read after the batch's arrays, up to their own layout's arguments (``lanes``:
+        the stride of the trees' exp(-alpha dt) values, WARP for trees a thread ran forward, 1 for a block's)."""
         state = trees.state
         return {"tasks": device.put(tasks), "tree_row": state["rows"], "tree_dr": state["dr"],
-                "alpha_at": state["alpha_at"], "alpha_lanes": np.int32(WARP), "bumps": np.int32(dz.shape[1]),
+                "alpha_at": state["alpha_at"], "alpha_lanes": np.int32(lanes), "bumps": np.int32(dz.shape[1]),
                 "knots": np.int32(len(grid)), "grid": device.put(np.asarray(grid, np.float64)), "dz": device.put(dz)}
 
     def _roll_blocks(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
@@ -635,7 +652,7 @@ class GpuRisk:
         item_from = np.full(top.shape, -1, dtype=np.int64)
         item_from[top < height[:, None]] = kept_at[entry]
         device = _Device(cupy)
-        common = self._arguments(trees, device, tasks, grid, dz)
+        common = self._arguments(trees, device, tasks, grid, dz, 1)
         out_bond, out_option = device.poisoned(len(tasks) * bumps), device.poisoned(len(tasks) * bumps)
         snapshots = device.empty(max(int(kept_total), 1), np.float64)
         keeping = (device.put(top.astype(np.int32)), device.put(item_from), device.put(save_offsets),
@@ -651,7 +668,7 @@ class GpuRisk:
                                (*self._leading(), self.device.args["event_time"], device.put(items), np.int32(span),
                                 common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"],
                                 common["alpha_lanes"], common["bumps"], common["knots"], common["grid"], common["dz"],
-                                state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(WARP),
+                                state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(1),
                                 state["saved"], self.embedded, *keeping))
         return cupy.asnumpy(out_bond).reshape(-1, bumps), cupy.asnumpy(out_option).reshape(-1, bumps)
 
@@ -669,7 +686,7 @@ class GpuRisk:
             part = np.flatnonzero(part_of == p)
             items = len(part) * bumps   # item k * bumps + b: task part[k] under bump b
             device = _Device(cupy)
-            common = self._arguments(trees, device, tasks[part], grid, dz[part])
+            common = self._arguments(trees, device, tasks[part], grid, dz[part], WARP)
             layout = outer_layout(np.repeat(g.width[rows[part]], bumps), np.repeat(g.height[rows[part]], bumps),
                                   lanes=WARP)
             out_bond, out_option = device.poisoned(items), device.poisoned(items)

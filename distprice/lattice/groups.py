@@ -159,3 +159,39 @@ def node_steps(width, height, group=None) -> float:
     forward passes shared within each group (``group`` as for :func:`row_node_steps`; None: every row alone,
     ``sum 2 x width x height``, the figure the rest of the package quotes)."""
     return float(row_node_steps(width, height, group).sum())
+
+
+@dataclass(frozen=True)
+class KeptStates:
+    """The state prices the forward passes of groups keep: per group the steps (increasing) at which its
+    trees' cuts lie, in CSR form (``offsets``, ``steps``), where its rows start in the table (``group_at``),
+    where each tree's row starts (``row_at``; 0 for a cut of 0, which needs none) and the table's ``size``."""
+
+    offsets: np.ndarray
+    steps: np.ndarray
+    group_at: np.ndarray
+    row_at: np.ndarray
+    size: int
+
+
+def kept_states(group: np.ndarray, cut: np.ndarray, jmax: np.ndarray) -> KeptStates:
+    """The state prices to keep for trees of groups ``group`` (numbered from 0) with cut steps ``cut``: one row
+    of ``2 jmax + 3`` values (``jmax`` per group) per distinct step > 0 of each group."""
+    span = int(cut.max(initial=0)) + 1
+    keep = cut > 0
+    key = group[keep] * span + cut[keep]
+    if len(jmax) * span <= 4 * len(cut):  # few (group, step) pairs: marked in a table, no sort
+        marked = np.zeros(len(jmax) * span, dtype=bool)
+        marked[key] = True
+        saves = np.flatnonzero(marked)
+        save_of = (np.cumsum(marked) - 1)[key]
+    else:
+        saves, save_of = np.unique(key, return_inverse=True)
+    save_group, steps = np.divmod(saves, span)
+    offsets = np.zeros(len(jmax) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(save_group, minlength=len(jmax)), out=offsets[1:])
+    where = np.zeros(len(saves) + 1, dtype=np.int64)
+    np.cumsum(2 * np.asarray(jmax, np.int64)[save_group] + 3, out=where[1:])
+    row_at = np.zeros(len(cut), dtype=np.int64)
+    row_at[keep] = where[save_of]
+    return KeptStates(offsets, steps.astype(np.int64), where[offsets[:-1]], row_at, int(where[-1]))
