@@ -90,8 +90,6 @@ def test_gpu_risk_engine_equals_the_cpus(held):
     the key-rate bumps (the CPU starts some from bump 0's rows, the GPU runs each from the top), down to each
     row's first exercise, and trees of another volatility; ``held``: callable and puttable bonds roll their
     holder's value back alone."""
-    from distprice.lattice.gpu import GpuRisk
-
     instruments = instruments_of(random_portfolio(np.random.default_rng(11), 120))
     batch = pack(instruments, builtin_curves())
     embedded = (instruments.table["instrument"] != "bond_option").to_numpy() if held else None
@@ -100,15 +98,24 @@ def test_gpu_risk_engine_equals_the_cpus(held):
                             -1e-3 * key_rate_bumps(8)])
     n = len(instruments)
     dz = np.broadcast_to(0.002 + bumps, (n, *bumps.shape))
+    engines_agree(instruments, batch, embedded, grid, [(np.arange(n), dz), (np.arange(n, 2 * n)[::2], dz[::2, :3])])
+
+
+def engines_agree(instruments, batch, embedded, grid, rolls):
+    """The CPU and GPU risk engines' trees of every row, and of every row at a volatility 1 bp higher (tasks n
+    and up), rolled back as ``rolls`` say (``(tasks, dz)`` each): the same prices."""
+    from distprice.lattice.gpu import GpuRisk
+
+    n = len(instruments)
     rows = np.r_[np.arange(n), np.arange(n)]
     sigma = np.r_[instruments.table["volatility"], instruments.table["volatility"] + 1e-4]
     dr = np.r_[instruments.geometry.dr, instruments.geometry.dr * sigma[n:] / sigma[:n]]
     results = []
     for engine in (CpuRisk(batch, embedded), GpuRisk(batch, embedded)):
         trees = engine.trees(rows, sigma, dr)
-        results.append(engine.roll(trees, np.arange(n), grid, dz)
-                       + engine.roll(trees, np.arange(n, 2 * n)[::2], grid, dz[::2, :3]))
+        results.append([value for tasks, dz in rolls for value in engine.roll(trees, tasks, grid, dz)])
     for cpu, gpu in zip(*results):
+        assert np.isfinite(gpu).all()
         np.testing.assert_allclose(gpu, cpu, rtol=1e-11, atol=1e-11)
 
 
@@ -177,7 +184,6 @@ def test_gpu_risk_engine_shares_forward_passes_as_the_cpus():
     from distprice.curves import load_curves
     from distprice.job import exercise_schedule, valuation_day
     from distprice.lattice.desk import AS_OF, desk
-    from distprice.lattice.gpu import GpuRisk
     from distprice.lattice.groups import tree_groups
     from distprice.lattice.instruments import prepare
 
@@ -194,15 +200,5 @@ def test_gpu_risk_engine_shares_forward_passes_as_the_cpus():
     assert groups.size.max() > 20 and len(np.unique(CpuRisk(batch).cut[groups.group == 0])) > 3
     grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
     bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8)])
-    dz = np.broadcast_to(bumps, (n, *bumps.shape))
-    rows = np.r_[np.arange(n), np.arange(n)]
-    sigma = np.r_[instruments.table["volatility"], instruments.table["volatility"] + 1e-4]
-    dr = np.r_[instruments.geometry.dr, instruments.geometry.dr * sigma[n:] / sigma[:n]]
-    results = []
-    for engine in (CpuRisk(batch, embedded), GpuRisk(batch, embedded)):
-        trees = engine.trees(rows, sigma, dr)
-        results.append(engine.roll(trees, np.arange(2 * n), grid, np.broadcast_to(bumps[:2], (2 * n, 2, 8)))
-                       + engine.roll(trees, np.arange(n), grid, dz))
-    for cpu, gpu in zip(*results):
-        assert np.isfinite(gpu).all()
-        np.testing.assert_allclose(gpu, cpu, rtol=1e-11, atol=1e-11)
+    engines_agree(instruments, batch, embedded, grid, [(np.arange(2 * n), np.broadcast_to(bumps[:2], (2 * n, 2, 8))),
+                                                       (np.arange(n), np.broadcast_to(bumps, (n, *bumps.shape)))])
