@@ -5,6 +5,7 @@ a plain bond thus needs no tree at all.
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from ..curves import ZeroCurve
@@ -32,19 +33,26 @@ class Straight:
 
     def price(self, rows: np.ndarray, grid: np.ndarray, dz: np.ndarray) -> np.ndarray:
         """Values (rows, bumps) of ``rows`` under the bumps ``dz`` (rows, bumps, knots) on ``grid``."""
-        counts = np.diff(self.offsets)[rows]
-        events = np.repeat(self.offsets[rows] - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
-        t = self.time[events]
-        owner = np.repeat(np.arange(len(rows)), counts)
-        upper = np.clip(np.searchsorted(grid, t), 1, max(len(grid) - 1, 1))
-        lower = upper - 1
-        if len(grid) == 1:
-            weight = np.zeros(len(t))
-            upper = lower = np.zeros(len(t), dtype=np.int64)
-        else:
-            weight = np.clip((t - grid[lower]) / (grid[upper] - grid[lower]), 0.0, 1.0)
-        bumped = dz[owner, :, lower] * (1 - weight[:, None]) + dz[owner, :, upper] * weight[:, None]
-        values = self.present[events, None] * np.exp(-bumped * t[:, None])
-        if len(rows) == 0:
-            return np.zeros((0, dz.shape[1]))
-        return np.add.reduceat(values, np.r_[0, np.cumsum(counts)[:-1]], axis=0)  # every bond has a redemption
+        dz = np.ascontiguousarray(dz, np.float64)
+        out = np.zeros(dz.shape[:2])
+        _price(np.asarray(rows, np.int64), self.offsets, self.time, self.present, np.asarray(grid, np.float64), dz,
+               out)
+        return out
+
+
+@numba.njit(cache=True)
+def _price(rows, offsets, time, present, grid, dz, out):
+    """``out[k, b] = sum_e present[e] exp(-dz_kb(t_e) t_e)`` over row ``rows[k]``'s events, in their order; dz
+    linear between the ``grid`` knots and flat outside them."""
+    knots = len(grid)
+    for k in range(len(rows)):
+        for e in range(offsets[rows[k]], offsets[rows[k] + 1]):
+            t = time[e]
+            lower, upper, weight = 0, 0, 0.0
+            if knots > 1:
+                upper = min(max(np.searchsorted(grid, t), 1), knots - 1)
+                lower = upper - 1
+                weight = min(max((t - grid[lower]) / (grid[upper] - grid[lower]), 0.0), 1.0)
+            for b in range(dz.shape[1]):
+                bumped = dz[k, b, lower] * (1 - weight) + dz[k, b, upper] * weight
+                out[k, b] += present[e] * np.exp(-bumped * t)
