@@ -629,9 +629,9 @@ class GpuRisk:
         start = start_steps(grid, dz, g.dt[rows], height)
         top = np.where(start < height[:, None], np.maximum(start, cut[:, None]), height[:, None])
         top[:, 0] = height
-        kept_task, _, _ = _kept_rows(top, height)
-        kept_bytes = np.bincount(kept_task, 2 * g.width[rows[kept_task]] * 8.0, minlength=len(tasks))
-        part_of = (np.cumsum(kept_bytes) - 1) // RISK_ROW_BYTES if len(tasks) else np.zeros(0, np.int64)
+        # at most a kept row pair per bump that takes one (bumps of one key rate share theirs)
+        kept_bytes = (top < height[:, None]).sum(axis=1) * 2 * g.width[rows].astype(np.int64) * 8
+        part_of = (np.cumsum(kept_bytes) - 1) // RISK_ROW_BYTES
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
         for p in np.unique(part_of):
             part = np.flatnonzero(part_of == p)
