@@ -36,7 +36,7 @@ from .lattice.instruments import prepare
 from .lattice.measures import check_bump, parse_key_rates, parse_measures
 from .precision import PRECISIONS, real_dtype
 from .scenarios import parse_shifts
-from .tables import FOLDER, check_output, check_place, read_table, table_format, write_table
+from .tables import FOLDER, check_output, check_place, read_portfolio, table_format, write_table
 
 IN_PROCESS_ROWS = 20_000
 """Portfolios under this many rows are priced in this process unless a cluster is named."""
@@ -186,7 +186,7 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     options = {f.name: getattr(job, f.name) for f in dataclasses.fields(JobConfig)
                if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")}
     if table_format(portfolio) in ("csv", FOLDER):
-        portfolio = read_table(portfolio)  # read once: the size test and the job share it
+        portfolio = read_portfolio(portfolio)  # read once: the size test and the job share it
     workers, timings = None, {}
     if cluster is not None or not (in_process or _small(portfolio)):
         one_line_logs()
@@ -520,7 +520,7 @@ def inspect(portfolio, curves, precision, as_json, plot):
     from .tuning import current_model
 
     market = load_curves(curves)
-    prepared = prepare(read_table(portfolio), market)
+    prepared = prepare(read_portfolio(portfolio), market)
     valid = prepared.valid
     width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
     groups = instrument_groups(prepared.instruments(), market)

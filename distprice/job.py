@@ -29,7 +29,7 @@ from .lattice.quotes import Quotes, read_quotes
 from .lattice.risk import price_measures
 from .precision import precision_name, real_dtype
 from .scenarios import Market, market, parse_shifts
-from .tables import read_table
+from .tables import read_portfolio, read_table
 
 ON_INVALID = ("strict", "report")
 PRICED_COLUMNS = ("price", "value", "bond_price", "option_price", "width", "height", "engine", "error")
@@ -347,7 +347,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     Raises :class:`InvalidInputError` (every problem, naming row, column and rule) for bad input when
     ``options.on_invalid`` is ``strict``.
     """
-    table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
+    table = portfolio if isinstance(portfolio, pd.DataFrame) else read_portfolio(portfolio)
     check_columns(table.columns, len(table), options)
     chosen = options.market()
     prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,

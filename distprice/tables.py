@@ -3,7 +3,10 @@ atomic.
 
 CSV files are read by pyarrow in blocks (a portfolio costs its Arrow columns, not Python objects per cell):
 the text columns distprice knows (``TEXT_COLUMNS``) are read as strings as written (``"007"`` stays
-``"007"``), and only an empty cell is missing (``NA``, ``null`` or ``None`` are the text they spell). A new
+``"007"``), and only an empty cell is missing (``NA``, ``null`` or ``None`` are the text they spell). A
+portfolio's label columns (``LABEL_COLUMNS``: instrument kinds, curve names, day counts...) are read as
+categories from CSV and Parquet alike: each distinct name is decoded once, and validation and the priced
+table's writer take their codes instead of hashing every row's text again. A new
 output file gets the mode the umask gives a new file; a replaced one keeps its mode.
 
 A *folder* (a name ending in ``/``, or a folder that exists) holds a table as Parquet parts, ``part-000000.parquet``,
@@ -38,6 +41,11 @@ TEXT_COLUMNS = ("id", "instrument", "option_type", "exercise", "curve", "day_cou
                 "valuation_date", "market_price_type", "date", "price_type", "scenario", "model", "surface", "job",
                 "contract", "directions", "precision", "volatility_type")
 """Columns read as text from CSV, whatever their cells look like."""
+LABEL_COLUMNS = ("instrument", "option_type", "exercise", "curve", "day_count", "calendar", "accrual_convention",
+                 "payment_convention", "market_price_type", "model")
+"""A portfolio's text columns of a few distinct names, read as categories (pandas Categorical)."""
+LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
+"""The Arrow type of a label column read from CSV."""
 ROW_GROUP_ROWS = 65_536
 """Rows per Parquet row group written here: small enough that cluster workers can share a file's reading."""
 FOLDER = "folder"
@@ -81,20 +89,34 @@ def part_name(number: int) -> str:
     return f"part-{number:06d}.parquet"
 
 
-def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS) -> pd.DataFrame:
+def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = ()) -> pd.DataFrame:
     """Read a CSV or Parquet file, or a folder of Parquet parts, into a DataFrame, the ``text`` columns of a CSV
-    file as strings; :class:`InvalidInputError` for a file that cannot be read as one."""
+    file as strings and the ``labels`` columns (text) of either as categories; :class:`InvalidInputError` for a
+    file that cannot be read as one."""
     fmt = table_format(path)
     try:
         if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
             raise ValueError("the folder holds no part-*.parquet")
         if fmt in ("parquet", FOLDER):
-            return pd.read_parquet(path)
+            named = text_columns(pq.read_schema(parquet_files(path)[0]), labels)
+            return pq.read_table(path, read_dictionary=named or None).to_pandas()
+        types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
         options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
-                                      column_types=dict.fromkeys(text, pa.string()))
+                                      column_types=types)
         return pcsv.read_csv(path, convert_options=options).to_pandas()
     except (OSError, ValueError, pa.ArrowException) as error:
         raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
+
+
+def read_portfolio(path) -> pd.DataFrame:
+    """A portfolio table (:func:`read_table`), its LABEL_COLUMNS as categories."""
+    return read_table(path, labels=LABEL_COLUMNS)
+
+
+def text_columns(schema: pa.Schema, names) -> list[str]:
+    """Those of ``names`` that ``schema`` holds as text (the columns a Parquet reader can return as categories)."""
+    return [f.name for f in schema
+            if f.name in names and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
 
 
 def check_output(path, create_dirs: bool = False) -> Path:

@@ -32,7 +32,7 @@ from .execute import choose_plan, price_parts
 from .job import JobOptions, Tally, prepare_job
 from .lattice.engines import AUTO, GPU_ENGINES
 from .stopwatch import Stopwatch, watching
-from .tables import read_table, write_table
+from .tables import read_portfolio, write_table
 
 STAGES = ("read", "validate", "schedules", "plan", "events", "layout", "transfer", "kernel", "engine", "priced",
           "write")
@@ -69,7 +69,7 @@ def _run(portfolio, options: JobOptions, output) -> dict[str, float]:
         seconds[stage] += time.perf_counter() - tick
 
     with clock("read"):
-        table = portfolio if isinstance(portfolio, pd.DataFrame) else read_table(portfolio)
+        table = portfolio if isinstance(portfolio, pd.DataFrame) else read_portfolio(portfolio)
     watch = Stopwatch()
     with clock("validate"), watching(watch):
         job = prepare_job(table, options.checked())

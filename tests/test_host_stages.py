@@ -24,6 +24,7 @@ from distprice.lattice.batch import pack
 from distprice.dates import parse_dates
 from distprice.lattice.dated import read_exercise_schedule
 from distprice.lattice.instruments import Limits, prepare
+from distprice.tables import LABEL_COLUMNS
 from distprice.timing import STAGES, job_stages
 
 FROZEN = Path(__file__).parent / "data" / "host_stages"
@@ -355,7 +356,21 @@ def all_cases():
 @pytest.mark.parametrize("name", ["text", "object", "time", "models", "slice", "clean", "r1", "defaults", "booleans",
                                   "desk", "empty"])
 def test_validation_layout_and_events_are_as_they_were(all_cases, name):
-    doc, arrays = outcome(*all_cases[name])
+    assert_as_frozen(name, *outcome(*all_cases[name]))
+
+
+@pytest.mark.parametrize("name", ["text", "object", "models", "desk"])
+def test_label_columns_read_as_categories_validate_alike(all_cases, name):
+    """A portfolio whose label columns are categories (as :func:`~distprice.tables.read_portfolio` reads them)
+    has the same problems, canonical table, geometry, terms and events as the one of text columns."""
+    frame, keywords, table, curves = all_cases[name]
+    labels = [c for c in LABEL_COLUMNS if c in frame.columns]
+    assert len(labels) >= 4
+    assert_as_frozen(name, *outcome(frame.astype(dict.fromkeys(labels, "category")), keywords, table, curves))
+
+
+def assert_as_frozen(name: str, doc: dict, arrays: dict) -> None:
+    """``doc`` and ``arrays`` (:func:`outcome`) are the frozen data of case ``name``."""
     frozen = json.loads((FROZEN / f"{name}.json").read_text())
     expected = np.load(FROZEN / f"{name}.npz")
     assert doc["problems"] == frozen["problems"]
@@ -522,3 +537,18 @@ def test_exercise_schedule_reads_alike_in_any_row_order_and_with_no_usable_row()
     assert again.price.tolist() == [102.0, 101.5, 102.5, 101.0, 100.0]
     none, found = read_exercise_schedule(table.assign(id="z"), ids)
     assert none.offsets.tolist() == [0, 0, 0, 0] and len(none.day) == 0 and len(found) == 7
+
+
+@pytest.mark.parametrize("kind", ["int", "object int", "text"])
+def test_id_hashes_find_the_ids_two_slices_share(kind):
+    """Slices' id hashes, put together, give the rows whose id another row holds; integer ids held as Python
+    objects (as the canonical table holds them) hash as the integers they are, without pandas' object hashing."""
+    from distprice.lattice.instruments import duplicated_ids, id_hashes
+
+    ids = np.array([7, 3, 11, 3, 5, 19, 7, 2])
+    column = {"int": pd.Series(ids), "object int": pd.Series(ids.astype(object), dtype=object),
+              "text": pd.Series([f"B{i}" for i in ids], dtype="string[pyarrow]")}[kind]
+    hashes = np.concatenate([id_hashes(column.iloc[:4]), id_hashes(column.iloc[4:])])
+    if kind != "text":
+        np.testing.assert_array_equal(hashes, ids.astype(np.uint64))
+    np.testing.assert_array_equal(duplicated_ids(hashes, lambda rows: column.iloc[rows].tolist()), [0, 1, 3, 6])

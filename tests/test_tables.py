@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from distprice.errors import InvalidInputError, OptionError
-from distprice.tables import read_table, write_tables
+from distprice.tables import read_portfolio, read_table, write_tables
 
 
 def pieces(count, rows=1000, fail_at=None):
@@ -101,3 +101,27 @@ def test_parquet_encodes_repeated_columns_by_dictionary_and_leaves_distinct_numb
     back = read_table(path)
     pd.testing.assert_frame_equal(back.drop(columns="knots"), table.drop(columns="knots"), check_dtype=False)
     assert [list(k) for k in back["knots"]] == [[1.0, 2.0]] * n
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", "/"])
+def test_a_portfolio_reads_its_label_columns_as_categories(tmp_path, suffix):
+    """read_portfolio: the label columns (text) are categories from CSV, Parquet and a folder alike, missing
+    cells missing; ids and other text columns stay text, numbers numbers, and a label column of numbers is
+    left as it is."""
+    book = pd.DataFrame({"id": ["a", "b", "c", "d"], "instrument": ["bond_option", "bond", None, "bond"],
+                         "curve": ["usd", "eur", "usd", "usd"], "desk": ["x", "y", "x", "x"],
+                         "strike": [63.0, np.nan, 70.0, 1.0], "exercise": [1, 2, 1, 1]})
+    path = f"{tmp_path / 'book'}{suffix}"
+    write_tables([book.iloc[:2], book.iloc[2:]], path)
+    read = read_portfolio(path)
+    for column in ("instrument", "curve"):
+        assert isinstance(read[column].dtype, pd.CategoricalDtype), column
+        assert read[column].isna().tolist() == book[column].isna().tolist()
+        assert read[column].dropna().tolist() == book[column].dropna().tolist()
+    assert not isinstance(read["id"].dtype, pd.CategoricalDtype) and read["id"].tolist() == book["id"].tolist()
+    assert not isinstance(read["desk"].dtype, pd.CategoricalDtype)
+    if suffix == ".csv":  # a CSV cell of a label column is text, whatever it looks like
+        assert read["exercise"].astype(str).tolist() == ["1", "2", "1", "1"]
+    else:
+        assert read["exercise"].tolist() == [1, 2, 1, 1]
+    np.testing.assert_array_equal(read["strike"], book["strike"])

@@ -51,7 +51,8 @@ def test_untuned_device_uses_the_default_and_says_so_once(config):
 
 
 def test_tune_on_the_cpu_fits_and_stores(config):
-    result = CliRunner().invoke(main, ["tune", "--repeat", "1"])
+    # medians of 3: single timings on a busy machine can fit a step cost of 0
+    result = CliRunner().invoke(main, ["tune", "--repeat", "3"])
     assert result.exit_code == 0, result.output
     if gpu_available():
         pytest.skip("a GPU is visible: the CPU-only path is not taken")

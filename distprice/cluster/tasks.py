@@ -24,6 +24,7 @@ from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
 from ..precision import precision_name
 from ..scenarios import Market
+from ..tables import LABEL_COLUMNS, text_columns
 from ..tables import write_part
 from ..tuning import current_model
 from .metrics import log_pricing
@@ -89,10 +90,13 @@ class ReadChunk:
 
 
 def read_slice(piece: FileSlice) -> pd.DataFrame:
-    """The rows of a slice of a Parquet portfolio, indexed by their positions in the file."""
+    """The rows of a slice of a Parquet portfolio, indexed by their positions in the file (label columns as
+    categories, as :func:`~distprice.tables.read_portfolio` reads them)."""
     import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(piece.path).read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
+    labels = text_columns(pq.read_schema(piece.path), LABEL_COLUMNS)
+    file = pq.ParquetFile(piece.path, read_dictionary=labels or None)
+    table = file.read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
     return table
 

@@ -44,7 +44,7 @@ class Registry:
     def encode(self, values, default: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Codes (int8) of a column of names, and the positions of values that are not names of this kind
         (their code is -1). Missing values (null, NaN, empty) take ``default``; without one they are unknown."""
-        encoded = _strings(values).dictionary_encode()  # the distinct values, matched once each
+        encoded = _encoded(values)  # the distinct values, matched once each
         missing = -1 if default is None else self.code(default)
         table = np.array([self._codes.get(v.strip().upper(), -1) if v and v.strip() else missing
                           for v in encoded.dictionary.to_pylist()] + [missing], dtype=np.int8)
@@ -69,15 +69,27 @@ class Registry:
         return codes
 
 
-def _strings(values) -> pa.Array:
-    """``values`` (a pandas column, an Arrow or numpy array, a sequence or one value) as one Arrow text array;
+def _encoded(values) -> pa.DictionaryArray:
+    """``values`` (see :func:`_strings`) by their distinct texts; a column of categories as it is."""
+    arrow = _arrow(values)
+    if pa.types.is_dictionary(arrow.type) and pa.types.is_string(arrow.type.value_type):
+        return arrow
+    return _strings(arrow).dictionary_encode()
+
+
+def _arrow(values) -> pa.Array:
+    """``values`` (a pandas column, an Arrow or numpy array, a sequence or one value) as one Arrow array;
     pandas columns backed by Arrow are taken without a copy through Python objects."""
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):
         if np.ndim(values) == 0:
             values = [values]
         values = pa.array(getattr(values, "array", values), from_pandas=True)
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _strings(values) -> pa.Array:
+    """``values`` (see :func:`_arrow`) as one Arrow text array."""
+    values = _arrow(values)
     if pa.types.is_null(values.type):
         return pa.nulls(len(values), pa.string())
     if pa.types.is_dictionary(values.type):

@@ -216,7 +216,9 @@ def _labels(labels, codes: np.ndarray) -> pd.Categorical:
 
 def _factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
     """``raw`` by its distinct values, each converted to text once: codes (-1 where missing) into the labels,
-    each as ``raw.astype("string")`` writes it."""
+    each as ``raw.astype("string")`` writes it (a Categorical of text: its codes and categories as they are)."""
+    if isinstance(raw.dtype, pd.CategoricalDtype) and raw.dtype.categories.inferred_type in ("string", "empty"):
+        return raw.cat.codes.to_numpy(dtype=np.int64), list(raw.dtype.categories)
     if isinstance(raw.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(raw)
         return codes, list(uniques)
@@ -580,11 +582,14 @@ DUPLICATE_ID = "must be unique"
 
 def id_hashes(ids: pd.Series) -> np.ndarray:
     """A 64-bit hash of each id (missing ids hash too): what :func:`duplicated_ids` compares across slices.
-    Text ids in Arrow hash their UTF-8 bytes (:func:`_string_hashes`), integer ids are their own hash."""
+    Text ids in Arrow hash their UTF-8 bytes (:func:`_string_hashes`), integer ids (also held as Python
+    objects, as the canonical table holds them) are their own hash."""
     if isinstance(ids.dtype, pd.StringDtype) and ids.dtype.storage == "pyarrow":
         return _string_hashes(pa.chunked_array(pa.array(ids.array)))
     if isinstance(ids.dtype, np.dtype) and ids.dtype.kind in "iu":
         return ids.to_numpy().astype(np.uint64)
+    if ids.dtype == object and pd.api.types.infer_dtype(ids, skipna=False) == "integer":
+        return ids.to_numpy(dtype=np.int64).astype(np.uint64)
     return pd.util.hash_pandas_object(ids.reset_index(drop=True), index=False).to_numpy()
 
 
