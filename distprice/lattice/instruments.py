@@ -261,12 +261,55 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
     else:
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         check.flag(present & np.isnan(values), column, "must be a number")
-    check.flag(np.isinf(values), column, "must be finite")
+    infinite, missing = _fill(values, present, np.nan if default is None else default, required)
+    check.flag(infinite, column, "must be finite")
     if default is None:
-        check.flag(required & ~present, column, "is required")
-    else:
-        values[~present] = default
+        check.flag(missing, column, "is required")
     return values
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill(values, present, default, required):
+    """Sets the values not ``present`` to ``default`` (in place); returns the masks of the infinite values and
+    of the ``required`` ones not present."""
+    infinite = np.empty(len(values), np.bool_)
+    missing = np.empty(len(values), np.bool_)
+    for i in range(len(values)):
+        infinite[i] = np.isinf(values[i])
+        missing[i] = required[i] and not present[i]
+        if not present[i]:
+            values[i] = default
+    return infinite, missing
+
+
+@numba.njit(cache=True, nogil=True)
+def _outside(values, bound, strict, top):
+    """The values below ``bound`` (or at it, ``strict``) and those of magnitude above ``top``, as two masks
+    (NaN is neither): one pass, no array of magnitudes."""
+    low = np.empty(len(values), dtype=np.bool_)
+    high = np.empty(len(values), dtype=np.bool_)
+    for i in range(len(values)):
+        v = values[i]
+        low[i] = v <= bound if strict else v < bound
+        high[i] = abs(v) > top
+    return low, high
+
+
+@numba.njit(cache=True, nogil=True)
+def _whole(values, bound, top, fallback):
+    """An integer column from ``values``: masks of the finite values that are not whole, below ``bound`` and
+    above ``top``, and the values as int64 (``fallback`` where not finite, whole and in the bounds)."""
+    n = len(values)
+    fraction, low, high = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.bool_)
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        v = values[i]
+        finite = np.isfinite(v)
+        fraction[i] = finite and v != np.floor(v)
+        low[i] = finite and v < bound
+        high[i] = finite and v > top
+        out[i] = np.int64(v) if finite and not (fraction[i] or low[i] or high[i]) else fallback
+    return fraction, low, high, out
 
 
 def _present(raw: pd.Series | None, n: int) -> np.ndarray:
@@ -383,21 +426,18 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     everywhere = np.ones(n, dtype=bool)
     for name, (default, bound, strict, top) in FLOAT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, required.get(name, everywhere), present[name])
+        low, high = _outside(values, -np.inf if bound is None else bound, strict, top)
         if bound is not None:
-            check.flag(values <= bound if strict else values < bound, name,
-                       f"must be {'>' if strict else '>='} {bound:g}")
-        check.flag(np.abs(values) > top, name, f"must be at most {top:g}" if bound is not None else
+            check.flag(low, name, f"must be {'>' if strict else '>='} {bound:g}")
+        check.flag(high, name, f"must be at most {top:g}" if bound is not None else
                    f"must be between {-top:g} and {top:g}")
         columns[name] = values
     for name, (default, bound, top) in INT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, everywhere, present[name])
-        finite = np.isfinite(values)
-        whole = values == np.floor(values)
-        check.flag(finite & ~whole, name, "must be a whole number")
-        check.flag(finite & (values < bound), name, f"must be >= {bound}")
-        check.flag(finite & (values > top), name, f"must be at most {top}")
-        usable = finite & whole & (values >= bound) & (values <= top)
-        columns[name] = np.where(usable, values, max(default, bound)).astype(np.int64)
+        fraction, low, high, columns[name] = _whole(values, bound, top, max(default, bound))
+        check.flag(fraction, name, "must be a whole number")
+        check.flag(low, name, f"must be >= {bound}")
+        check.flag(high, name, f"must be at most {top}")
     curve = _curve_codes(raw["curve"], n)
     known_label = np.array([name in curves for name in curve.labels], dtype=bool)
     for j, name in enumerate(curve.labels):
