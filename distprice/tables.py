@@ -264,7 +264,7 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
                 if fmt == "csv":
                     table.to_csv(tmp, index=False, mode="w" if first else "a", header=first)
                 else:
-                    arrow = pa.Table.from_pandas(table, schema=writer.schema if writer else None, preserve_index=False)
+                    arrow = to_arrow(table, writer.schema if writer else None)
                     writer = writer or _writer(tmp, arrow)
                     if writing is not None:
                         writing.result()
@@ -321,11 +321,24 @@ def _discard(folder: Path) -> None:
         time.sleep(0.1)
 
 
+def to_arrow(table: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
+    """``table`` as an Arrow table, of ``schema`` when given. Categories become dictionaries with int32 indices
+    whatever their count (pandas codes 127 categories or fewer as int8), so that tables of different
+    categories, such as a file's slices read one by one, make one file or folder of one schema."""
+    if schema is not None:
+        return pa.Table.from_pandas(table, schema=schema, preserve_index=False)
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    fields = [f.with_type(pa.dictionary(pa.int32(), f.type.value_type)) if pa.types.is_dictionary(f.type) else f
+              for f in arrow.schema]
+    wide = pa.schema(fields, metadata=arrow.schema.metadata)
+    return arrow if wide.equals(arrow.schema) else arrow.cast(wide)
+
+
 def write_part(table: pa.Table | pd.DataFrame, folder, number: int) -> None:
     """Part ``number`` of a folder being built: written beside its name and renamed, so a part is whole or
     absent (a task run again after a lost worker writes it again)."""
     if isinstance(table, pd.DataFrame):
-        table = pa.Table.from_pandas(table, preserve_index=False)
+        table = to_arrow(table)
     with _replacing(Path(folder) / part_name(number)) as tmp, _writer(tmp, table) as writer:
         writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
 
@@ -340,7 +353,7 @@ def write_parts(tables: Iterable[pd.DataFrame], folder) -> int:
 
         def put(table: pd.DataFrame) -> None:
             nonlocal number, schema
-            arrow = pa.Table.from_pandas(table, schema=schema, preserve_index=False)
+            arrow = to_arrow(table, schema)
             schema = arrow.schema
             while len(pending) >= 2 * PART_WRITERS:  # at most this many parts held at once
                 pending.pop(0).result()

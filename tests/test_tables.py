@@ -125,3 +125,18 @@ def test_a_portfolio_reads_its_label_columns_as_categories(tmp_path, suffix):
     else:
         assert read["exercise"].tolist() == [1, 2, 1, 1]
     np.testing.assert_array_equal(read["strike"], book["strike"])
+
+
+@pytest.mark.parametrize("suffix", [".parquet", "/", ".csv"])
+def test_tables_of_different_categories_write_as_one(tmp_path, suffix):
+    """Slices of a portfolio read one by one hold different categories, and pandas codes 127 or fewer of them
+    in int8, more in int16: written one after the other, they make one table of every value."""
+    few = pd.DataFrame({"curve": pd.Categorical(["usd", "eur", "usd"]), "price": [1.0, 2.0, 3.0]})
+    many = pd.DataFrame({"curve": pd.Categorical([f"c{i}" for i in range(200)]), "price": np.arange(200.0)})
+    text = pd.DataFrame({"curve": pd.array(["gbp", "jpy"], dtype="string"), "price": [4.0, 5.0]})
+    path = f"{tmp_path / 'priced'}{suffix}"
+    write_tables([few, many, text, few], path)
+    read = read_table(path)
+    expected = pd.concat([t.astype({"curve": object}) for t in (few, many, text, few)], ignore_index=True)
+    assert read["curve"].astype(object).tolist() == expected["curve"].tolist()
+    np.testing.assert_array_equal(read["price"], expected["price"])
