@@ -24,8 +24,7 @@ from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
 from ..precision import precision_name
 from ..scenarios import Market
-from ..tables import LABEL_COLUMNS, text_columns
-from ..tables import write_part
+from ..tables import LABEL_COLUMNS, text_columns, write_part
 from ..tuning import current_model
 from .metrics import log_pricing
 

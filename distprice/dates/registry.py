@@ -70,7 +70,7 @@ class Registry:
 
 
 def _encoded(values) -> pa.DictionaryArray:
-    """``values`` (see :func:`_strings`) by their distinct texts; a column of categories as it is."""
+    """``values`` (see :func:`_arrow`) by their distinct texts; a column of categories as it is."""
     arrow = _arrow(values)
     if pa.types.is_dictionary(arrow.type) and pa.types.is_string(arrow.type.value_type):
         return arrow
