@@ -72,7 +72,8 @@ class Registry:
 def _encoded(values) -> pa.DictionaryArray:
     """``values`` (see :func:`_arrow`) by their distinct texts; a column of categories as it is."""
     arrow = _arrow(values)
-    if pa.types.is_dictionary(arrow.type) and pa.types.is_string(arrow.type.value_type):
+    if pa.types.is_dictionary(arrow.type) and (pa.types.is_string(arrow.type.value_type) or
+                                               pa.types.is_large_string(arrow.type.value_type)):
         return arrow
     return _strings(arrow).dictionary_encode()
 
