@@ -335,8 +335,9 @@ def _duplicated(raw: pd.Series | None, missing: np.ndarray) -> np.ndarray:
     """Rows whose id (present) another row also holds."""
     if raw is None:
         return np.zeros(len(missing), dtype=bool)
-    if isinstance(raw.dtype, pd.StringDtype) and raw.dtype.storage == "pyarrow":
-        candidates = _same_hash(_string_hashes(pa.chunked_array(pa.array(raw.array))))
+    hashes = _text_hashes(raw)
+    if hashes is not None:
+        candidates = _same_hash(hashes)
     elif isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "iu":
         candidates = _same_hash(raw.to_numpy())
     elif raw.dtype == object:
@@ -354,6 +355,19 @@ def _same_hash(keys: np.ndarray) -> np.ndarray:
     ordered = np.sort(keys)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     return np.flatnonzero(np.isin(keys, repeated)) if len(repeated) else np.zeros(0, dtype=np.int64)
+
+
+def _text_hashes(raw: pd.Series) -> np.ndarray | None:
+    """:func:`_string_hashes` of a column of text: Arrow-backed strings, or Python strings (pandas 2) once
+    turned into Arrow's; None for any other column."""
+    if isinstance(raw.dtype, pd.StringDtype) and raw.dtype.storage == "pyarrow":
+        return _string_hashes(pa.chunked_array(pa.array(raw.array)))
+    if raw.dtype == object:
+        try:
+            return _string_hashes(pa.chunked_array([pa.array(raw.values, type=pa.string(), from_pandas=True)]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text
+            return None
+    return None
 
 
 def _string_hashes(text: pa.ChunkedArray) -> np.ndarray:
@@ -622,14 +636,15 @@ DUPLICATE_ID = "must be unique"
 
 def id_hashes(ids: pd.Series) -> np.ndarray:
     """A 64-bit hash of each id (missing ids hash too): what :func:`duplicated_ids` compares across slices.
-    Text ids in Arrow hash their UTF-8 bytes (:func:`_string_hashes`), integer ids (also held as Python
-    objects, as the canonical table holds them) are their own hash."""
-    if isinstance(ids.dtype, pd.StringDtype) and ids.dtype.storage == "pyarrow":
-        return _string_hashes(pa.chunked_array(pa.array(ids.array)))
+    Text ids hash their UTF-8 bytes (:func:`_text_hashes`), integer ids (also held as Python objects, as the
+    canonical table holds them) are their own hash."""
     if isinstance(ids.dtype, np.dtype) and ids.dtype.kind in "iu":
         return ids.to_numpy().astype(np.uint64)
     if ids.dtype == object and pd.api.types.infer_dtype(ids, skipna=False) == "integer":
         return ids.to_numpy(dtype=np.int64).astype(np.uint64)
+    hashes = _text_hashes(ids)
+    if hashes is not None:
+        return hashes
     return pd.util.hash_pandas_object(ids.reset_index(drop=True), index=False).to_numpy()
 
 
