@@ -11,7 +11,8 @@ import pytest
 
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
-from distprice.lattice.cpu import CpuRisk, _bump_exponent
+from distprice.lattice.cpu import CpuRisk
+from distprice.lattice.sweeps import bump_exponent
 from distprice.cuda import kernel_dir
 from distprice.lattice.gpu import gpu_available
 from distprice.lattice.sweeps import key_rate_bumps, start_steps
@@ -58,15 +59,15 @@ def test_bump_arithmetic_equals_the_cpu_engines(shim):
     for dz in (0.01 + 1e-3 * key_rate_bumps(8)[3], np.full(8, -2e-3), rng.normal(0, 0.01, 8)):
         for t in times:
             device = shim.exponent(t, grid, dz, 8)
-            assert device == _bump_exponent(t, grid, dz)
+            assert device == bump_exponent(t, grid, dz)
             assert device == pytest.approx(np.interp(t, grid, dz) * t, rel=1e-14, abs=1e-16)
         for here in rng.uniform(0, 40, 50):
             above = here + 1 / 52
-            expected = np.exp(_bump_exponent(here, grid, dz) - _bump_exponent(above, grid, dz))
+            expected = np.exp(bump_exponent(here, grid, dz) - bump_exponent(above, grid, dz))
             assert shim.rate_factor(here, above, grid, dz, 8) == pytest.approx(expected, rel=1e-15)
             t = here + 0.3 / 52
             assert shim.event_factor(t, here, grid, dz, 8) == pytest.approx(
-                np.exp(_bump_exponent(here, grid, dz) - _bump_exponent(t, grid, dz)), rel=1e-15)
+                np.exp(bump_exponent(here, grid, dz) - bump_exponent(t, grid, dz)), rel=1e-15)
         assert shim.event_factor(4.0, 4.0, grid, dz, 8) == 1.0  # on the grid: exactly one
 
 

@@ -44,7 +44,7 @@ from .batch import Batch
 from .events import EXERCISE
 from .geometry import TreeGeometry
 from .groups import TreeGroups, batch_groups, kept_states, tree_groups
-from .sweeps import Trees, cut_steps, start_steps
+from .sweeps import Trees, bump_exponent, cut_steps, exponent_in, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
 
@@ -470,27 +470,6 @@ def price_cpu(batch: Batch, share: bool = True):
 
 # ---- risk: trees kept between calls, rolled back under many curve bumps at once (see sweeps.py) ----
 
-@numba.njit(cache=True)
-def _exponent_in(t, grid, dz, j):
-    """``dz(t) * t`` for t in knot interval j (``grid[j] < t <= grid[j + 1]``), dz linear between the ``grid``
-    times and flat outside (kernels/bumps.cuh likewise)."""
-    m = len(grid)
-    if t <= grid[0]:
-        return dz[0] * t
-    if t >= grid[m - 1]:
-        return dz[m - 1] * t
-    return (dz[j] + (dz[j + 1] - dz[j]) * (t - grid[j]) / (grid[j + 1] - grid[j])) * t
-
-
-@numba.njit(cache=True)
-def _bump_exponent(t, grid, dz):
-    """``dz(t) * t`` (:func:`_exponent_in`, its interval searched)."""
-    j = 0
-    while j < len(grid) - 2 and grid[j + 1] < t:
-        j += 1
-    return _exponent_in(t, grid, dz, j)
-
-
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
                  curve_t, curve_z, max_width, alpha_offsets, ea_out, save_offsets, save_at, q_at, q_out):
@@ -546,14 +525,14 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
     while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and first < n)):
         ei += 1
     c = 0
-    above = _bump_exponent(first * dt, grid, dz)
+    above = bump_exponent(first * dt, grid, dz)
     here = above
     j = len(grid) - 2  # the knot interval of the step's time, walked down with it
     for i in range(first, cut - 1, -1):
         tau = i * dt
         while j > 0 and grid[j] >= tau:
             j -= 1
-        here = _exponent_in(tau, grid, dz, j)
+        here = exponent_in(tau, grid, dz, j)
         if i < first:
             if _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
                           0 if embedded else option_from):
@@ -564,7 +543,7 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
         while ei < len(e_step) and e_step[ei] == i:
             amount = e_adjusted[ei]
             if e_time[ei] != tau:
-                amount *= math.exp(here - _bump_exponent(e_time[ei], grid, dz))
+                amount *= math.exp(here - bump_exponent(e_time[ei], grid, dz))
             if embedded and e_kind[ei] == EXERCISE:
                 _bound(is_call, amount, B, lo, hi)
             else:
@@ -586,7 +565,7 @@ def _straight(grid, dz, e_time, e_kind, e_present, head):
     first = 0.0
     for e in range(len(e_time)):
         if e_kind[e] != EXERCISE:
-            value = e_present[e] * math.exp(-_bump_exponent(e_time[e], grid, dz))
+            value = e_present[e] * math.exp(-bump_exponent(e_time[e], grid, dz))
             total += value
             if e < head:
                 first += value
@@ -660,7 +639,7 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_stor
                 first = starts[b] if b else n
                 if b and first <= cut:  # bump 0's values at the cut are this bump's
                     value = base
-                    exponent = _bump_exponent(cut * dt[r], grid, dz[k, b])
+                    exponent = bump_exponent(cut * dt[r], grid, dz[k, b])
                 else:
                     if first == n:
                         _rows_from(rows, w)

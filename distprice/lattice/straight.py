@@ -11,6 +11,7 @@ import numpy as np
 from ..curves import ZeroCurve
 from .batch import pack
 from .instruments import Instruments
+from .sweeps import exponent_in, knot_interval
 
 
 class Straight:
@@ -42,17 +43,11 @@ class Straight:
 
 @numba.njit(cache=True)
 def _price(rows, offsets, time, present, grid, dz, out):
-    """``out[k, b] = sum_e present[e] exp(-dz_kb(t_e) t_e)`` over row ``rows[k]``'s events, in their order; dz
-    linear between the ``grid`` knots and flat outside them."""
-    knots = len(grid)
+    """``out[k, b] = sum_e present[e] exp(-dz_kb(t_e) t_e)`` over row ``rows[k]``'s events, in their order
+    (:func:`~.sweeps.exponent_in`, each event's knot interval searched once for all bumps)."""
     for k in range(len(rows)):
         for e in range(offsets[rows[k]], offsets[rows[k] + 1]):
             t = time[e]
-            lower, upper, weight = 0, 0, 0.0
-            if knots > 1:
-                upper = min(max(np.searchsorted(grid, t), 1), knots - 1)
-                lower = upper - 1
-                weight = min(max((t - grid[lower]) / (grid[upper] - grid[lower]), 0.0), 1.0)
+            j = knot_interval(t, grid)
             for b in range(dz.shape[1]):
-                bumped = dz[k, b, lower] * (1 - weight) + dz[k, b, upper] * weight
-                out[k, b] += present[e] * np.exp(-bumped * t)
+                out[k, b] += present[e] * np.exp(-exponent_in(t, grid, dz[k, b], j))

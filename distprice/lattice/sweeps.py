@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from ..curves import ZeroCurve
@@ -58,6 +59,33 @@ def key_rate_bumps(keys: int) -> np.ndarray:
 def bump_rate(t, grid: np.ndarray, dz: np.ndarray):
     """``dz(t)``: linear between the ``grid`` times, flat outside."""
     return np.interp(t, grid, dz)
+
+
+@numba.njit(cache=True)
+def knot_interval(t, grid):
+    """The knot interval j of time t (``grid[j] < t <= grid[j + 1]``; 0 before the grid, the last one after)."""
+    j = 0
+    while j < len(grid) - 2 and grid[j + 1] < t:
+        j += 1
+    return j
+
+
+@numba.njit(cache=True)
+def exponent_in(t, grid, dz, j):
+    """``dz(t) * t`` for t in knot interval j (:func:`knot_interval`), dz linear between the ``grid`` times and
+    flat outside (kernels/bumps.cuh likewise): the fast engines' :func:`bump_rate` times t."""
+    m = len(grid)
+    if t <= grid[0]:
+        return dz[0] * t
+    if t >= grid[m - 1]:
+        return dz[m - 1] * t
+    return (dz[j] + (dz[j + 1] - dz[j]) * (t - grid[j]) / (grid[j + 1] - grid[j])) * t
+
+
+@numba.njit(cache=True)
+def bump_exponent(t, grid, dz):
+    """``dz(t) * t`` (:func:`exponent_in`, its interval searched)."""
+    return exponent_in(t, grid, dz, knot_interval(t, grid))
 
 
 @dataclass(frozen=True)
