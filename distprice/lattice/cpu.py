@@ -47,9 +47,14 @@ from .groups import TreeGroups, batch_groups, kept_states, tree_groups
 from .sweeps import Trees, bump_exponent, cut_steps, exponent_in, start_steps
 
 _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multiply-adds: rounding-level effects only
+# The functions called per row, step or event run without numba's runtime (``_nrt=False``): with it, every
+# call that passes an array, every view taken and every swap of two rows updates the array's reference count,
+# an atomic operation that cost more than the arithmetic of a small tree (trees of a few steps priced 2-3x
+# slower). They allocate nothing and return no array; the parallel loops that call them allocate each
+# thread's scratch rows.
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _discount_bond(t, curve_t, curve_z, k):
     """``P(0, t)`` on a linear-in-t zero curve with flat ends; ``k`` is a search hint (t increasing)."""
     nk = len(curve_t)
@@ -71,7 +76,7 @@ _1 = numba.uint64(1)
 _2 = numba.uint64(2)
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi):
     """``Qn[p] = e * (fu[p-1] Q[p-1] + fm[p] Q[p] + fd[p+1] Q[p+1])`` for lo <= p < hi; returns sum Qn ej."""
     s = 0.0
@@ -82,14 +87,14 @@ def _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi):
     return s
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _stencil(e, wu, wm, wd, V, Vn, lo, hi):
     """``Vn[p] = e * (wu[p] V[p+1] + wm[p] V[p] + wd[p] V[p-1])`` for lo <= p < hi."""
     for p in range(lo, hi):
         Vn[p] = e * (wu[p] * V[p + _1] + wm[p] * V[p] + wd[p] * V[p - _1])
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _stencil2(e, wu, wm, wd, B, Bn, O, On, lo, hi):
     """:func:`_stencil` on two rows at once (bond and option share the weights)."""
     for p in range(lo, hi):
@@ -97,7 +102,7 @@ def _stencil2(e, wu, wm, wd, B, Bn, O, On, lo, hi):
         On[p] = e * (wu[p] * O[p + _1] + wm[p] * O[p] + wd[p] * O[p - _1])
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _exercise(is_call, K, B, O, lo, hi):
     """``O = max(O, payoff(B, K))`` for lo <= p < hi, payoff ``max(B - K, 0)`` (call) or ``max(K - B, 0)``."""
     if is_call:
@@ -108,19 +113,19 @@ def _exercise(is_call, K, B, O, lo, hi):
             O[p] = max(O[p], max(K - B[p], 0.0))
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _add(B, amount, lo, hi):
     for p in range(lo, hi):
         B[p] += amount
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _span(jmax, r):
     """Padded index range ``[lo, hi)`` of nodes ``|j| <= r`` as unsigned integers."""
     return numba.uint64(jmax + 1 - r), numba.uint64(jmax + 2 + r)
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _coefficients(jmax, reach, dt, dr, M, coef):
     """Per-node factors of the nodes ``|j| <= reach`` (``reach = min(jmax, height)``: no step of the tree goes
     further) in rows padded by one zero each side of that span (index ``j + jmax + 1``).
@@ -152,7 +157,7 @@ def _coefficients(jmax, reach, dt, dr, M, coef):
     return top, bottom
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _clear(rows, jmax, reach):
     """Scratch ``rows`` zeroed over the nodes ``|j| <= reach + 1`` (the span a tree of that reach reads)."""
     for a in range(rows.shape[0]):
@@ -160,7 +165,7 @@ def _clear(rows, jmax, reach):
             rows[a, p] = 0.0
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, saved):
     """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2. The state
     prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n) are copied to the rows ``saved[c]``
@@ -177,7 +182,8 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_a
     for m in range(n):
         while c < len(save_at) and save_at[c] == m:
             lo, hi = _span(jmax, min(m, jmax))
-            saved[c, lo:hi] = Q[lo:hi]
+            for p in range(lo, hi):
+                saved[c, p] = Q[p]
             c += 1
         P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
         ea[m] = P / s
@@ -198,7 +204,7 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_a
         Q, Qn = Qn, Q
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _edge_values(jmax, e, coef, top, bottom, V, Vn):
     w = 2 * jmax + 1
     ej = coef[3]
@@ -206,7 +212,7 @@ def _edge_values(jmax, e, coef, top, bottom, V, Vn):
     Vn[1] = e * ej[1] * (bottom[0] * V[3] + bottom[1] * V[2] + bottom[2] * V[1])
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _event_amount(amount, t, s, dt, curve_t, curve_z):
     """An amount due at ``t`` applied at step ``s``: ``A * P(0, t) / P(0, s dt)`` (exactly A on the grid)."""
     tau = s * dt
@@ -215,7 +221,7 @@ def _event_amount(amount, t, s, dt, curve_t, curve_z):
     return amount * (_discount_bond(t, curve_t, curve_z, 0)[0] / _discount_bond(tau, curve_t, curve_z, 0)[0])
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from):
     """Rolls bond ``B`` back from step i + 1 to step i into ``Bn`` with the step's ``e = exp(-alpha_i dt)``, and
     option ``O`` into ``On`` below the last exercise step (above it the option is zero and not rolled back);
@@ -235,7 +241,7 @@ def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from):
     return option
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _apply(kind, amount, is_call, B, O, lo, hi):
     """One event at the nodes ``[lo, hi)``: the redemption and coupons add to the bond, an exercise takes the
     larger of the option and its payoff."""
@@ -245,7 +251,7 @@ def _apply(kind, amount, is_call, B, O, lo, hi):
         _add(B, amount, lo, hi)
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _state_value(jmax, cut, V, Q):
     """The value at the root of the node values ``V`` at step ``cut``, paid there (only discounted below it):
     ``sum_j Q(cut, j) V(cut, j)`` with the state prices ``Q``, or ``V`` at the root at step 0."""
@@ -258,7 +264,7 @@ def _state_value(jmax, cut, V, Q):
     return total
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
     """The bond's value at the root, float64: its redemption and coupons times ``P(0, t)``, which is what its
     tree gives for them (the tree reprices every discount bond exactly)."""
@@ -269,7 +275,7 @@ def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
     return total
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q, curve_t, curve_z,
               e_step, e_time, e_kind, e_amount, option_from):
     """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step down to step ``cut`` (the
@@ -301,48 +307,58 @@ def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q,
 def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t,
                curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states,
                max_width, max_height, bond_out, option_out):
-    """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t: a row's ``exp(-alpha_m dt)``
-    are ``table[alpha_at[r] + m]`` (its group's forward pass) and its state prices at its cut ``states[q_at[r]:
-    ...]``, or with ``alpha_at[r] < 0`` its own forward pass's. A row without an exercise is its cash flows."""
-    n_threads = len(thread_offsets) - 1
+    """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t (:func:`_price_rows`), with
+    scratch rows allocated once per thread."""
     real = table.dtype
-    for t in numba.prange(n_threads):
+    for t in numba.prange(len(thread_offsets) - 1):
         size = max_width + 2
-        coef = np.zeros((4, size), dtype=real)
-        rows = np.zeros((6, size), dtype=real)
+        scratch = np.zeros((11, size), dtype=real)  # coefficients (4), bond and option rows (6), own state prices
         own = np.zeros(max_height + 1, dtype=real)
-        own_state = np.zeros((1, size), dtype=real)
         step = np.zeros(1, dtype=np.int64)
-        for q in range(thread_offsets[t], thread_offsets[t + 1]):
-            r = order[q]
-            jm, n = jmax[r], height[r]
-            w = 2 * jm + 1
-            c = curve_index[r]
-            ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
-            cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-            lo, hi = e_off[r], e_off[r + 1]
-            exercised = False
-            for e in range(lo, hi):
-                exercised |= e_kind[e] == EXERCISE
-            if not exercised:
-                bond_out[r] = _cash_flows(ct, cz, e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi])
-                option_out[r] = 0.0
-                continue
-            reach = min(jm, n)
-            top, bottom = _coefficients(jm, reach, dt[r], dr[r], M[r], coef)
-            _clear(rows, jm, reach)
-            source, first = table, alpha_at[r]
-            Q = states[q_at[r]:q_at[r] + w + 2]
-            if first < 0:
-                step[0] = cut[r]
-                _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)],
-                         own_state[:, :w + 2])
-                source, first, Q = own, 0, own_state[0]
-            b, o = _backward(jm, n, cut[r], dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2],
-                             rows[3], rows[4], rows[5], Q, ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
-                             e_amount[lo:hi], option_from[r])
-            bond_out[r] = b
-            option_out[r] = o
+        _price_rows(thread_offsets[t], thread_offsets[t + 1], order, jmax, height, dt, dr, M, is_call, curve_index,
+                    curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut,
+                    alpha_at, table, q_at, states, scratch, own, step, bond_out, option_out)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t, curve_z,
+                e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states, scratch,
+                own, step, bond_out, option_out):
+    """Prices rows ``order[start:stop]``: a row's ``exp(-alpha_m dt)`` are ``table[alpha_at[r] + m]`` (its
+    group's forward pass) and its state prices at its cut ``states[q_at[r]:...]``, or with ``alpha_at[r] < 0``
+    its own forward pass's (into ``own`` and the last row of ``scratch``). A row without an exercise is its
+    cash flows."""
+    coef, rows, own_state = scratch[0:4], scratch[4:10], scratch[10:11]
+    for q in range(start, stop):
+        r = order[q]
+        jm, n = jmax[r], height[r]
+        w = 2 * jm + 1
+        c = curve_index[r]
+        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        lo, hi = e_off[r], e_off[r + 1]
+        exercised = False
+        for e in range(lo, hi):
+            exercised |= e_kind[e] == EXERCISE
+        if not exercised:
+            bond_out[r] = _cash_flows(ct, cz, e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi])
+            option_out[r] = 0.0
+            continue
+        reach = min(jm, n)
+        top, bottom = _coefficients(jm, reach, dt[r], dr[r], M[r], coef)
+        _clear(rows, jm, reach)
+        source, first = table, alpha_at[r]
+        Q = states[q_at[r]:q_at[r] + w + 2]
+        if first < 0:
+            step[0] = cut[r]
+            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)],
+                     own_state[:, :w + 2])
+            source, first, Q = own, 0, own_state[0]
+        b, o = _backward(jm, n, cut[r], dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2],
+                         rows[3], rows[4], rows[5], Q, ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
+                         e_amount[lo:hi], option_from[r])
+        bond_out[r] = b
+        option_out[r] = o
 
 
 @numba.njit(cache=True)
@@ -476,29 +492,37 @@ def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, 
     """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
     ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``; its state prices
     at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in rows of w + 2 values one
-    after another from ``q_out[q_at[k]]``."""
-    real = ea_out.dtype
+    after another from ``q_out[q_at[k]]``. Trees ``order[thread_offsets[t]:thread_offsets[t + 1]]`` run on
+    thread t."""
     for t in numba.prange(len(thread_offsets) - 1):
-        size = max_width + 2
-        coef = np.zeros((4, size), dtype=real)
-        rows = np.zeros((2, size), dtype=real)
-        for q in range(thread_offsets[t], thread_offsets[t + 1]):
-            k = order[q]
-            r = task_row[k]
-            jm, n = jmax[r], height[r]
-            reach = min(jm, n)
-            top, bottom = _coefficients(jm, reach, dt[r], task_dr[k], M[r], coef)
-            _clear(rows, jm, reach)
-            c = curve_index[r]
-            ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
-            cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-            steps = save_at[save_offsets[k]:save_offsets[k + 1]]
-            saved = q_out[q_at[k]:q_at[k] + len(steps) * (2 * jm + 3)].reshape((len(steps), 2 * jm + 3))
-            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
-                     ea_out[alpha_offsets[k]:alpha_offsets[k] + n], steps, saved)
+        scratch = np.zeros((6, max_width + 2), dtype=ea_out.dtype)  # coefficients (4), state prices (2)
+        _forward_trees(thread_offsets[t], thread_offsets[t + 1], order, task_row, task_dr, jmax, height, dt, M,
+                       curve_index, curve_offsets, curve_t, curve_z, alpha_offsets, ea_out, save_offsets, save_at,
+                       q_at, q_out, scratch)
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, _nrt=False)
+def _forward_trees(start, stop, order, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets, curve_t,
+                   curve_z, alpha_offsets, ea_out, save_offsets, save_at, q_at, q_out, scratch):
+    """:func:`_forward_all`'s trees ``order[start:stop]``."""
+    coef, rows = scratch[0:4], scratch[4:6]
+    for q in range(start, stop):
+        k = order[q]
+        r = task_row[k]
+        jm, n = jmax[r], height[r]
+        reach = min(jm, n)
+        top, bottom = _coefficients(jm, reach, dt[r], task_dr[k], M[r], coef)
+        _clear(rows, jm, reach)
+        c = curve_index[r]
+        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        steps = save_at[save_offsets[k]:save_offsets[k + 1]]
+        saved = q_out[q_at[k]:q_at[k] + len(steps) * (2 * jm + 3)].reshape((len(steps), 2 * jm + 3))
+        _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
+                 ea_out[alpha_offsets[k]:alpha_offsets[k] + n], steps, saved)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _bound(is_call, K, H, lo, hi):
     """An exercise on the holder's value ``H`` of a callable bond (``H = min(H, K)``) or a puttable one (``max``)
     at the nodes ``[lo, hi)``."""
@@ -510,7 +534,7 @@ def _bound(is_call, K, H, lo, hi):
             H[p] = max(H[p], K)
 
 
-@numba.njit(cache=True, fastmath=_FASTMATH)
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, bottom, B, Bn, O, On, grid, dz,
                      e_step, e_time, e_kind, e_adjusted, option_from, save_at, saved):
     """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first`` down to step ``cut``: from zeroed
@@ -519,8 +543,9 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
     forward-adjusted on the base curve) carries ``r(t) / r(s dt)``, r(t) = ``exp(-dz(t) t)``. At the steps
     ``save_at`` (decreasing) the rows are copied to ``saved[c, 0 or 1]``. With ``embedded`` (a callable or
     puttable bond) ``B`` is the holder's value, bond less call or plus put, exercised as :func:`_bound` says,
-    and ``O`` stays zero: one row rolled back instead of two. Returns the rows B and O at step ``cut`` after its
-    events and ``dz(t) t`` there."""
+    and ``O`` stays zero: one row rolled back instead of two. Returns whether the values at step ``cut`` after
+    its events are in ``Bn`` rather than ``B`` and in ``On`` rather than ``O``, and ``dz(t) t`` there."""
+    b_moved, o_moved = False, False
     ei = 0
     while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and first < n)):
         ei += 1
@@ -537,7 +562,9 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
             if _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
                           0 if embedded else option_from):
                 O, On = On, O
+                o_moved = not o_moved
             B, Bn = Bn, B
+            b_moved = not b_moved
             above = here
         lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
@@ -550,13 +577,14 @@ def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, 
                 _apply(e_kind[ei], amount, is_call, B, O, lo, hi)
             ei += 1
         while c < len(save_at) and save_at[c] == i:
-            saved[c, 0, :] = B
-            saved[c, 1, :] = O
+            for p in range(len(B)):
+                saved[c, 0, p] = B[p]
+                saved[c, 1, p] = O[p]
             c += 1
-    return B, O, here
+    return b_moved, o_moved, here
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _straight(grid, dz, e_time, e_kind, e_present, head):
     """The bond's value at the root under the bump, and that of its first ``head`` events' cash flows: its cash
     flows ``e_present`` (each amount times ``P(0, t)`` on the base curve) times ``r(t) = exp(-dz(t) t)``, which
@@ -572,7 +600,7 @@ def _straight(grid, dz, e_time, e_kind, e_present, head):
     return total, first
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _rows_from(rows, w, saved=None):
     """Rows 0-3 zeroed (bond, option and their buffers) over the ``w + 2`` nodes, or rows 0 and 2 (bond and
     option) set to ``saved[0]`` and ``saved[1]``."""
@@ -580,8 +608,9 @@ def _rows_from(rows, w, saved=None):
         for p in range(w + 2):
             rows[a, p] = 0.0
     if saved is not None:
-        rows[0, :w + 2] = saved[0, :w + 2]
-        rows[2, :w + 2] = saved[1, :w + 2]
+        for p in range(w + 2):
+            rows[0, p] = saved[0, p]
+            rows[2, p] = saved[1, p]
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
@@ -610,54 +639,76 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_stor
     bumps = dz.shape[1]
     for t in numba.prange(len(thread_offsets) - 1):
         size = max_width + 2
-        coef = np.zeros((4, size))
-        rows = np.zeros((4, size))
+        scratch = np.zeros((8, size))  # coefficients (4), bond and option rows (4)
         saved = np.zeros((bumps, 2, size))
         save_at = np.zeros(bumps, dtype=np.int64)
-        for q in range(thread_offsets[t], thread_offsets[t + 1]):
-            k = order[q]
-            tree = tasks[k]
-            r = task_row[tree]
-            jm, n = jmax[r], height[r]
-            w = 2 * jm + 1
-            cut = cut_at[tree]
-            top, bottom = _coefficients(jm, min(jm, n), dt[r], task_dr[tree], M[r], coef)
-            lo, hi = e_off[r], e_off[r + 1]
-            ea = ea_store[alpha_at[tree]:alpha_at[tree] + n]
-            Q = q_store[q_at[tree]:q_at[tree] + w + 2]
-            starts = start[k]
-            saves = 0  # the distinct steps between the cut and the height where bumps start, decreasing
-            for s in np.sort(starts[1:])[::-1]:
-                if cut < s < n and (saves == 0 or save_at[saves - 1] != s):
-                    save_at[saves] = s
+        _roll_trees(thread_offsets[t], thread_offsets[t + 1], order, tasks, task_row, task_dr, alpha_at, ea_store,
+                    cut_at, q_at, q_store, start, grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step,
+                    e_time, e_kind, e_adjusted, e_present, option_from, scratch, saved, save_at, bond_out, option_out)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, start,
+                grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind, e_adjusted, e_present,
+                option_from, scratch, saved, save_at, bond_out, option_out):
+    """:func:`_roll_all`'s tasks ``order[first_task:stop]``."""
+    bumps = dz.shape[1]
+    coef, rows = scratch[0:4], scratch[4:8]
+    for q in range(first_task, stop):
+        k = order[q]
+        tree = tasks[k]
+        r = task_row[tree]
+        jm, n = jmax[r], height[r]
+        w = 2 * jm + 1
+        cut = cut_at[tree]
+        top, bottom = _coefficients(jm, min(jm, n), dt[r], task_dr[tree], M[r], coef)
+        lo, hi = e_off[r], e_off[r + 1]
+        ea = ea_store[alpha_at[tree]:alpha_at[tree] + n]
+        Q = q_store[q_at[tree]:q_at[tree] + w + 2]
+        starts = start[k]
+        saves = 0  # the distinct steps between the cut and the height where bumps start, decreasing
+        for b in range(1, bumps):
+            s = starts[b]
+            if cut < s < n:
+                i = saves
+                while i > 0 and save_at[i - 1] < s:
+                    i -= 1
+                if i == 0 or save_at[i - 1] != s:
+                    for m in range(saves, i, -1):
+                        save_at[m] = save_at[m - 1]
+                    save_at[i] = s
                     saves += 1
-            tail = 0  # the row's events at the cut or above it (they come in decreasing steps)
-            while lo + tail < hi and e_step[lo + tail] >= cut:
-                tail += 1
-            base = 0.0
-            for b in range(bumps):
-                first = starts[b] if b else n
-                if b and first <= cut:  # bump 0's values at the cut are this bump's
-                    value = base
-                    exponent = bump_exponent(cut * dt[r], grid, dz[k, b])
+        tail = 0  # the row's events at the cut or above it (they come in decreasing steps)
+        while lo + tail < hi and e_step[lo + tail] >= cut:
+            tail += 1
+        base = 0.0
+        for b in range(bumps):
+            first = starts[b] if b else n
+            if b and first <= cut:  # bump 0's values at the cut are this bump's
+                value = base
+                exponent = bump_exponent(cut * dt[r], grid, dz[k, b])
+            else:
+                if first == n:
+                    _rows_from(rows, w)
                 else:
-                    if first == n:
-                        _rows_from(rows, w)
-                    else:
-                        _rows_from(rows, w, saved[np.searchsorted(-save_at[:saves], -first)])
-                    B, O, exponent = _backward_bumped(
-                        jm, n, first, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom, rows[0], rows[1],
-                        rows[2], rows[3], grid, dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
-                        e_adjusted[lo:hi], option_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
-                    value = _state_value(jm, cut, B if embedded[r] else O, Q)
-                    if b == 0:
-                        base = value
-                value *= math.exp(-exponent)
-                bond, later = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi], tail)
-                if embedded[r]:
-                    value = later - value if is_call[r] else value - later
-                option_out[k, b] = value
-                bond_out[k, b] = bond
+                    at = 0
+                    while save_at[at] != first:
+                        at += 1
+                    _rows_from(rows, w, saved[at])
+                b_moved, o_moved, exponent = _backward_bumped(
+                    jm, n, first, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom, rows[0], rows[1],
+                    rows[2], rows[3], grid, dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
+                    e_adjusted[lo:hi], option_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
+                held = rows[int(b_moved)] if embedded[r] else rows[2 + int(o_moved)]
+                value = _state_value(jm, cut, held, Q)
+                if b == 0:
+                    base = value
+            value *= math.exp(-exponent)
+            bond, later = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi], tail)
+            if embedded[r]:
+                value = later - value if is_call[r] else value - later
+            option_out[k, b] = value
+            bond_out[k, b] = bond
 
 
 class CpuRisk:

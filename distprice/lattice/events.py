@@ -32,6 +32,8 @@ REDEMPTION, EXERCISE, COUPON = 0, 1, 2
 """Kinds of events, in the order they are applied at equal times."""
 EUROPEAN, BERMUDAN, AMERICAN = 0, 1, 2
 EXERCISE_CODES = {"european": EUROPEAN, "bermudan": BERMUDAN, "american": AMERICAN}
+# The row and event kernels below run without numba's runtime (``_nrt=False``): no reference counting of the
+# arrays they pass on, per row and per event (see cpu.py); they allocate nothing and return no array.
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def _exercise_step(offsets, step, kind, last):
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _accrued(t, maturity, coupon, coupon_frequency, face):
     if coupon <= 0.0 or coupon_frequency <= 0.0:
         return 0.0
@@ -137,31 +139,31 @@ def accrued(t, maturity, coupon, coupon_frequency, face):
     return _accrued(t, maturity, coupon, coupon_frequency, face)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def time_step(t, spy):
     """The step of a time-form event at ``t`` years: ``max(1, round(t * spy))``, halves up."""
     return max(np.int64(1), np.int64(math.floor(t * spy + 0.5)))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _on_grid(t, s, spy):
     """The time an engine sees: ``s * dt`` itself when ``t`` lies on step s of the grid, else ``t``."""
     dt = 1.0 / spy
     return s * dt if abs(t * spy - s) <= GRID_EPS else t
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _coupon_time(r, k, maturity, frequency):
     return maturity[r] - k / frequency[r]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _coupon_count(maturity, frequency):
     """Coupon times ``maturity - k / f`` that are > 0 (tolerant to rounding): k = 0 .. count - 1."""
     return max(np.int64(math.ceil(maturity * frequency - _SCHEDULE_EPS)), 0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _exercise_count(code, expiry, first, ex_frequency, spy):
     """Exercise dates of a row (all at times > 0): k = 0 .. count - 1, latest first."""
     if code == EUROPEAN:
@@ -172,7 +174,7 @@ def _exercise_count(code, expiry, first, ex_frequency, spy):
     return max(time_step(expiry, spy) - max(1, np.int64(math.floor(first * spy + 0.5))) + 1, 0)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def _exercise_time(code, k, expiry, ex_frequency, spy):
     """Time of a row's k-th exercise date counted back from expiry (american: a step's time)."""
     if code == AMERICAN:
@@ -180,7 +182,7 @@ def _exercise_time(code, k, expiry, ex_frequency, spy):
     return expiry - k / ex_frequency
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option):
     """Coupons and exercise dates of row r."""
     coupons = _coupon_count(maturity[r], frequency[r]) if coupon[r] > 0 and frequency[r] > 0 else 0
@@ -188,7 +190,7 @@ def _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency
     return coupons, exercises
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _time_form_counts(lo, hi, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option,
                       counts):
     for r in range(lo, hi):
@@ -197,7 +199,7 @@ def _time_form_counts(lo, hi, code, expiry, first, ex_frequency, maturity, coupo
         counts[r] = 1 + coupons + exercises
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _time_form_fill(lo, hi, code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy,
                     has_option, offsets, step, time, kind, amount):
     for r in range(lo, hi):

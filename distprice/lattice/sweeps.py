@@ -61,7 +61,7 @@ def bump_rate(t, grid: np.ndarray, dz: np.ndarray):
     return np.interp(t, grid, dz)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)  # called per step and event: no reference counts (cpu.py)
 def knot_interval(t, grid):
     """The knot interval j of time t (``grid[j] < t <= grid[j + 1]``; 0 before the grid, the last one after)."""
     j = 0
@@ -70,7 +70,7 @@ def knot_interval(t, grid):
     return j
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def exponent_in(t, grid, dz, j):
     """``dz(t) * t`` for t in knot interval j (:func:`knot_interval`), dz linear between the ``grid`` times and
     flat outside (kernels/bumps.cuh likewise): the fast engines' :func:`bump_rate` times t."""
@@ -82,7 +82,7 @@ def exponent_in(t, grid, dz, j):
     return (dz[j] + (dz[j + 1] - dz[j]) * (t - grid[j]) / (grid[j + 1] - grid[j])) * t
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)
 def bump_exponent(t, grid, dz):
     """``dz(t) * t`` (:func:`exponent_in`, its interval searched)."""
     return exponent_in(t, grid, dz, knot_interval(t, grid))
