@@ -446,7 +446,7 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
     option = np.full(n, np.nan, dtype=real)
     groups = batch_groups(batch) if share else TreeGroups.alone(n)
     if n == 0:
-        return CpuRun(bond.astype(np.float64), option.astype(np.float64), 0.0)
+        return CpuRun(bond.astype(np.float64, copy=False), option.astype(np.float64, copy=False), 0.0)
     threads = numba.get_num_threads()
     events = batch.events
     cut = cut_steps(batch)
@@ -474,7 +474,8 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
                    batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
                    events.kind, events.amount, batch.option_from, cut, alpha_at, table, q_at, states, max_width,
                    int(g.height[rows].max()), bond, option)
-    return CpuRun(bond.astype(np.float64), option.astype(np.float64), groups.node_steps(g.width, g.height))
+    return CpuRun(bond.astype(np.float64, copy=False), option.astype(np.float64, copy=False),
+                  groups.node_steps(g.width, g.height))
 
 
 def price_cpu(batch: Batch, share: bool = True):
