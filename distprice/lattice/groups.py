@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numba
+from numba import literal_unroll
 import numpy as np
 import pandas as pd
 
@@ -70,21 +71,39 @@ def _combine(*keys: np.ndarray) -> np.ndarray:
     """Codes (order of first appearance) of the tuples of ``keys``, arrays of one value per row (integers, or
     labels of any type). One factorization of a 64-bit mix of the keys, checked against the keys themselves:
     rows whose mixes collide but whose keys differ (never seen, but possible) send it key by key."""
-    columns = [_integers(key) for key in keys]
-    mixed = np.zeros(len(columns[0]), dtype=np.uint64)
-    for column in columns:  # multiply-xorshift steps, wrapping modulo 2**64
-        mixed = (mixed ^ column.view(np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
-        mixed ^= mixed >> np.uint64(29)
-    code = pd.factorize(mixed)[0].astype(np.int64)
+    columns = tuple(_integers(key) for key in keys)
+    code = pd.factorize(_mix(columns))[0].astype(np.int64)
     first = np.empty(int(code.max(initial=-1)) + 1, dtype=np.int64)
     first[code[::-1]] = np.arange(len(code) - 1, -1, -1)  # each code's first row
-    if all(np.array_equal(column, column[first[code]]) for column in columns):
+    if _consistent(columns, code, first):
         return code
     code = columns[0]
     for column in columns[1:]:
         part = pd.factorize(column)[0].astype(np.int64)
         code = pd.factorize(pd.factorize(code)[0].astype(np.int64) * (int(part.max(initial=0)) + 1) + part)[0]
     return pd.factorize(code)[0].astype(np.int64)
+
+
+@numba.njit(cache=True)
+def _mix(columns):
+    """A 64-bit mix per row of the int64 arrays ``columns``: multiply-xorshift steps, wrapping modulo 2**64, in
+    one pass per column (no temporary arrays)."""
+    mixed = np.zeros(len(columns[0]), dtype=np.uint64)
+    for column in literal_unroll(columns):
+        for i in range(len(mixed)):
+            m = (mixed[i] ^ np.uint64(column[i])) * np.uint64(0x9E3779B97F4A7C15)
+            mixed[i] = m ^ (m >> np.uint64(29))
+    return mixed
+
+
+@numba.njit(cache=True)
+def _consistent(columns, code, first):
+    """Whether every row's keys equal those of the first row of its code."""
+    for column in literal_unroll(columns):
+        for i in range(len(code)):
+            if column[i] != column[first[code[i]]]:
+                return False
+    return True
 
 
 def _integers(key: np.ndarray) -> np.ndarray:
