@@ -6,8 +6,8 @@ the text columns distprice knows (``TEXT_COLUMNS``) are read as strings as writt
 ``"007"``), and only an empty cell is missing (``NA``, ``null`` or ``None`` are the text they spell). A
 portfolio's label columns (``LABEL_COLUMNS``: instrument kinds, curve names, day counts...) are read as
 categories from CSV and Parquet alike: each distinct name is decoded once, and validation and the priced
-table's writer take their codes instead of hashing every row's text again. A new
-output file gets the mode the umask gives a new file; a replaced one keeps its mode.
+table's writer take their codes instead of hashing every row's text again. A new output file gets the mode
+the umask gives a new file; a replaced one keeps its mode.
 
 A *folder* (a name ending in ``/``, or a folder that exists) holds a table as Parquet parts, ``part-000000.parquet``,
 ``part-000001.parquet``..., whose rows follow one another in the order of their names (the order pyarrow, pandas

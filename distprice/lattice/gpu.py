@@ -538,8 +538,9 @@ class GpuRisk:
     bump), the threads sharing each step's nodes in shared memory (a bump that agrees with the tree's bump 0
     from some step up starts there from bump 0's rows); the others a thread each, every bump from the top, on
     two rows per (tree, bump) in global memory, in parts of at most RISK_ROW_BYTES of rows. The batch is
-    uploaded once, its events' amounts adjusted under its curves. ``embedded`` (per row, default none): as for :class:`~.cpu.CpuRisk`, a callable
-    or puttable bond whose price alone is wanted rolls its holder's value back alone."""
+    uploaded once, its events' amounts adjusted under its curves. ``embedded`` (per row, default none): as for
+    :class:`~.cpu.CpuRisk`, a callable or puttable bond whose price alone is wanted rolls its holder's value back
+    alone."""
 
     def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:

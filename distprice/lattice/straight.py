@@ -41,7 +41,7 @@ class Straight:
         return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, _nrt=False)  # per event and bump: no reference counts (cpu.py)
 def _price(rows, offsets, time, present, grid, dz, out):
     """``out[k, b] = sum_e present[e] exp(-dz_kb(t_e) t_e)`` over row ``rows[k]``'s events, in their order
     (:func:`~.sweeps.exponent_in`, each event's knot interval searched once for all bumps)."""
