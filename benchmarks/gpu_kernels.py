@@ -29,7 +29,8 @@ from common import instruments, save
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
-from distprice.lattice.gpu import device_name, price_gpu, require_gpu
+from distprice.cuda import require_cupy
+from distprice.lattice.gpu import device_name, price_gpu
 from distprice.lattice.instruments import prepare
 
 FMA_KERNEL = r"""
@@ -161,7 +162,7 @@ def main(argv=None):
     parser.add_argument("--wide", action="store_true", help="also time trees wider than one block (see wide_trees)")
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    cupy = require_gpu()
+    cupy = require_cupy()
     names = (list(VARIANTS) if args.variants == "all" else list(SHIPPED) if args.variants == "shipped"
              else args.variants.split(","))
     report = {"device": device_name(), "ceilings": ceilings(cupy), "rows": []}

@@ -1,5 +1,6 @@
-"""The CUDA C++ sources shipped with distprice (``kernels/``, installed as ``distprice.kernels``) and their
-compilation by CuPy (NVRTC at run time; CuPy keeps the compiled code on disk).
+"""CuPy and a CUDA device, as every GPU engine asks for them, and the CUDA C++ sources shipped with distprice
+(``kernels/``, installed as ``distprice.kernels``) with their compilation by CuPy (NVRTC at run time; CuPy keeps
+the compiled code on disk).
 
 CuPy's disk cache is keyed by a module's own source text and options, not by the text of the headers it
 includes: after an upgrade that changed only a header, a cached module would run the old code. Every module
@@ -11,6 +12,33 @@ import functools
 import hashlib
 import importlib.resources
 from pathlib import Path
+
+from .errors import GpuUnavailableError
+
+
+def require_cupy():
+    """CuPy, once a CUDA device is known to be usable; raises :class:`GpuUnavailableError` otherwise."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise GpuUnavailableError(f"the GPU engines need CuPy (pip install 'distprice[gpu]'): {error}") from None
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as error:
+        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
+    if count == 0:
+        raise GpuUnavailableError("no CUDA device is visible")
+    return cupy
+
+
+@functools.cache
+def gpu_available() -> bool:
+    """Whether CuPy and a CUDA device are usable in this process."""
+    try:
+        require_cupy()
+    except GpuUnavailableError:
+        return False
+    return True
 
 
 def kernel_dir() -> Path:

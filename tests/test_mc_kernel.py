@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distprice.cuda import kernel_dir
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.montecarlo import cpu, datasets, gpu, read_inputs, validate, with_options
 
 DATA = Path(__file__).parent / "data" / "optionpricing"
@@ -154,7 +154,7 @@ def test_kernel_fields_and_layout(all_jobs):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not gpu.available(), reason="needs a CUDA GPU and CuPy")
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
 @pytest.mark.parametrize("name", ["small", "medium", "large", "two_models"])
 @pytest.mark.parametrize("precision", ["fp64", "fp32"])
 def test_gpu_engine_against_cpu_engine(all_jobs, name, precision):

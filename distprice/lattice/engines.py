@@ -11,11 +11,12 @@ from typing import Callable
 
 import numpy as np
 
+from ..cuda import gpu_available, require_cupy
 from ..curves import ZeroCurve
 from ..errors import GpuUnavailableError, OptionError
 from .batch import pack
 from .cpu import price_cpu
-from .gpu import gpu_available, price_gpu, require_gpu
+from .gpu import price_gpu
 from .instruments import Instruments
 from .reference import price_reference
 
@@ -62,7 +63,7 @@ def resolve(engine: str, real=np.float64) -> str:
         raise OptionError("the reference engine computes in fp64 only")
     if engine in GPU_ENGINES and not gpu_available():
         try:
-            require_gpu()
+            require_cupy()
         except GpuUnavailableError as error:
             raise GpuUnavailableError(f"engine {engine} cannot run here: {error}") from None
     return engine

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cuda import compile_module
-from ..errors import Fp32OverflowError, GpuUnavailableError
+from ..cuda import compile_module, gpu_available, require_cupy
+from ..errors import Fp32OverflowError
 from .batch import Batch
 from .geometry import TreeGeometry
 from .groups import TreeGroups, batch_groups, kept_states, node_steps, tree_groups
@@ -63,34 +63,9 @@ CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
 ADJUST_THREADS = 128
 
 
-def require_gpu():
-    """CuPy, once a CUDA device is known to be usable; raises :class:`GpuUnavailableError` otherwise."""
-    try:
-        import cupy
-    except ImportError as error:
-        raise GpuUnavailableError(f"the GPU engines need CuPy (pip install 'distprice[gpu]'): {error}") from None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
-    if count == 0:
-        raise GpuUnavailableError("no CUDA device is visible")
-    return cupy
-
-
-@functools.cache
-def gpu_available() -> bool:
-    """Whether a CUDA GPU and CuPy are usable in this process."""
-    try:
-        require_gpu()
-    except GpuUnavailableError:
-        return False
-    return True
-
-
 def device_name() -> str:
     """The name of the current CUDA device (e.g. ``NVIDIA H100 80GB HBM3``)."""
-    return _device_name(require_gpu().cuda.Device().id)
+    return _device_name(require_cupy().cuda.Device().id)
 
 
 @functools.cache
@@ -105,7 +80,7 @@ def _device_name(device_id: int) -> str:
 def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
     """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
     c_real = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(real)]
-    return compile_module(require_gpu(), source, ("-std=c++17", f"-DREAL={c_real}",
+    return compile_module(require_cupy(), source, ("-std=c++17", f"-DREAL={c_real}",
                                                   *(f"-D{k}={v}" for k, v in defines)))
 
 
@@ -174,7 +149,7 @@ class DeviceBatch:
         """This device batch under the curves of ``batch`` (the same batch under another curve set, a market
         scenario: :meth:`Batch.with_curves`): the curve knots are copied and the events' amounts adjusted
         again on the device."""
-        device = _Device(require_gpu())
+        device = _Device(require_cupy())
         curves = {name: device.put(array) for name, array in kernel_arrays(batch, CURVE_ARGS).items()}
         return _adjusted(device, {**self.args, **curves}, self.real, self.rows, self.bytes)
 
@@ -193,7 +168,7 @@ def _adjusted(device: "_Device", args: dict, real, rows: int, previous_bytes: in
 def upload(batch: Batch) -> DeviceBatch:
     """Copies what the kernels read of ``batch`` to the device and adjusts the events' amounts there (once per
     batch; parts of it share it)."""
-    device = _Device(require_gpu())
+    device = _Device(require_cupy())
     if len(batch.events.step) > _MAX_EVENTS:
         raise ValueError("a GPU batch holds at most 2^31 - 1 events; price it in smaller parts")
     args = {name: device.put(array) for name, array in kernel_arrays(batch).items()}
@@ -401,7 +376,7 @@ def start_gpu(batch: Batch, kernel: str, *, share: bool | None = None, lanes: in
     """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
     the host can prepare the next batch meanwhile. ``layouts`` (a :class:`PendingRun`'s, for the same batch
     and kernel) skips the layout; ``time_upload`` waits for the copies to time them."""
-    cupy = require_gpu()
+    cupy = require_cupy()
     n = len(batch)
     real = batch.real
     seconds = {}
@@ -549,13 +524,13 @@ class GpuRisk:
         self.device = upload(batch)
         self.cut = cut_steps(batch)
         held = np.zeros(len(batch), dtype=bool) if embedded is None else np.asarray(embedded, bool)
-        self.embedded = require_gpu().asarray(held.astype(np.uint8))
+        self.embedded = require_cupy().asarray(held.astype(np.uint8))
 
     def _leading(self):
         return tuple(self.device.args[name] for name, _ in KERNEL_ARGS)
 
     def trees(self, rows: np.ndarray, volatility: np.ndarray, dr: np.ndarray) -> Trees:
-        cupy = require_gpu()
+        cupy = require_cupy()
         g = self.batch.geometry
         rows = np.asarray(rows, np.int64)
         dr = np.asarray(dr, np.float64)
@@ -641,7 +616,7 @@ class GpuRisk:
     def _roll_part(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray, top: np.ndarray):
         """One part of :meth:`_roll_blocks`: bump b of task k starts at step ``top[k, b]``, from bump 0's rows
         after that step when below the tree's height."""
-        cupy = require_gpu()
+        cupy = require_cupy()
         g = self.batch.geometry
         rows = trees.rows[tasks]
         width, height = g.width[rows].astype(np.int64), g.height[rows].astype(np.int64)
@@ -674,7 +649,7 @@ class GpuRisk:
 
     def _roll_threads(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
         """``risk_roll``: a thread per (task, bump), in parts of at most RISK_ROW_BYTES of rows."""
-        cupy = require_gpu()
+        cupy = require_cupy()
         g = self.batch.geometry
         bumps = dz.shape[1]
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)

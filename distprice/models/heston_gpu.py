@@ -13,8 +13,7 @@ import functools
 
 import numpy as np
 
-from ..cuda import compile_module
-from ..errors import GpuUnavailableError
+from ..cuda import compile_module, gpu_available, require_cupy
 from .heston_quotes import Surface
 from .heston_reference import GL_NODES
 from .quadrature import laguerre
@@ -48,31 +47,6 @@ KERNEL_ARGUMENTS = {
 }
 """Each kernel's parameters in order with their C types, as ``kernels/heston.cu`` declares them: launches pass
 arguments by name through these lists (and the tests build a host emulation of the kernels from them)."""
-
-
-def require_cupy():
-    """CuPy, once a CUDA device is known to be usable; GpuUnavailableError otherwise."""
-    try:
-        import cupy
-    except ImportError as error:
-        raise GpuUnavailableError(f"the gpu engine needs CuPy (pip install 'distprice[gpu]'): {error}") from None
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
-    if count == 0:
-        raise GpuUnavailableError("no CUDA device is visible")
-    return cupy
-
-
-@functools.cache
-def gpu_available() -> bool:
-    """Whether CuPy and a CUDA device are usable in this process."""
-    try:
-        require_cupy()
-    except GpuUnavailableError:
-        return False
-    return True
 
 
 @functools.cache

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cuda import compile_module, kernel_dir
-from ..errors import GpuUnavailableError, OptionError
+from ..cuda import compile_module, kernel_dir, require_cupy
+from ..errors import OptionError
 from . import elementary, normal
 from .job import BATCHES, Job
 
@@ -99,34 +99,12 @@ def fold(job: Job, launch: Launch, sums: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out[:BATCHES].T)
 
 
-def available() -> bool:
-    """Whether CuPy and a CUDA device are usable in this process."""
-    try:
-        _cupy()
-    except GpuUnavailableError:
-        return False
-    return True
-
-
-def _cupy():
-    try:
-        import cupy
-    except ImportError as error:
-        raise GpuUnavailableError(f"the gpu engine needs CuPy (pip install 'distprice[gpu]'): {error}") from None
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            raise GpuUnavailableError("no CUDA device is visible")
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        raise GpuUnavailableError(f"no usable CUDA device: {error}") from None
-    return cupy
-
-
 @functools.cache
 def _kernel(precision: str, defines: tuple[tuple[str, int], ...]):
     """The compiled kernel for a precision and shape (cached per process; CuPy caches on disk too)."""
     real = {"fp64": "double", "fp32": "float"}[precision]
     options = ("-std=c++17", f"-DREAL={real}", *(f"-D{k}={v}" for k, v in defines))
-    return compile_module(_cupy(), SOURCE, options).get_function("mc_batch_sums")
+    return compile_module(require_cupy(), SOURCE, options).get_function("mc_batch_sums")
 
 
 def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
@@ -134,7 +112,7 @@ def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
     launch = layout(job, first, count)
     if launch.blocks == 0:
         return np.zeros((len(job.models), BATCHES))
-    cupy = _cupy()
+    cupy = require_cupy()
     kernel = _kernel(launch.precision, launch.defines)
     if launch.shared_bytes > SHARED_DEFAULT:
         kernel.max_dynamic_shared_size_bytes = launch.shared_bytes

@@ -6,6 +6,7 @@ import time
 
 import pandas as pd
 
+from ..cuda import gpu_available
 from ..errors import OptionError
 from . import cpu, gpu, reference
 from .estimate import Partial, combine, split
@@ -22,7 +23,7 @@ def resolve_engine(engine: str, job: Job | None = None) -> str:
     ``cpu``; other names are checked."""
     if engine == "auto":
         enough = job is None or job.paths >= gpu.MIN_PATHS
-        return "gpu" if enough and gpu.available() else "cpu"
+        return "gpu" if enough and gpu_available() else "cpu"
     if engine not in ENGINES:
         raise OptionError(f"engine must be auto or one of {', '.join(ENGINES)}, not {engine!r}")
     return engine
