@@ -44,10 +44,10 @@ def _day_number(y, m, d):
 _FIRST_YEAR = 1900
 _MONTHS = 12 * 301
 """The month table covers 1900-01 .. 2200-12."""
-MONTH_STARTS = np.array([_day_number(_FIRST_YEAR + k // 12, k % 12 + 1, 1) for k in range(_MONTHS + 1)],
-                        dtype=np.int64)
-"""Day number of the first of each month from 1900-01 on, and of 2201-01-01 last: dates in the table's years
-convert with a lookup, others with the arithmetic."""
+MONTH_STARTS = (np.datetime64(f"{_FIRST_YEAR}-01", "M") + np.arange(_MONTHS + 1)).astype("datetime64[D]") \
+    .astype(np.int64)
+"""Day number of the first of each month from 1900-01 on, and of 2201-01-01 last (numpy's calendar, the same
+proleptic Gregorian one): dates in the table's years convert with a lookup, others with the arithmetic."""
 
 
 @numba.njit(cache=True)
