@@ -28,6 +28,9 @@ HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 2e9}
 (a fraction of a second of a whole machine's) for the CPU engine."""
 HOST_PIECE_ROWS = {"reference": 1, "cpu": 512}
 """Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
+HOST_PIECE_MAX_ROWS = 1 << 18
+"""Rows of a piece at most: a piece's event table and the engine's arrays per row stay a few tens of MB, which
+the next piece reuses, instead of growing with the part (fresh memory costs more than the work on it)."""
 GPU_IN_FLIGHT = 2
 """Launches queued on the GPU at once: enough to keep it busy while the host waits for the oldest, few
 enough that a job under many scenarios holds the device memory of two runs, not of all."""
@@ -73,13 +76,14 @@ def _price_on_host(instruments: Instruments, part: Part, curve_sets, real, bond:
 
 
 def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list[np.ndarray]:
-    """``rows`` cut into consecutive pieces of about HOST_PIECE_NODE_STEPS of ``engine`` each and at least
-    HOST_PIECE_ROWS rows, so that a long job in this process shows progress and answers Ctrl-C between
-    pieces."""
+    """``rows`` cut into consecutive pieces of about HOST_PIECE_NODE_STEPS of ``engine`` each, at least
+    HOST_PIECE_ROWS rows and at most about HOST_PIECE_MAX_ROWS, so that a long job in this process shows
+    progress and answers Ctrl-C between pieces."""
     g = instruments.geometry
     cost = 2.0 * g.width[rows] * g.height[rows]
-    pieces = min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]),
-                 math.ceil(len(rows) / HOST_PIECE_ROWS[engine]))
+    pieces = max(min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]),
+                     math.ceil(len(rows) / HOST_PIECE_ROWS[engine])),
+                 math.ceil(len(rows) / HOST_PIECE_MAX_ROWS))
     return [rows[s] for s in cut_by_cost(cost, max(1, pieces))]
 
 

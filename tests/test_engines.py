@@ -181,3 +181,32 @@ def test_trees_shorter_than_their_jmax():
                        expiry=lambda b: np.minimum(b["maturity"], rng.integers(1, 5, len(b)) / 4.0))
     ref, fast = assert_engines_agree(book)
     assert (ref["height"] < (ref["width"] - 1) // 2).mean() > 0.9
+
+
+def test_host_pieces_cover_the_rows_in_order_and_cap_their_size(monkeypatch):
+    # a big table of small trees is one piece by its work; the cap cuts it so that each piece's arrays stay small
+    from types import SimpleNamespace
+
+    from distprice import execute
+    from distprice.lattice.datasets import generate
+    from distprice.lattice.desk import desk
+    from distprice.lattice.geometry import tree_geometry
+
+    n = 10_000
+    geometry = tree_geometry(np.full(n, 0.1), np.full(n, 0.01), np.full(n, 1.0), np.full(n, 4))
+    table = SimpleNamespace(geometry=geometry)
+    rows = np.arange(n)
+    assert len(execute.host_pieces(table, rows, "cpu")) == 1
+    monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", 1_000)
+    pieces = execute.host_pieces(table, rows, "cpu")
+    assert len(pieces) == 10 and max(map(len, pieces)) <= 1_001
+    np.testing.assert_array_equal(np.concatenate(pieces), rows)
+    # and a job priced in such pieces is the job priced whole
+    book, dated = generate("S1", 3_000, seed=4), desk(400, seed=3)
+    whole = distprice.price(book, engine="cpu")
+    dated_whole = distprice.price(dated.portfolio, dated.curves, engine="cpu",
+                                  exercise_schedule=dated.exercise_schedule)
+    monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", 150)
+    pd.testing.assert_frame_equal(distprice.price(book, engine="cpu"), whole)
+    pd.testing.assert_frame_equal(distprice.price(dated.portfolio, dated.curves, engine="cpu",
+                                                  exercise_schedule=dated.exercise_schedule), dated_whole)
