@@ -217,9 +217,14 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
         ["bad.parquet", "parts"]
     assert reported["price"].isna().sum() == 3 and len(reported) == len(book)
     here = distprice.price(bad, engine="cpu", on_invalid="report")
-    pd.testing.assert_frame_equal(reported.reset_index(drop=True).drop(columns="engine"),  # labels read from
-                                  here.reset_index(drop=True).drop(columns="engine"),  # a file: categories
-                                  rtol=1e-13, check_dtype=False, check_categorical=False)
+
+    def echoed(frame):  # labels read from a file are categories, missing as NaN; the frame's own hold None
+        frame = frame.reset_index(drop=True).drop(columns="engine")
+        labels = frame["option_type"].astype(object)
+        return frame.assign(option_type=labels.where(labels.notna(), None))
+
+    pd.testing.assert_frame_equal(echoed(reported), echoed(here), rtol=1e-13, check_dtype=False,
+                                  check_categorical=False)
 
 
 def test_a_folder_that_is_not_a_parquet_table_is_a_clear_error(local, book, tmp_path):
