@@ -29,8 +29,9 @@ HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 2e9}
 HOST_PIECE_ROWS = {"reference": 1, "cpu": 512}
 """Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
 HOST_PIECE_MAX_ROWS = 1 << 18
-"""Rows of a piece at most: a piece's event table and the engine's arrays per row stay a few tens of MB, which
-the next piece reuses, instead of growing with the part (fresh memory costs more than the work on it)."""
+"""Rows of a piece at most: each piece's event table and the engine's per-row arrays (a few tens of MB) reuse
+the memory of the piece before instead of growing with the part, so a big table's first job does not pay for
+that much new memory, and the arrays stay closer to the caches."""
 GPU_IN_FLIGHT = 2
 """Launches queued on the GPU at once: enough to keep it busy while the host waits for the oldest, few
 enough that a job under many scenarios holds the device memory of two runs, not of all."""
