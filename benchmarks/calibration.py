@@ -25,9 +25,9 @@ import numpy as np
 
 from common import save
 
+from distprice.cuda import gpu_available
 from distprice.models import fit_surface, heston_engine, heston_surfaces, read_benchmark
 from distprice.models.heston import LOWER, UPPER
-from distprice.models.heston_gpu import gpu_available
 from distprice.models.heston_synthetic import synthetic_quotes
 
 QUOTES_1062 = Path(__file__).resolve().parents[1] / "tests" / "data" / "heston" / "1062_quotes.in"

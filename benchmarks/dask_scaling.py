@@ -37,8 +37,9 @@ from common import save, write_copies
 from distprice.cluster.config import ClusterConfig
 from distprice.cluster.metrics import PLUGIN_NAME
 from distprice.cluster.pricer import Pricer
+from distprice.cuda import gpu_available
 from distprice.lattice.datasets import DEFAULT_SIZES
-from distprice.lattice.gpu import device_name, gpu_available
+from distprice.lattice.gpu import device_name
 from distprice.scenarios import parse_shifts
 
 

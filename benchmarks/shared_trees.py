@@ -29,11 +29,11 @@ import numpy as np
 
 from common import instruments, median_times, save
 
+from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.lattice import datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk, run_cpu
-from distprice.lattice.gpu import gpu_available
 from distprice.lattice.groups import batch_groups, node_steps
 from distprice.lattice.instruments import prepare
 

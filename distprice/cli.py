@@ -24,6 +24,7 @@ import warnings
 import click
 
 from .api import calibrate_heston, calibrate_hull_white, price, price_mc
+from .cuda import gpu_available
 from .curves import builtin_curves, load_curves
 from .errors import DistpriceError, InvalidInputError, OptionError
 from .execute import price_plan
@@ -31,7 +32,6 @@ from .job import ON_INVALID, Tally, exercise_schedule, valuation_day
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
-from .lattice.gpu import gpu_available
 from .lattice.instruments import prepare
 from .lattice.measures import check_bump, parse_key_rates, parse_measures
 from .precision import PRECISIONS, real_dtype

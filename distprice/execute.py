@@ -11,12 +11,13 @@ import time
 
 import numpy as np
 
+from .cuda import gpu_available
 from .curves import ZeroCurve
 from .inspector import Part, Plan, plan
 from .lattice.batch import pack, pack_parts
 from .lattice.cpu import price_cpu
 from .lattice.engines import AUTO, GPU_ENGINES
-from .lattice.gpu import gpu_available, start_gpu, upload
+from .lattice.gpu import start_gpu, upload
 from .lattice.instruments import Instruments
 from .lattice.reference import price_reference
 from .planner import cut_by_cost

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
-from distprice.lattice.gpu import gpu_available
+from distprice.cuda import gpu_available
 
 from utils import HULL_PUT
 

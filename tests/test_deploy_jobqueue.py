@@ -173,7 +173,7 @@ def test_jobs_that_never_start_time_out_and_are_cancelled(fake_slurm):
 
 @pytest.mark.gpu
 def test_a_slurm_gpu_job_runs_dask_cuda_worker(fake_slurm, small_book, small_priced):
-    from distprice.lattice.gpu import gpu_available
+    from distprice.cuda import gpu_available
 
     if not gpu_available() or importlib.util.find_spec("dask_cuda") is None:
         pytest.skip("needs a CUDA GPU and dask-cuda")

@@ -4,11 +4,12 @@ import pandas as pd
 import pytest
 
 import distprice
+from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.lattice import datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.engines import ENGINES
-from distprice.lattice.gpu import gpu_available, price_gpu
+from distprice.lattice.gpu import price_gpu
 from distprice.lattice.instruments import prepare
 from distprice.lattice.layouts import FLAT_MAX_WIDTH
 

@@ -9,8 +9,8 @@ import pytest
 
 from distprice.errors import GpuUnavailableError
 from distprice.lattice.engines import ENGINES, resolve
-from distprice.cuda import kernel_dir
-from distprice.lattice.gpu import C_TYPES, KERNEL_ARGS, gpu_available
+from distprice.cuda import gpu_available, kernel_dir
+from distprice.lattice.gpu import C_TYPES, KERNEL_ARGS
 from distprice.lattice.layouts import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
                                        flat_thread_steps, outer_layout, shape_sample)
 

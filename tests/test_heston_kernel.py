@@ -13,8 +13,8 @@ import pytest
 from distprice.models import fit_surface, heston_surfaces, read_benchmark
 from distprice.models.heston_cpu import CpuEngine
 from distprice.models.quadrature import rotations
-from distprice.cuda import kernel_dir
-from distprice.models.heston_gpu import DEFINES, KERNEL_ARGUMENTS, SOURCE, GpuEngine, gpu_available
+from distprice.cuda import gpu_available, kernel_dir
+from distprice.models.heston_gpu import DEFINES, KERNEL_ARGUMENTS, SOURCE, GpuEngine
 
 from test_heston import DATA, X_OPT, random_population
 

@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 import distprice
 from distprice.cli import main
+from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.inspector import describe, plan
 from distprice.lattice import datasets
-from distprice.lattice.gpu import gpu_available
 from distprice.lattice.instruments import prepare
 from distprice.tuning import CPU_DEVICE, shipped_default
 

@@ -21,8 +21,8 @@ from distprice.cli import main
 from distprice.cluster.config import ClusterConfig, parse_config
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import start
+from distprice.cuda import gpu_available
 from distprice.errors import JobTimeoutError, NoWorkersError
-from distprice.lattice.gpu import gpu_available
 from distprice.lattice import datasets
 from distprice.progress import Bar
 

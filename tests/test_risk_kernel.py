@@ -13,8 +13,7 @@ from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import CpuRisk
 from distprice.lattice.sweeps import bump_exponent
-from distprice.cuda import kernel_dir
-from distprice.lattice.gpu import gpu_available
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.sweeps import key_rate_bumps, start_steps
 
 from utils import host_library, instruments_of, random_portfolio

@@ -5,9 +5,9 @@ import pytest
 from distributed import get_task_stream
 
 import distprice
+from distprice.cuda import gpu_available
 from distprice.lattice import datasets
 from distprice.cluster.config import ClusterConfig
-from distprice.lattice.gpu import gpu_available
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import default_cluster
 

@@ -17,8 +17,8 @@ from distprice.lattice import cpu, datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu, run_cpu
 from distprice.lattice.desk import AS_OF, MODELS, desk
-from distprice.cuda import kernel_dir
-from distprice.lattice.gpu import C_TYPES, LEADER_ARGS, gpu_available, kernel_arrays, layout_run
+from distprice.cuda import gpu_available, kernel_dir
+from distprice.lattice.gpu import C_TYPES, LEADER_ARGS, kernel_arrays, layout_run
 from distprice.lattice.groups import batch_groups, instrument_groups, node_steps, row_node_steps
 from distprice.lattice.instruments import prepare
 from distprice.lattice.reference import price_reference

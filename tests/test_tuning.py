@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from distprice import tuning
 from distprice.cli import main
+from distprice.cuda import gpu_available
 from distprice.inspector import CostModel
 from distprice.lattice import datasets
-from distprice.lattice.gpu import gpu_available
 from distprice.tuning import CPU_DEVICE, load_model, model_path, save_model, shipped_default
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -6,8 +6,8 @@ import logging
 import os
 import sys
 
+from ..cuda import gpu_available
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
-from ..lattice.gpu import gpu_available
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
 
 

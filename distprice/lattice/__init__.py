@@ -7,8 +7,8 @@ steps), ``batch`` (the arrays the fast engines read), ``reference`` / ``cpu`` / 
 ``layouts`` (the GPU kernels' host layouts, without CuPy), ``engines`` (the registry), ``datasets`` (the
 papers' synthetic portfolios) and ``quantlib`` (the QuantLib oracle of the tests).
 """
+from ..cuda import gpu_available
 from .engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
-from .gpu import gpu_available
 from .instruments import PORTFOLIO_COLUMNS, Instruments, Limits, Prepared, prepare
 
 __all__ = ["AUTO", "ENGINE_NAMES", "ENGINES", "GPU_ENGINES", "PORTFOLIO_COLUMNS", "Instruments", "Limits",

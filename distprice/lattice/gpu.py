@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cuda import compile_module, gpu_available, require_cupy
+from ..cuda import compile_module, require_cupy
 from ..errors import Fp32OverflowError
 from .batch import Batch
 from .geometry import TreeGeometry

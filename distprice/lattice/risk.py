@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..cuda import gpu_available
 from ..curves import ZeroCurve
 from ..errors import OptionError
 from .batch import pack
@@ -25,7 +26,7 @@ from .cpu import CpuRisk
 from .engines import AUTO, GPU_ENGINES, resolve
 from .events import accrued
 from .geometry import tree_geometry
-from .gpu import GpuRisk, gpu_available
+from .gpu import GpuRisk
 from .instruments import Instruments
 from .measures import (BP, DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, MEASURES, OAS_BRACKET, OAS_TOLERANCE, VEGA_BUMP,
                        check_bump, krd_column, measure_columns, parse_key_rates, parse_measures)

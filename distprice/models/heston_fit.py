@@ -71,7 +71,8 @@ def heston_engine(surface: Surface, quadrature: str = "gl20", engine: str = "aut
         raise OptionError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if engine == "reference":
         return ReferenceEngine(surface, quadrature)
-    from .heston_gpu import GpuEngine, gpu_available
+    from ..cuda import gpu_available
+    from .heston_gpu import GpuEngine
 
     if engine == "auto":
         engine = "gpu" if quadrature == "gl20" and gpu_available() else "cpu"

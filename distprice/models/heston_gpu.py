@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from ..cuda import compile_module, gpu_available, require_cupy
+from ..cuda import compile_module, require_cupy
 from .heston_quotes import Surface
 from .heston_reference import GL_NODES
 from .quadrature import laguerre
