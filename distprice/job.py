@@ -333,7 +333,7 @@ def exercise_schedule(source, portfolio: pd.DataFrame) -> ExerciseSchedule | Non
     if source is None:
         return None
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
-    ids = portfolio["id"].to_numpy(dtype=object) if "id" in portfolio.columns else np.full(len(portfolio), None)
+    ids = portfolio["id"] if "id" in portfolio.columns else np.full(len(portfolio), None)
     schedule, problems = read_exercise_schedule(table, ids)
     if problems:
         raise InvalidInputError(problems)

@@ -86,6 +86,10 @@ def _from_date32(dates: pa.Array) -> np.ndarray:
 
 
 def _parse_iso(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    try:  # a clean column (dates and nulls only) casts as it is, without the trimmed copies below
+        return _from_date32(pc.cast(text, pa.date32())), np.zeros(0, np.int64)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
     text = pc.utf8_trim_whitespace(text)
     text = pc.if_else(pc.equal(text, ""), pa.scalar(None, text.type), text)
     try:

@@ -135,6 +135,8 @@ def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
 
 def _schedule_problems(keys: pd.Series, found: list) -> list[Problem]:
     """Problems of the schedule rows each rule flagged, by row, and within a row in the order of the rules."""
+    if not any(len(positions) for positions, _, _ in found):
+        return []
     rows = np.concatenate([positions for positions, _, _ in found])
     rule = np.repeat(np.arange(len(found)), [len(positions) for positions, _, _ in found])
     order = np.argsort(rows, kind="stable")
@@ -379,7 +381,10 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
         dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
         by_table = code[r] == BERMUDAN and tabled[r]
         redeemed = False
-        D = days_per_year[r]
+        # the row's constants, read once: the compiler cannot keep them across the stores below
+        D, sp, v, dc_r = days_per_year[r], spy[r], valuation[r], day_count[r]
+        per_step, face_r, accruing = 1.0 / sp, face[r], face[r] * coupon[r]
+        at_strike = face[r] * strike[r] / 100.0
         for e in range(offsets[r], offsets[r + 1]):
             if walk:
                 dx, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
@@ -391,27 +396,28 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                 redeemed = True
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, EXERCISE
-                amount[e] = face[r] * (s_price[cursor] if by_table else strike[r]) / 100.0
+                paid = face_r * s_price[cursor] / 100.0 if by_table else at_strike
                 i = c + 1  # the first coupon paid after the exercise: a clean price adds its accrued interest
                 if not (by_table and s_dirty[cursor]) and i < c_off[r + 1] and d > c_start[i]:
                     if i != period:
                         period = i
-                        anchor, aux = accrual_anchor(day_count[r], c_start[i], c_reference[i], c_end[i])
-                    amount[e] += face[r] * coupon[r] * accrual_fraction(day_count[r], anchor, aux, c_start[i],
-                                                                        min(d, c_end[i]), c_reference[i], c_end[i])
+                        anchor, aux = accrual_anchor(dc_r, c_start[i], c_reference[i], c_end[i])
+                    paid += accruing * accrual_fraction(dc_r, anchor, aux, c_start[i], min(d, c_end[i]),
+                                                        c_reference[i], c_end[i])
+                amount[e] = paid
                 walk = True
             else:
                 d, kind[e], amount[e] = dc, COUPON, c_amount[c]
                 c -= 1
-            k = d - valuation[r]
+            k = d - v
             if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
-                s, on_grid = _step_of(k, spy[r], 365)
+                s, on_grid = _step_of(k, sp, 365)
             elif D == 360:
-                s, on_grid = _step_of(k, spy[r], 360)
+                s, on_grid = _step_of(k, sp, 360)
             else:
-                s, on_grid = _step_of(k, spy[r], D)
+                s, on_grid = _step_of(k, sp, D)
             step[e] = s
-            time[e] = s * (1.0 / spy[r]) if on_grid else k / D
+            time[e] = s * per_step if on_grid else k / D
 
 
 def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
