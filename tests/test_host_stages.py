@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import distprice
 from distprice.curves import load_curves
@@ -555,3 +557,28 @@ def test_id_hashes_find_the_ids_two_slices_share(kind):
     elif kind == "object text":  # Python strings hash as Arrow's do
         np.testing.assert_array_equal(hashes, id_hashes(column.astype("string[pyarrow]")))
     np.testing.assert_array_equal(duplicated_ids(hashes, lambda rows: column.iloc[rows].tolist()), [0, 1, 3, 6])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-2**63, 2**64 - 1), max_size=300), st.integers(0, 5), st.integers(0, 2**32))
+def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
+    """The bucketed hash tables of ``_same_hash`` flag exactly the keys a sort finds twice or more: any 64-bit
+    keys (signed or not, sequential, all alike), repeated anywhere, in books small and (with few keys a bucket)
+    in many buckets."""
+    from distprice.lattice import instruments
+
+    rng = np.random.default_rng(seed)
+    keys = np.array([v % 2**64 for v in values], dtype=np.uint64)
+    keys = np.concatenate([keys, rng.choice(keys, copies) if len(keys) else keys[:0], np.arange(50, dtype=np.uint64),
+                           np.full(copies, 7, dtype=np.uint64)])
+    rng.shuffle(keys)
+    ordered = np.sort(keys)
+    twice = ordered[1:][ordered[1:] == ordered[:-1]]
+    expected = np.flatnonzero(np.isin(keys, twice))
+    for bucket_keys in (1024, 2):
+        instruments.BUCKET_KEYS = bucket_keys
+        try:
+            np.testing.assert_array_equal(instruments._same_hash(keys), expected)
+            np.testing.assert_array_equal(instruments._same_hash(keys.view(np.int64)), expected)
+        finally:
+            instruments.BUCKET_KEYS = 1024

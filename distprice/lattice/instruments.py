@@ -351,10 +351,68 @@ def _duplicated(raw: pd.Series | None, missing: np.ndarray) -> np.ndarray:
 
 
 def _same_hash(keys: np.ndarray) -> np.ndarray:
-    """Positions (sorted) of the keys that another position also holds."""
-    ordered = np.sort(keys)
-    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    return np.flatnonzero(np.isin(keys, repeated)) if len(repeated) else np.zeros(0, dtype=np.int64)
+    """Positions (sorted) of the keys (64-bit integers) that another position also holds."""
+    keys = np.ascontiguousarray(keys)
+    bits = max(0, int(np.ceil(np.log2(max(len(keys), 1) / BUCKET_KEYS))))
+    return np.flatnonzero(_repeated(keys.view(np.uint64), bits))
+
+
+BUCKET_KEYS = 1024
+"""Keys of a bucket of :func:`_repeated`, on average: its table (a few tens of KB) stays in the caches."""
+_SPREAD = np.uint64(0x9E3779B97F4A7C15)
+"""Fibonacci hashing's multiplier: a key's bits spread to the top of the product (sequential ids too)."""
+_PROBE = np.uint64(0xC2B2AE3D27D4EB4F)
+"""A second multiplier, for a key's slot in its bucket's table."""
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _repeated(keys, bits):
+    """Whether another position holds each key: the keys dealt into 2^bits buckets by the top bits of
+    ``key * _SPREAD`` (one pass to count, one to place), then each bucket's keys put in an open-addressing
+    table of its own (linear probing; at least twice as many slots as keys), buckets in parallel. One pass over
+    the keys and tables that fit the caches, where a sort of a million keys goes over them twenty times."""
+    n = len(keys)
+    buckets = 1 << bits
+    shift = np.uint64(64 - bits)
+    start = np.zeros(buckets + 1, dtype=np.int64)
+    home = np.zeros(n, dtype=np.int64)
+    if bits > 0:
+        for i in range(n):
+            home[i] = np.int64((keys[i] * _SPREAD) >> shift)
+    for i in range(n):
+        start[home[i] + 1] += 1
+    largest = 0
+    for b in range(buckets):
+        largest = max(largest, start[b + 1])
+        start[b + 1] += start[b]
+    at = start[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        order[at[home[i]]] = i
+        at[home[i]] += 1
+    size = 16
+    while size < 2 * largest:
+        size *= 2
+    out = np.zeros(n, dtype=np.bool_)
+    for b in numba.prange(buckets):
+        if start[b + 1] - start[b] < 2:
+            continue
+        slot = np.full(size, -1, dtype=np.int64)  # the position of the slot's key; -1: empty
+        again = np.zeros(size, dtype=np.bool_)     # the slot's key was met again
+        for j in range(start[b], start[b + 1]):
+            i = order[j]
+            s = np.int64(((keys[i] * _PROBE) >> np.uint64(32)) & np.uint64(size - 1))
+            while slot[s] >= 0 and keys[slot[s]] != keys[i]:
+                s = (s + 1) & (size - 1)
+            if slot[s] < 0:
+                slot[s] = i
+            else:
+                again[s] = True
+                out[i] = True
+        for s in range(size):
+            if again[s]:
+                out[slot[s]] = True
+    return out
 
 
 def _text_hashes(raw: pd.Series) -> np.ndarray | None:
