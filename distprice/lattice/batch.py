@@ -75,11 +75,17 @@ def _codes(column: pd.Series, mapping: dict | None = None):
     return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
 
 
+EVENT_COLUMNS = ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year", "expiry", "first_exercise",
+                 "exercise_frequency", "strike")
+"""The canonical number columns the event tables are built from."""
+LAYOUT_COLUMNS = (*EVENT_COLUMNS, "exercise", "instrument", "option_type", "curve", "valuation")
+"""The canonical columns :func:`pack` reads (not the ids, volatilities, quantities)."""
+
+
 def events_of(instruments: Instruments) -> EventTable:
     """The events of every row of ``instruments`` (time-form and dated), in the order the engines apply them."""
     table = instruments.table
-    number = {c: table[c].to_numpy() for c in ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year",
-                                               "expiry", "first_exercise", "exercise_frequency", "strike")}
+    number = {c: table[c].to_numpy() for c in EVENT_COLUMNS}
     exercise = _codes(table["exercise"], EXERCISE_CODES)[0]
     has_option = (table["instrument"] != "bond").to_numpy()
     timed = np.flatnonzero(~instruments.is_dated)
@@ -136,13 +142,13 @@ def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: di
     those threads runs numba's parallel loops on as many threads as this one (a Dask worker's own count, say,
     not every core of the machine)."""
     if len(parts) == 1:
-        yield pack(instruments.take(parts[0]), curves, real)
+        yield pack(instruments.take(parts[0], LAYOUT_COLUMNS), curves, real)
         return
     inner = numba.get_num_threads()  # numba's count is per thread: a new thread would start at every core
 
     def laid(rows):
         numba.set_num_threads(inner)
-        return pack(instruments.take(rows), curves, real)
+        return pack(instruments.take(rows, LAYOUT_COLUMNS), curves, real)
 
     with ThreadPoolExecutor(max(1, min(threads, len(parts)))) as host:
         yield from host.map(laid, parts)

@@ -191,15 +191,17 @@ class Instruments:
         """Node-steps of pricing every row once (forward and backward passes, full rectangles)."""
         return float(self.geometry.node_steps.sum())
 
-    def take(self, positions) -> "Instruments":
+    def take(self, positions, columns=None) -> "Instruments":
         """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy;
-        consecutive rows: views."""
+        consecutive rows: views. ``columns``: only these columns of the table (those a reader needs: taking
+        the text of ids it does not read costs more than the rest)."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
             return self
         span = consecutive(positions)
         is_dated = self.is_dated[span]
-        return Instruments(self.table.iloc[span].reset_index(drop=True), self.geometry.take(positions),
+        table = self.table if columns is None else self.table[list(columns)]
+        return Instruments(table.iloc[span].reset_index(drop=True), self.geometry.take(positions),
                            is_dated, self.dated.take(positions) if self.dated is not None and is_dated.any() else None)
 
 
