@@ -5,7 +5,8 @@
 
 On the ``desk`` book and on R1: one pricing (pack and the engine), then the measures (dv01, duration,
 convexity: 2 parallel bumps; 8 key rates x 2; vega: 2 volatility bumps; OAS of every row, quoted at its
-model dirty price less 0.5 %), whole and by part. The floor counts node-steps as the CPU engines compute
+model dirty price less 0.5 %), whole and by part. As in a job, the OAS search takes the pricing's prices as
+its values at spread 0. The floor counts node-steps as the CPU engines compute
 them: a pricing is a forward pass per tree group (rows sharing a model share it) and a backward pass per tree
 from its top down to its first exercise; the measures a forward pass per tree group and volatility, a backward
 pass per curve bump from the bump's start step (a key-rate bump from the top of its triangle:
@@ -115,13 +116,15 @@ def run(name: str, size: int, repeat: int, engine: str = "cpu") -> dict:
     quotes = Quotes(price / discount * 0.995, np.ones(len(price), dtype=bool))
     report = {"rows": len(instruments), "node_steps": instruments.node_steps, "pricing_seconds": seconds, "parts": {}}
     for part, measures in {**PARTS, "oas (rounds)": ["oas"]}.items():
+        oas = part.startswith("oas")
         seconds, out = timed(lambda: price_measures(instruments, curves, engine=ENGINES[engine], measures=measures,
-                                                    quotes=quotes if part.startswith("oas") else None), repeat, engine)
+                                                    quotes=quotes if oas else None, base=price if oas else None),
+                             repeat, engine)
         report["parts"][part] = seconds
         if part.startswith("oas"):
             report["oas_found"] = int(np.isfinite(out["oas"]).sum())
     report["measures_seconds"], out = timed(
-        lambda: price_measures(instruments, curves, engine=ENGINES[engine], quotes=quotes), repeat, engine)
+        lambda: price_measures(instruments, curves, engine=ENGINES[engine], quotes=quotes, base=price), repeat, engine)
     report["measures_without_oas_seconds"], plain_out = timed(
         lambda: price_measures(instruments, curves, engine=ENGINES[engine]), repeat, engine)
     if engine != "cpu":
@@ -130,7 +133,7 @@ def run(name: str, size: int, repeat: int, engine: str = "cpu") -> dict:
     evaluations = []
     risk.find_roots, plain = counted(evaluations), risk.find_roots
     try:
-        price_measures(instruments, curves, engine=ENGINES[engine], measures=["oas"], quotes=quotes)
+        price_measures(instruments, curves, engine=ENGINES[engine], measures=["oas"], quotes=quotes, base=price)
     finally:
         risk.find_roots = plain
     report["oas_evaluations_mean"] = float(evaluations[0].mean())

@@ -56,7 +56,7 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
                 raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
 
         bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
-    return job.priced(bond, option, plan.engine_of_rows(len(instruments)), job.measure())
+    return job.priced(bond, option, plan.engine_of_rows(len(instruments)), job.measure(bond[0], option[0]))
 
 
 def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto",

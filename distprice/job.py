@@ -26,7 +26,7 @@ from .lattice.instruments import Instruments, Limits, Prepared, prepare
 from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
     parse_measures
 from .lattice.quotes import Quotes, read_quotes
-from .lattice.risk import price_measures
+from .lattice.risk import price_measures, price_of
 from .precision import precision_name, real_dtype
 from .scenarios import Market, market, parse_shifts
 from .tables import read_portfolio, read_table
@@ -143,10 +143,16 @@ class Risk:
     def columns(self) -> tuple[str, ...]:
         return measure_columns(self.measures, self.key_rates)
 
-    def measure(self, instruments: Instruments, curves, quotes: Quotes | None) -> dict[str, np.ndarray]:
-        """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN)."""
+    def measure(self, instruments: Instruments, curves, quotes: Quotes | None, bond=None, option=None,
+                real=np.float64) -> dict[str, np.ndarray]:
+        """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
+        ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
+        the OAS search starts from when they are float64."""
+        base = None
+        if bond is not None and np.dtype(real) == np.float64:
+            base = price_of(instruments.table["instrument"].to_numpy(dtype=object), bond, option)
         return price_measures(instruments, curves, np.float64, self.engine, self.measures, self.bump_bp,
-                              self.key_rates, quotes)
+                              self.key_rates, quotes, base)
 
 
 def read_risk(table: pd.DataFrame, prepared: Prepared, risk: Risk | None, first_row: int = 0):
@@ -184,11 +190,12 @@ class Job:
         """The market prices of the valid rows (None without measures)."""
         return None if self.quotes is None else self.quotes.take(np.flatnonzero(self.prepared.valid))
 
-    def measure(self) -> dict[str, np.ndarray] | None:
-        """The measure columns of the valid rows, in this process (None without measures)."""
+    def measure(self, bond=None, option=None) -> dict[str, np.ndarray] | None:
+        """The measure columns of the valid rows, in this process (None without measures); ``bond`` and
+        ``option``: the valid rows' values on the base curves from the job's pricing, if done."""
         if self.risk is None:
             return None
-        return self.risk.measure(self.instruments(), self.market.base, self.valid_quotes())
+        return self.risk.measure(self.instruments(), self.market.base, self.valid_quotes(), bond, option, self.real)
 
     def instruments(self) -> Instruments:
         """The valid rows with their geometry: what the engines price."""

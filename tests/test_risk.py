@@ -163,6 +163,31 @@ def test_oas_roots_stop_once_the_steps_vouch_for_the_tolerance():
     assert (count == 4).sum() >= 100 and count.max() <= 6
 
 
+def test_oas_roots_from_values_known_at_the_first_point():
+    """Given each row's value at the first point (a pricing's, at spread 0), the search evaluates only the second
+    one first and then steps exactly as it would have: the same roots to the bit, one evaluation fewer a row
+    (a failed row too: its infinite value is taken as given)."""
+    rng = np.random.default_rng(6)
+    root = rng.uniform(-3e-3, 3e-3, 300)
+    slope = rng.uniform(2, 30, 300)
+    seen = []
+
+    def evaluate(rows, points):
+        seen.append(points.shape)
+        x = points - root[rows, None]
+        value = 100 * np.expm1(-slope[rows, None] * x) + 40 * x**2
+        value[rows == 7] = np.inf
+        return value
+
+    found, count = find_roots(evaluate, np.zeros(300), np.full(300, 1e-3), -0.2, 0.2, 1e-10)
+    at_zero = evaluate(np.arange(300), np.zeros((300, 1)))[:, 0]
+    seen.clear()
+    again, fewer = find_roots(evaluate, np.zeros(300), np.full(300, 1e-3), -0.2, 0.2, 1e-10, at_zero)
+    np.testing.assert_array_equal(again, found)
+    np.testing.assert_array_equal(fewer, count - 1)
+    assert seen[0] == (300, 1) and np.isnan(again[7]) and np.isfinite(np.delete(again, 7)).all()
+
+
 def test_measure_options_are_checked():
     assert parse_measures("krd, dv01") == ("dv01", "krd")
     assert measure_columns(MEASURES, (0.5, 2)) == ("dv01", "effective_duration", "effective_convexity", "krd_0.5y",

@@ -34,14 +34,23 @@ def quoted():
 
 
 def test_price_adds_the_measure_columns_after_the_prices(quoted):
+    """The job's measures are ``price_measures``' own, its OAS search starting from the job's prices (no
+    backward pass at spread 0): the same bits; without them, the same measures to rounding."""
     priced = distprice.price(quoted, engine="cpu", measures=ALL)
     names = list(priced.columns)
     assert names[names.index("option_price") + 1:names.index("width")] == COLUMNS
     quotes, problems = read_quotes(quoted)
-    expected = price_measures(instruments_of(quoted), builtin_curves(), engine="cpu", measures=ALL, quotes=quotes)
+    instruments, curves = instruments_of(quoted), builtin_curves()
+    expected = price_measures(instruments, curves, engine="cpu", measures=ALL, quotes=quotes,
+                              base=priced["price"].to_numpy())
     for column in COLUMNS:
         np.testing.assert_array_equal(priced[column].to_numpy(), expected[column])
     assert not problems and priced["oas"].notna().sum() == np.isfinite(quoted["market_price"]).sum() >= 5
+    alone = price_measures(instruments, curves, engine="cpu", measures=ALL, quotes=quotes)
+    np.testing.assert_allclose(alone["oas"], expected["oas"], rtol=0, atol=1e-10)
+    for column in COLUMNS:
+        scale = np.nanmax(np.abs(expected[column]))
+        np.testing.assert_allclose(alone[column], expected[column], rtol=0, atol=1e-6 * scale, err_msg=column)
 
 
 def test_a_cluster_measures_each_chunk_as_this_process_does(local, quoted):

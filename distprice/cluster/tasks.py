@@ -61,7 +61,7 @@ def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | 
         engines[part.rows] = part.engine
     log_pricing(len(instruments) * len(curve_sets), instruments.node_steps * len(curve_sets),
                 time.perf_counter() - tick, kernel_seconds, "+".join(dict.fromkeys(p.engine for p in parts)))
-    measured = None if risk is None else risk.measure(instruments, curve_sets[0], quotes)
+    measured = None if risk is None else risk.measure(instruments, curve_sets[0], quotes, bond[0], option[0], real)
     return bond, option, engines, measured
 
 

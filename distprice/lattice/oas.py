@@ -127,17 +127,22 @@ def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, prior, count, lo, 
 
 
 def find_roots(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], first: np.ndarray, second: np.ndarray,
-               lo: float, hi: float, xtol: float) -> tuple[np.ndarray, np.ndarray]:
+               lo: float, hi: float, xtol: float, at_first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Roots in ``[lo, hi]`` of rows' functions: ``evaluate(rows, points)`` returns the values (rows, points)
-    of rows ``rows`` at ``points`` (rows, points); the first call evaluates ``first`` and ``second``, every
-    later call one point per unfinished row. Returns each row's root (NaN where none was found) and the
-    evaluations it took."""
+    of rows ``rows`` at ``points`` (rows, points); the first call evaluates ``first`` and ``second`` (only
+    ``second`` when the values at ``first`` are given, ``at_first``), every later call one point per unfinished
+    row. Returns each row's root (NaN where none was found) and the evaluations it took (a value given
+    counts as none)."""
     n = len(first)
     phase = np.full(n, SECANT, dtype=np.int64)
     count = np.ones(n, dtype=np.int64)
     a, c, fa, fc, d, e = (np.zeros(n) for _ in range(6))
     prior = np.full(n, np.inf)
-    values = evaluate(np.arange(n), np.stack([first, second], axis=1)) if n else np.zeros((0, 2))
+    if at_first is None:
+        values = evaluate(np.arange(n), np.stack([first, second], axis=1)) if n else np.zeros((0, 2))
+    else:
+        later = evaluate(np.arange(n), np.asarray(second, np.float64)[:, None]) if n else np.zeros((0, 1))
+        values = np.stack([np.asarray(at_first, np.float64), later[:, 0]], axis=1)
     b, fb = np.asarray(first, np.float64).copy(), values[:, 0].copy()
     x = np.asarray(second, np.float64).copy()
     phase[~np.isfinite(fb)] = FAILED
@@ -149,4 +154,4 @@ def find_roots(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], first: 
         rows = np.flatnonzero(phase < DONE)
         if len(rows):
             fresh = evaluate(rows, x[rows, None])[:, 0]
-    return np.where(phase == DONE, x, np.nan), count
+    return np.where(phase == DONE, x, np.nan), count - (at_first is not None)  # count: the iteration's index

@@ -80,8 +80,9 @@ def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):
     return t, discount, interest
 
 
-def _price(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np.ndarray:
-    """The price of each row from its bond and option values (arrays (rows, ...))."""
+def price_of(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np.ndarray:
+    """The price of each row from its bond and option values (arrays (rows, ...)): the option of a bond
+    option, the bond less the call of a callable bond, plus the put of a puttable one, the bond of a bond."""
     sign = np.select([instrument == "callable_bond", instrument == "puttable_bond"], [-1.0, 1.0], 0.0)
     sign = sign.reshape(sign.shape + (1,) * (bond.ndim - 1))
     plain = (instrument == "bond_option").reshape(sign.shape)
@@ -90,7 +91,7 @@ def _price(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np.n
 
 def price_measures(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64, engine: str = "cpu",
                    measures=MEASURES, bump_bp: float = DEFAULT_BUMP_BP, key_rates=DEFAULT_KEY_RATES,
-                   quotes: Quotes | None = None) -> dict[str, np.ndarray]:
+                   quotes: Quotes | None = None, base: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The risk measures of ``instruments`` (valid rows) on ``curves``: a dict of float64 columns, one per name
     of :func:`~.measures.measure_columns`, in row order, and ``error`` (object: None, or why the row's
     measures are NaN).
@@ -98,7 +99,9 @@ def price_measures(instruments: Instruments, curves: dict[str, ZeroCurve], real=
     ``measures``: names of :data:`~.measures.MEASURES` (a list or ``"dv01,krd"``); ``bump_bp``: h of the
     parallel and key-rate bumps (basis points); ``key_rates``: the key grid (years); ``quotes``: the rows'
     market prices (:func:`~.quotes.read_quotes`, taken at the valid rows): a row with one is measured at its
-    OAS, which the ``oas`` column reports. ``engine``: ``reference``, ``cpu``, ``gpu-outer``, ``gpu-flat`` or
+    OAS, which the ``oas`` column reports; ``base``: each row's price on ``curves`` as a pricing in float64
+    gave it (:func:`price_of`), which the OAS search takes as its value at spread 0 instead of rolling the
+    tree back there once more. ``engine``: ``reference``, ``cpu``, ``gpu-outer``, ``gpu-flat`` or
     ``auto``. Measures are differences of prices: only ``real`` float64 is accepted.
     """
     if np.dtype(real) != np.float64:
@@ -119,7 +122,9 @@ def price_measures(instruments: Instruments, curves: dict[str, ZeroCurve], real=
     spread = np.zeros(n)
     quoted = np.flatnonzero(np.isfinite(quotes.price))
     if len(quoted):
-        oas = _oas(values, instruments, curves, quotes, quoted)
+        known = None if base is None else np.asarray(base, np.float64)[quoted]
+        oas = _oas(values, instruments, curves, quotes, quoted,
+                   known if known is not None and np.isfinite(known).all() else None)
         spread[quoted] = oas
         for r in quoted[np.isnan(oas)]:
             errors[r] = (f"oas: no spread in [{OAS_BRACKET[0]:.0%}, {OAS_BRACKET[1]:+.0%}] matches the market "
@@ -200,13 +205,15 @@ class _Values:
                                                 self.options.geometry.dr)
                 trees = self.base
             bond, option = self.risk.roll(trees, tasks, grid, dz[~plain])
-            out[~plain] = _price(self.instrument[rows[~plain]], bond, option)
+            out[~plain] = price_of(self.instrument[rows[~plain]], bond, option)
         return out
 
 
-def _oas(values: _Values, instruments: Instruments, curves, quotes: Quotes, quoted: np.ndarray) -> np.ndarray:
+def _oas(values: _Values, instruments: Instruments, curves, quotes: Quotes, quoted: np.ndarray,
+         base: np.ndarray | None) -> np.ndarray:
     """The OAS of rows ``quoted``: the spread s with ``price(s) / (P(0, t(S)) exp(-s t(S)))`` equal to the
-    market's dirty price at settlement (NaN where none in OAS_BRACKET)."""
+    market's dirty price at settlement (NaN where none in OAS_BRACKET); ``base``: their prices at s = 0, when
+    a pricing gave them."""
     t, discount, interest = (v[quoted] for v in settlement(instruments, curves))
     target = quotes.price[quoted] + np.where(quotes.dirty[quoted], 0.0, interest)
 
@@ -214,8 +221,9 @@ def _oas(values: _Values, instruments: Instruments, curves, quotes: Quotes, quot
         price = values.prices(quoted[positions], np.zeros(1), spreads[:, :, None])
         return price / (discount[positions, None] * np.exp(-spreads * t[positions, None])) - target[positions, None]
 
+    at_zero = None if base is None else base / discount - target  # evaluate's value at spread 0
     oas, _ = find_roots(evaluate, np.zeros(len(quoted)), np.full(len(quoted), OAS_SECOND_POINT), *OAS_BRACKET,
-                        OAS_TOLERANCE)
+                        OAS_TOLERANCE, at_zero)
     return oas
 
 
