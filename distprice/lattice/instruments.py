@@ -193,8 +193,8 @@ class Instruments:
 
     def take(self, positions, columns=None) -> "Instruments":
         """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy;
-        consecutive rows: views. ``columns``: only these columns of the table (those a reader needs: taking
-        the text of ids it does not read costs more than the rest)."""
+        consecutive rows: views. ``columns``: only these columns of the table when rows are taken (those a
+        reader needs: taking the text of ids it does not read costs more than the rest)."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
             return self
