@@ -54,14 +54,15 @@ class Coupons:
 
 
 @dataclass(frozen=True)
-class CashFlows:
-    """The live cash flows of every row at its valuation date: ``settlement`` (day numbers), ``accrued`` at
-    settlement (face units), the ``coupons`` paid after settlement, and the redemption (``redemption_date``,
-    ``redemption_amount`` in face units; live only where ``redemption_date > settlement``)."""
+class Settled:
+    """Every row at its valuation date: ``settlement`` (day numbers), ``accrued`` at settlement (face units),
+    ``live`` (the number of coupons paid after settlement) and the redemption (``redemption_date``,
+    ``redemption_amount`` in face units; live only where ``redemption_date > settlement``). The live coupons
+    are the last ``live`` of the row's schedule: kernels make the ones they need (:func:`coupon_period`)."""
 
     settlement: np.ndarray
     accrued: np.ndarray
-    coupons: Coupons
+    live: np.ndarray
     redemption_date: np.ndarray
     redemption_amount: np.ndarray
 
@@ -69,6 +70,13 @@ class CashFlows:
     def matured(self) -> np.ndarray:
         """Rows whose redemption is paid on or before settlement: nothing left to price."""
         return self.redemption_date <= self.settlement
+
+
+@dataclass(frozen=True)
+class CashFlows(Settled):
+    """:class:`Settled` with the table of the live ``coupons``."""
+
+    coupons: Coupons
 
 
 @numba.njit(cache=True)
@@ -84,22 +92,52 @@ def _reference_start(business, d1, tenor, calendar, convention, end_of_month):
     return adjust(business, calendar, b, convention)
 
 
+@numba.njit(cache=True, inline="always")
+def coupon_period(business, row, i, d1, issue, calendar, convention, end_of_month):
+    """Coupon i's (1..N) accrual start d(i-1) and reference start, d1 = d(i) its accrual end, for a row of
+    :data:`~distprice.dates.schedules.Shape` ``row``."""
+    d0 = schedule_date(business, row, i - 1, issue, calendar, convention)
+    if i == 1 and not row.regular:
+        return d0, _reference_start(business, d1, row.tenor, calendar, convention, end_of_month)
+    return d0, d0
+
+
+@numba.njit(cache=True, inline="always")
+def payment_date(business, row, i, issue, calendar, accrual_convention, payment_convention):
+    """The payment date of coupon i (1..N): d(i) moved by the payment convention."""
+    return adjust(business, calendar, schedule_date(business, row, i, issue, calendar, accrual_convention),
+                  payment_convention)
+
+
+@numba.njit(cache=True, inline="always")
+def first_live(business, row, issue, calendar, accrual_convention, payment_convention, after):
+    """The number (1..N; N + 1: none) of a row's first coupon paid after ``after``."""
+    a, b = 1, row.periods + 1
+    while a < b:
+        i = (a + b) // 2
+        if payment_date(business, row, i, issue, calendar, accrual_convention, payment_convention) > after:
+            b = i
+        else:
+            a = i + 1
+    return a
+
+
 @numba.njit(cache=True, nogil=True)
-def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
-           end_of_month, after, counts, redemption):
+def _settle(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
+            end_of_month, day_count, face, after, live, redemption, accrued):
     business = business_view(address)
     for r in range(lo, hi):
         row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
                     end_of_month[r])
-        a, b = 1, row.periods + 1        # the first coupon i in 1..N paid after ``after`` (N + 1: none)
-        while a < b:
-            i = (a + b) // 2
-            end = schedule_date(business, row, i, issue[r], calendar[r], accrual_convention[r])
-            if adjust(business, calendar[r], end, payment_convention[r]) > after[r]:
-                b = i
-            else:
-                a = i + 1
-        counts[r] = row.periods + 1 - a
+        a = first_live(business, row, issue[r], calendar[r], accrual_convention[r], payment_convention[r], after[r])
+        live[r] = row.periods + 1 - a
+        accrued[r] = 0.0
+        if a <= row.periods:
+            d1 = schedule_date(business, row, a, issue[r], calendar[r], accrual_convention[r])
+            d0, b = coupon_period(business, row, a, d1, issue[r], calendar[r], accrual_convention[r],
+                                  end_of_month[r])
+            if after[r] > d0:
+                accrued[r] = face[r] * coupon[r] * year_fraction(day_count[r], d0, min(after[r], d1), b, d1)
         last = schedule_date(business, row, row.periods, issue[r], calendar[r], accrual_convention[r]) \
             if row.periods > 0 else maturity[r]
         redemption[r] = adjust(business, calendar[r], last, payment_convention[r])
@@ -115,44 +153,54 @@ def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual
             continue
         row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
                     end_of_month[r])
-        first = row.periods + 1 - n
-        d0 = schedule_date(business, row, first - 1, issue[r], calendar[r], accrual_convention[r])
-        for i in range(first, row.periods + 1):
+        for i in range(row.periods + 1 - n, row.periods + 1):
             d1 = schedule_date(business, row, i, issue[r], calendar[r], accrual_convention[r])
-            b = d0
-            if i == 1 and not row.regular:
-                b = _reference_start(business, d1, row.tenor, calendar[r], accrual_convention[r], end_of_month[r])
+            d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual_convention[r],
+                                  end_of_month[r])
             start[k], end[k], reference[k] = d0, d1, b
             payment[k] = adjust(business, calendar[r], d1, payment_convention[r])
             amount[k] = face[r] * coupon[r] * year_fraction(day_count[r], d0, d1, b, d1)
             k += 1
-            d0 = d1
 
 
-def _coupons(terms: BondTerms, after) -> tuple[Coupons, np.ndarray]:
+def _rules(terms: BondTerms) -> tuple:
+    """The columns that fix a row's schedule and payments (:func:`_settle`'s and :func:`_fill`'s)."""
+    return (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
+            terms.payment_convention, terms.end_of_month, terms.day_count, terms.face)
+
+
+def settle(terms: BondTerms, valuation=None, *, after=None) -> Settled:
+    """Settlement, accrued at settlement, live coupon counts and the redemption of every row valued at
+    ``valuation`` (day numbers, per row or one for all); with ``after`` instead, the coupons paid after those
+    days are live and accrued is taken at them. Rows are expected to pass
+    :func:`~distprice.dates.terms.check_terms`."""
     n = len(terms)
-    after = np.full(n, NO_DATE, np.int64) if after is None else np.ascontiguousarray(
-        np.broadcast_to(np.asarray(after, dtype=np.int64), (n,)))
-    business = business_address()
-    rules = (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
-             terms.payment_convention, terms.end_of_month)
-    counts, redemption = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    over_rows(_count, n, business, *rules, after, counts, redemption)
-    offsets = offsets_of(counts)
+    if after is None:
+        after = settlement_dates(terms, valuation)
+    after = np.ascontiguousarray(np.broadcast_to(np.asarray(after, dtype=np.int64), (n,)))
+    live, redemption, accrued_s = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
+    over_rows(_settle, n, business_address(), *_rules(terms), after, live, redemption, accrued_s)
+    return Settled(settlement=after, accrued=accrued_s, live=live, redemption_date=redemption,
+                   redemption_amount=terms.face * terms.redemption / 100.0)
+
+
+def _coupons(terms: BondTerms, settled: Settled) -> Coupons:
+    """The table of the coupons ``settled`` counts as live."""
+    offsets = offsets_of(settled.live)
     columns = [np.empty(offsets[-1], dtype=dtype) for dtype in (np.int64,) * 3 + (np.float64, np.int64)]
-    over_rows(_fill, n, business, *rules, terms.day_count, terms.face, offsets, *columns)
-    return Coupons(offsets, *columns, after), redemption
+    over_rows(_fill, len(terms), business_address(), *_rules(terms), offsets, *columns)
+    return Coupons(offsets, *columns, settled.settlement)
 
 
 def coupons(terms: BondTerms, after=None) -> Coupons:
     """The coupons of every row paid after ``after`` (day numbers per row, or one for all; None: every
     coupon). Rows are expected to pass :func:`~distprice.dates.terms.check_terms`."""
-    return _coupons(terms, after)[0]
+    return _coupons(terms, settle(terms, after=NO_DATE if after is None else after))
 
 
 def redemption_dates(terms: BondTerms) -> np.ndarray:
     """The redemption's payment date of each row (day numbers)."""
-    return _coupons(terms, np.iinfo(np.int64).max)[1]
+    return settle(terms, after=np.iinfo(np.int64).max).redemption_date
 
 
 @numba.njit(cache=True, nogil=True)
@@ -197,8 +245,5 @@ def settlement_dates(terms: BondTerms, valuation) -> np.ndarray:
 def cash_flows(terms: BondTerms, valuation) -> CashFlows:
     """Settlement, accrued at settlement and the live cash flows of every row valued at ``valuation`` (day
     numbers, per row or one for all). Rows are expected to pass :func:`~distprice.dates.terms.check_terms`."""
-    settlement = settlement_dates(terms, valuation)
-    live, redemption = _coupons(terms, settlement)
-    return CashFlows(settlement=settlement, accrued=accrued(terms, live, np.arange(len(terms)), settlement),
-                     coupons=live, redemption_date=redemption,
-                     redemption_amount=terms.face * terms.redemption / 100.0)
+    settled = settle(terms, valuation)
+    return CashFlows(**vars(settled), coupons=_coupons(terms, settled))

@@ -25,9 +25,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..dates import NO_DATE, BondTerms, CashFlows, adjust_days, cash_flows, parse_dates
-from ..dates.calendars import business_address, business_view, is_business
-from ..dates.daycounts import accrual_anchor, accrual_fraction
+from ..dates import NO_DATE, BondTerms, Settled, adjust_days, parse_dates, settle
+from ..dates.calendars import adjust, business_address, business_view, is_business
+from ..dates.cashflows import coupon_period, payment_date
+from ..dates.daycounts import accrual_anchor, accrual_fraction, year_fraction
+from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
 from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
@@ -204,7 +206,7 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
                exercise: np.ndarray, has_option: np.ndarray, strike: np.ndarray,
                where) -> tuple[DatedRows, list[Problem], list]:
     """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame``, every rule they break, and their
-    cash flows: pieces ``(positions, CashFlows, exercise counts)`` of the rows whose terms are usable (the
+    cash flows: pieces ``(positions, Settled, exercise counts)`` of the rows whose terms are usable (the
     counts of the rows whose exercise dates were checked, else 0), for :func:`with_events`.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
@@ -238,7 +240,7 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     good = np.flatnonzero(usable)
     settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
     accrued_s = np.zeros(n)
-    flows = [(piece, cash_flows(terms.take(piece), valuation[piece])) for piece in pieces(good)]
+    flows = [(piece, settle(terms.take(piece), valuation[piece])) for piece in pieces(good)]
     for piece, part in flows:
         settlement[piece], redemption_day[piece], accrued_s[piece] = part.settlement, part.redemption_date, part.accrued
     matured = usable & (redemption_day <= settlement)
@@ -279,12 +281,13 @@ NONE_DAY = -(2 ** 62)
 
 
 @numba.njit(cache=True, inline="always")
-def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets, schedule_day,
-                       coupon_offsets, coupon_payment, business, calendar):
+def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets, schedule_day, business,
+                       calendar, row, issue, accrual, payment, first):
     """Row r's latest exercise date before ``cursor`` (where the walk back stands: a day for american rows, a
-    position in the exercise schedule or the coupons for bermudan ones, 1 before a european row's date) as
+    position in the exercise schedule or a coupon's number for bermudan ones, 1 before a european row's date) as
     ``(day, cursor)``; day NONE_DAY once none is left. A row given by table is exercised at the schedule's
-    price at the cursor, the others at their strike."""
+    price at the cursor, the others at their strike. ``row`` is the row's schedule :data:`Shape`, ``first``
+    the number of its first live coupon, ``accrual`` and ``payment`` its conventions."""
     if code == EUROPEAN:
         if cursor == 1 and expiry > settlement:
             return expiry, 0
@@ -294,10 +297,13 @@ def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, sched
             return schedule_day[i], i
     elif code == BERMUDAN:
         i = cursor - 1
-        while i >= coupon_offsets[r] and coupon_payment[i] > expiry:
+        while i >= first:
+            paid = payment_date(business, row, i, issue, calendar, accrual, payment)
+            if paid <= expiry:
+                if paid >= start:
+                    return paid, i
+                break
             i -= 1
-        if i >= coupon_offsets[r] and coupon_payment[i] >= start:
-            return coupon_payment[i], i
     elif code != NO_EXERCISE:
         d = cursor - 1
         while d >= start and not is_business(business, calendar, d):
@@ -308,54 +314,57 @@ def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, sched
 
 
 @numba.njit(cache=True, inline="always")
-def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets):
+def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
     """Where row r's walk back through its exercise dates starts (see :func:`_previous_exercise`)."""
     if code == EUROPEAN:
         return 1
     if code == BERMUDAN and tabled:
         return schedule_offsets[r + 1]
     if code == BERMUDAN:
-        return coupon_offsets[r + 1]
+        return row.periods + 1
     return expiry + 1
 
 
-@numba.njit(cache=True)
-def _exercise_count(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
-                    business, calendar, settlement, r):
-    """How many exercise dates after settlement row r has (:func:`_previous_exercise`'s walk, counted)."""
-    count = 0
-    cursor = _exercise_cursor(r, code, tabled, expiry, schedule_offsets, coupon_offsets)
-    day, cursor = _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets,
-                                     schedule_day, coupon_offsets, coupon_payment, business, calendar)
-    while day != NONE_DAY:
-        count += 1
-        day, cursor = _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets,
-                                         schedule_day, coupon_offsets, coupon_payment, business, calendar)
-    return count
-
-
 @numba.njit(cache=True, parallel=True)
-def _exercise_counts(code, tabled, expiry, start, schedule_offsets, schedule_day, coupon_offsets, coupon_payment,
-                     address, calendar, settlement):
+def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, schedule_day, address, issue,
+                     maturity, coupon, frequency, calendar, accrual, payment, end_of_month, live):
+    """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted)."""
     business = business_view(address)
     counts = np.zeros(len(code), dtype=np.int64)
     for r in numba.prange(len(code)):
-        counts[r] = _exercise_count(code[r], tabled[r], expiry[r], start[r], schedule_offsets, schedule_day,
-                                    coupon_offsets, coupon_payment, business, calendar[r], settlement[r], r)
+        # only a bermudan row without a table walks its coupons: the others take the shape of no coupons
+        on_coupons = code[r] == BERMUDAN and not tabled[r]
+        row = shape(business, issue[r], maturity[r], coupon[r] if on_coupons else 0.0, frequency[r], calendar[r],
+                    accrual[r], end_of_month[r])
+        first = row.periods + 1 - live[r]
+        cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], schedule_offsets, row)
+        while True:
+            day, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
+                                             schedule_offsets, schedule_day, business, calendar[r], row, issue[r],
+                                             accrual[r], payment[r], first)
+            if day == NONE_DAY:
+                break
+            counts[r] += 1
     return counts
 
 
-def _exercise_inputs(rows: DatedRows, flows: CashFlows, exercise: np.ndarray):
+def _exercise_inputs(rows: DatedRows, settled: Settled, exercise: np.ndarray):
+    """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight)."""
     start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
     schedule = rows.schedule
-    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, schedule.offsets,
-            schedule.day, flows.coupons.offsets, flows.coupons.payment, business_address(), rows.terms.calendar,
-            rows.settlement)
+    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, settled.settlement,
+            schedule.offsets, schedule.day, business_address())
 
 
-def exercise_counts(rows: DatedRows, flows: CashFlows, exercise: np.ndarray) -> np.ndarray:
+def _schedule_inputs(terms: BondTerms, settled: Settled):
+    """The columns that fix each row's live coupons (:func:`_exercise_counts`' last nine)."""
+    return (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
+            terms.payment_convention, terms.end_of_month, settled.live)
+
+
+def exercise_counts(rows: DatedRows, settled: Settled, exercise: np.ndarray) -> np.ndarray:
     """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
-    return _exercise_counts(*_exercise_inputs(rows, flows, exercise))
+    return _exercise_counts(*_exercise_inputs(rows, settled, exercise), *_schedule_inputs(rows.terms, settled))
 
 
 @numba.njit(cache=True, inline="always")
@@ -366,18 +375,19 @@ def _step_of(k, spy, D):
 
 
 @numba.njit(cache=True, parallel=True)
-def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, c_off, c_day, c_amount,
-           c_start, c_end, c_reference, code, tabled, expiry, start, settlement, strike, s_off, s_day, s_price,
-           s_dirty, address, calendar, day_count, face, coupon, step, time, kind, amount):
+def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, strike, s_price, s_dirty,
+           day_count, face, code, tabled, expiry, start, settlement, s_off, s_day, address, issue, maturity, coupon,
+           frequency, calendar, accrual, payment, end_of_month, live, step, time, kind, amount):
     """Each row's events into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``, ``time``, ``kind`` and
     ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times.
-    The exercise dates are walked back as they are merged (:func:`_previous_exercise`), each amount ``face *
-    price / 100`` plus, for a clean price, the accrued interest at its date."""
+    The live coupons are made from the row's schedule as they are merged (:func:`coupon_period`), and its
+    exercise dates walked back (:func:`_previous_exercise`), each amount ``face * price / 100`` plus, for a
+    clean price, the accrued interest at its date."""
     business = business_view(address)
     for r in numba.prange(len(valuation)):
-        c = c_off[r + 1] - 1
-        period, anchor, aux = -1, 0, 0  # the coupon period whose accrual_anchor is at hand
-        cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, c_off)
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
+        first = row.periods + 1 - live[r]
+        cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, row)
         dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
         by_table = code[r] == BERMUDAN and tabled[r]
         redeemed = False
@@ -385,30 +395,44 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
         D, sp, v, dc_r = days_per_year[r], spy[r], valuation[r], day_count[r]
         per_step, face_r, accruing = 1.0 / sp, face[r], face[r] * coupon[r]
         at_strike = face[r] * strike[r] / 100.0
+        # coupon i, the latest not merged yet (paid on dc; NONE_DAY once i < first), from d0 to d1 on the
+        # reference period (b, d1); and coupon i + 1, merged last, from n0 to n1 on (nb, n1)
+        i, d0, d1, b, dc = row.periods, 0, 0, 0, NONE_DAY
+        n0, n1, nb = 0, 0, 0
+        if i >= first:
+            d1 = schedule_date(business, row, i, issue[r], calendar[r], accrual[r])
+            d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
+            dc = adjust(business, calendar[r], d1, payment[r])
+        period, anchor, aux = -1, 0, 0  # the coupon whose accrual_anchor is at hand
         for e in range(offsets[r], offsets[r + 1]):
             if walk:
                 dx, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
-                                                s_off, s_day, c_off, c_day, business, calendar[r])
+                                                s_off, s_day, business, calendar[r], row, issue[r], accrual[r],
+                                                payment[r], first)
                 walk = False
-            dc = c_day[c] if c >= c_off[r] else NONE_DAY
             if not redeemed and redemption_day[r] >= max(dc, dx):
                 d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
                 redeemed = True
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, EXERCISE
                 paid = face_r * s_price[cursor] / 100.0 if by_table else at_strike
-                i = c + 1  # the first coupon paid after the exercise: a clean price adds its accrued interest
-                if not (by_table and s_dirty[cursor]) and i < c_off[r + 1] and d > c_start[i]:
-                    if i != period:
-                        period = i
-                        anchor, aux = accrual_anchor(dc_r, c_start[i], c_reference[i], c_end[i])
-                    paid += accruing * accrual_fraction(dc_r, anchor, aux, c_start[i], min(d, c_end[i]),
-                                                        c_reference[i], c_end[i])
+                # coupon i + 1 is the first paid after the exercise: a clean price adds its accrued interest
+                if not (by_table and s_dirty[cursor]) and i < row.periods and d > n0:
+                    if i + 1 != period:
+                        period = i + 1
+                        anchor, aux = accrual_anchor(dc_r, n0, nb, n1)
+                    paid += accruing * accrual_fraction(dc_r, anchor, aux, n0, min(d, n1), nb, n1)
                 amount[e] = paid
                 walk = True
             else:
-                d, kind[e], amount[e] = dc, COUPON, c_amount[c]
-                c -= 1
+                d, kind[e], amount[e] = dc, COUPON, accruing * year_fraction(dc_r, d0, d1, b, d1)
+                n0, n1, nb = d0, d1, b
+                i -= 1
+                dc = NONE_DAY
+                if i >= first:  # coupon i ends where coupon i + 1 starts
+                    d1 = n0
+                    d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
+                    dc = adjust(business, calendar[r], d1, payment[r])
             k = d - v
             if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
                 s, on_grid = _step_of(k, sp, 365)
@@ -427,7 +451,7 @@ def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_
     when validation built them."""
     if rows.events is not None:
         return rows.events
-    flows = [(piece, cash_flows(rows.terms.take(piece), rows.valuation[piece]), None)
+    flows = [(piece, settle(rows.terms.take(piece), rows.valuation[piece]), None)
              for piece in pieces(np.arange(len(rows)))]
     return _event_table(rows, flows, np.where(has_option, exercise, NO_EXERCISE), strike, steps_per_year)
 
@@ -441,14 +465,14 @@ def with_events(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.n
 
 def _event_table(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
                  steps_per_year: np.ndarray) -> EventTable:
-    """The events of ``rows`` from their cash flows in pieces ``(positions, CashFlows, exercise counts or
+    """The events of ``rows`` from their cash flows in pieces ``(positions, Settled, exercise counts or
     None)`` (increasing positions; rows in no piece get none), merged into one table."""
     counts = np.zeros(len(rows), dtype=np.int64)
     for piece, part, known in flows:
         codes = exercise[piece]
         if known is None:
             known = exercise_counts(rows.take(piece), part, codes)
-        counts[piece] = 1 + part.coupons.counts + np.where(codes == NO_EXERCISE, 0, known)
+        counts[piece] = 1 + part.live + np.where(codes == NO_EXERCISE, 0, known)
     offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     m = offsets[-1]
@@ -462,12 +486,9 @@ def _event_table(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.
         first, local = offsets[piece[0]], offsets[np.append(piece, piece[-1] + 1)]
         window = slice(first, offsets[piece[-1] + 1])
         mine = rows.take(piece)
-        code, tabled, expiry, start, s_off, s_day, c_off, c_pay, business, calendar, settlement = \
-            _exercise_inputs(mine, part, exercise[piece])
-        coupons, terms, schedule = part.coupons, mine.terms, mine.schedule
         _merge(local - first, mine.valuation, mine.days_per_year, spy[piece], part.redemption_date,
-               part.redemption_amount, c_off, c_pay, coupons.amount, coupons.accrual_start, coupons.accrual_end,
-               coupons.reference_start, code, tabled, expiry, start, settlement, strike[piece], s_off, s_day,
-               schedule.price, schedule.dirty, business, calendar, terms.day_count, terms.face, terms.coupon,
-               table.step[window], table.time[window], table.kind[window], table.amount[window])
+               part.redemption_amount, strike[piece], mine.schedule.price, mine.schedule.dirty,
+               mine.terms.day_count, mine.terms.face, *_exercise_inputs(mine, part, exercise[piece]),
+               *_schedule_inputs(mine.terms, part), table.step[window], table.time[window], table.kind[window],
+               table.amount[window])
     return table
