@@ -6,10 +6,12 @@ its parts priced, the priced table built and written) and returns the seconds of
 - ``read``: the portfolio file to a table (0 for a table given as it is);
 - ``validate``: the options checked, the curves and the exercise schedule read, every rule checked, the
   canonical table and the tree geometry (:func:`~.job.prepare_job`);
-- ``schedules``: the dated rows' terms, schedules, exercise dates and events, built during validation;
+- ``schedules``: the dated rows' terms, settlement, live coupons and exercise dates, checked during
+  validation;
 - ``plan``: the inspector's plan, or the named engine's;
-- ``events``, ``layout``: the event tables and the rest of the engines' arrays
-  (:func:`~.lattice.batch.pack`), on every thread that lays out;
+- ``events``, ``layout``: the event tables (the dated rows' coupons made from their schedules as they are
+  merged) and the rest of the engines' arrays (:func:`~.lattice.batch.pack`), part by part, on every thread
+  that lays out;
 - ``transfer``, ``kernel``: GPU parts: the kernels' time (CUDA events) and the rest of the parts' wall time
   beyond the kernels and the host layout (copies, device layouts, launches); the host layout of later waves
   runs beside the kernels, so these overlap;

@@ -25,9 +25,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..dates import NO_DATE, BondTerms, Settled, adjust_days, parse_dates, settle
+from ..dates import NO_DATE, BondTerms, adjust_days, parse_dates, settle
 from ..dates.calendars import adjust, business_address, business_view, is_business
 from ..dates.cashflows import coupon_period, payment_date
+from ..dates.csr import offsets_of
 from ..dates.daycounts import accrual_anchor, accrual_fraction, year_fraction
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
@@ -152,8 +153,9 @@ class DatedRows:
     """The dated terms of rows: their bonds (``terms``), ``valuation``, ``settlement``, ``expiry`` and ``first``
     (exercise) dates and ``redemption_day`` (day numbers), ``days_per_year`` (D of the row's curve), the accrued
     interest at settlement (``accrued``, face units), the exercise dates given by table (``schedule``) and, once
-    the rows are validated, their events in the tree's time (``events``, :func:`dated_events`; a row that is
-    not valid has none), built from the schedules computed at validation."""
+    the rows are validated, how many coupons are paid after settlement (``live``) and how many exercise dates
+    follow it (``exercises``; 0 for a row whose exercise dates were not checked): what :func:`dated_events`
+    sizes the rows' events by."""
 
     terms: BondTerms
     valuation: np.ndarray
@@ -164,7 +166,8 @@ class DatedRows:
     days_per_year: np.ndarray
     accrued: np.ndarray
     schedule: ExerciseSchedule
-    events: EventTable | None = None
+    live: np.ndarray
+    exercises: np.ndarray
 
     def __len__(self) -> int:
         return len(self.valuation)
@@ -189,25 +192,16 @@ class DatedRows:
         return np.maximum((2 * k * steps_per_year + self.days_per_year) // (2 * self.days_per_year), 1)
 
 
-PIECE_ROWS = 50_000
-"""Rows whose cash flows are computed at once (pieces of this size keep the kernels' arrays in the caches)."""
 TERM_COLUMNS = ("issue_date", "maturity_date", "coupon", "coupon_frequency", "day_count", "calendar",
                 "accrual_convention", "payment_convention", "end_of_month", "settlement_days", "face", "redemption",
                 "valuation_date", "expiry_date", "first_exercise_date")
 """The columns a dated row's terms and dates are read from."""
 
 
-def pieces(rows: np.ndarray) -> list[np.ndarray]:
-    """``rows`` cut into consecutive pieces of at most PIECE_ROWS."""
-    return [rows[i:i + PIECE_ROWS] for i in range(0, len(rows), PIECE_ROWS)] or [rows]
-
-
 def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, schedule: ExerciseSchedule,
                exercise: np.ndarray, has_option: np.ndarray, strike: np.ndarray,
-               where) -> tuple[DatedRows, list[Problem], list]:
-    """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame``, every rule they break, and their
-    cash flows: pieces ``(positions, Settled, exercise counts)`` of the rows whose terms are usable (the
-    counts of the rows whose exercise dates were checked, else 0), for :func:`with_events`.
+               where) -> tuple[DatedRows, list[Problem]]:
+    """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
     curve), ``schedule``, ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
@@ -239,14 +233,14 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     usable = ~bad_terms & (valuation != NO_DATE)
     good = np.flatnonzero(usable)
     settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
-    accrued_s = np.zeros(n)
-    flows = [(piece, settle(terms.take(piece), valuation[piece])) for piece in pieces(good)]
-    for piece, part in flows:
-        settlement[piece], redemption_day[piece], accrued_s[piece] = part.settlement, part.redemption_date, part.accrued
+    accrued_s, live = np.zeros(n), np.zeros(n, np.int64)
+    part = settle(terms.take(good), valuation[good])
+    settlement[good], redemption_day[good], accrued_s[good], live[good] = \
+        part.settlement, part.redemption_date, part.accrued, part.live
     matured = usable & (redemption_day <= settlement)
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
     dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
-                      np.asarray(days_per_year, np.int64), accrued_s, schedule)
+                      np.asarray(days_per_year, np.int64), accrued_s, schedule, live, np.zeros(n, np.int64))
 
     option = has_option & usable & ~matured
     tabled = schedule.counts > 0
@@ -265,15 +259,11 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     checked = (by_table & (last_tabled <= last_date)) | (by_dates & (expiry != NO_DATE) & (expiry <= last_date)
                                                          & ~np.isnan(strike)
                                                          & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry)))
-    none = np.zeros(n, bool)
-    for k, (piece, part) in enumerate(flows):
-        codes = np.where(checked[piece], exercise[piece], NO_EXERCISE)
-        counts = exercise_counts(dated.take(piece), part, codes) if checked[piece].any() else np.zeros(len(piece), int)
-        none[piece] = checked[piece] & (counts == 0)
-        flows[k] = (piece, part, counts)
-    flag(none, "exercise", "leaves no exercise date after the settlement date")
+    exercises = exercise_counts(dated, np.where(checked, exercise, NO_EXERCISE)) if checked.any() \
+        else dated.exercises
+    flag(checked & (exercises == 0), "exercise", "leaves no exercise date after the settlement date")
     problems.sort(key=lambda p: p.position)
-    return dated, problems, flows
+    return dataclasses.replace(dated, exercises=exercises), problems
 
 
 NONE_DAY = -(2 ** 62)
@@ -348,23 +338,24 @@ def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, 
     return counts
 
 
-def _exercise_inputs(rows: DatedRows, settled: Settled, exercise: np.ndarray):
+def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
     """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight)."""
     start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
     schedule = rows.schedule
-    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, settled.settlement,
+    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, rows.settlement,
             schedule.offsets, schedule.day, business_address())
 
 
-def _schedule_inputs(terms: BondTerms, settled: Settled):
+def _schedule_inputs(rows: DatedRows):
     """The columns that fix each row's live coupons (:func:`_exercise_counts`' last nine)."""
+    terms = rows.terms
     return (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
-            terms.payment_convention, terms.end_of_month, settled.live)
+            terms.payment_convention, terms.end_of_month, rows.live)
 
 
-def exercise_counts(rows: DatedRows, settled: Settled, exercise: np.ndarray) -> np.ndarray:
+def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
     """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
-    return _exercise_counts(*_exercise_inputs(rows, settled, exercise), *_schedule_inputs(rows.terms, settled))
+    return _exercise_counts(*_exercise_inputs(rows, exercise), *_schedule_inputs(rows))
 
 
 @numba.njit(cache=True, inline="always")
@@ -446,49 +437,19 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
 
 def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
                  steps_per_year: np.ndarray) -> EventTable:
-    """The events of dated rows: the redemption and the coupons paid after settlement, and (rows
-    ``has_option``) their exercise dates after settlement (see the module's notes); the rows' own ``events``
-    when validation built them."""
-    if rows.events is not None:
-        return rows.events
-    flows = [(piece, settle(rows.terms.take(piece), rows.valuation[piece]), None)
-             for piece in pieces(np.arange(len(rows)))]
-    return _event_table(rows, flows, np.where(has_option, exercise, NO_EXERCISE), strike, steps_per_year)
-
-
-def with_events(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
-                steps_per_year: np.ndarray) -> DatedRows:
-    """``rows`` with their events, from the cash flows :func:`read_dated` computed (rows outside its pieces get
-    none); ``exercise`` codes (NO_EXERCISE: no exercise dates), ``strike`` and ``steps_per_year`` per row."""
-    return dataclasses.replace(rows, events=_event_table(rows, flows, exercise, strike, steps_per_year))
-
-
-def _event_table(rows: DatedRows, flows: list, exercise: np.ndarray, strike: np.ndarray,
-                 steps_per_year: np.ndarray) -> EventTable:
-    """The events of ``rows`` from their cash flows in pieces ``(positions, Settled, exercise counts or
-    None)`` (increasing positions; rows in no piece get none), merged into one table."""
-    counts = np.zeros(len(rows), dtype=np.int64)
-    for piece, part, known in flows:
-        codes = exercise[piece]
-        if known is None:
-            known = exercise_counts(rows.take(piece), part, codes)
-        counts[piece] = 1 + part.live + np.where(codes == NO_EXERCISE, 0, known)
-    offsets = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    """The events of dated rows (validated: :func:`read_dated`): the redemption and the coupons paid after
+    settlement, and (rows ``has_option`` whose exercise dates were checked) their exercise dates after
+    settlement (see the module's notes); ``exercise`` codes, ``strike`` (% of face) and ``steps_per_year`` per
+    row."""
+    codes = np.where(has_option & (rows.exercises > 0), exercise, NO_EXERCISE)
+    offsets = offsets_of(1 + rows.live + np.where(codes == NO_EXERCISE, 0, rows.exercises))
     m = offsets[-1]
     table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
                        np.empty(m, np.float64))
-    spy = np.ascontiguousarray(steps_per_year, np.int64)
-    strike = np.nan_to_num(np.asarray(strike, np.float64))
-    for piece, part, _ in flows:
-        if not len(piece):
-            continue
-        first, local = offsets[piece[0]], offsets[np.append(piece, piece[-1] + 1)]
-        window = slice(first, offsets[piece[-1] + 1])
-        mine = rows.take(piece)
-        _merge(local - first, mine.valuation, mine.days_per_year, spy[piece], part.redemption_date,
-               part.redemption_amount, strike[piece], mine.schedule.price, mine.schedule.dirty,
-               mine.terms.day_count, mine.terms.face, *_exercise_inputs(mine, part, exercise[piece]),
-               *_schedule_inputs(mine.terms, part), table.step[window], table.time[window], table.kind[window],
-               table.amount[window])
+    terms = rows.terms
+    _merge(offsets, rows.valuation, rows.days_per_year, np.ascontiguousarray(steps_per_year, np.int64),
+           rows.redemption_day, terms.face * terms.redemption / 100.0,
+           np.nan_to_num(np.asarray(strike, np.float64)), rows.schedule.price, rows.schedule.dirty, terms.day_count,
+           terms.face, *_exercise_inputs(rows, codes), *_schedule_inputs(rows), table.step, table.time, table.kind,
+           table.amount)
     return table

@@ -21,8 +21,8 @@ from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
 from ..stopwatch import stage
-from .dated import NO_EXERCISE, DatedRows, ExerciseSchedule, read_dated, with_events
-from .events import AMERICAN, EUROPEAN, EXERCISE_CODES, EventTable
+from .dated import DatedRows, ExerciseSchedule, read_dated
+from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
@@ -548,15 +548,15 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         check.flag(timed & has_option & (exercise != EUROPEAN) & (c["first_exercise"] > c["expiry"]),
                    "first_exercise", "must be <= expiry")
 
-    dated, flows = None, None
+    dated = None
     days_per_year = np.array([curves[name].days_per_year if name in curves else 365 for name in curve.labels],
                              dtype=np.int64)[curve.codes]
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
         schedule = exercise_schedule if exercise_schedule is not None else ExerciseSchedule.empty(n)
         with stage("schedules"):
-            part, problems, flows = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
-                                               exercise[rows], has_option[rows], c["strike"][rows], check.where)
+            part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
+                                        exercise[rows], has_option[rows], c["strike"][rows], check.where)
         check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
@@ -583,12 +583,6 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                                                        "exercise dates): lower a frequency or shorten the window")
     _check_rates(check, curve, known_label, curve_sets or [curves], geometry)
 
-    if dated is not None:
-        live = ~check.invalid[rows]
-        with stage("schedules"):
-            part = with_events(part, flows, np.where(has_option[rows] & live, exercise[rows], NO_EXERCISE),
-                               c["strike"][rows], c["steps_per_year"][rows])
-        dated = _aligned(n, rows, part)
     c["instrument"] = _labels(INSTRUMENTS, instrument)
     c["option_type"] = _labels(OPTION_TYPES, option_type)
     c["exercise"] = _labels(EXERCISES, code["exercise"])
@@ -681,14 +675,14 @@ def _check_rates(check: _Checker, curve: _Curves, known: np.ndarray, curve_sets,
 
 
 def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
-    """``part`` (the dated terms of ``rows``) spread over all n rows, the others repeating the first (and
-    without events)."""
+    """``part`` (the dated terms of ``rows``) spread over all n rows, the others repeating the first without
+    exercise dates."""
     index = np.zeros(n, dtype=np.int64)
     index[rows] = np.arange(len(rows))
-    spread = dataclasses.replace(part, events=None).take(index)
-    if part.events is None:
-        return spread
-    return dataclasses.replace(spread, events=EventTable.combine(n, [(rows, part.events)]))
+    spread = part.take(index)
+    exercises = np.zeros(n, dtype=np.int64)
+    exercises[rows] = part.exercises
+    return dataclasses.replace(spread, exercises=exercises)
 
 
 DUPLICATE_ID = "must be unique"
