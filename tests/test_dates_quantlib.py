@@ -7,7 +7,7 @@ import pytest
 
 from distprice.dates import (CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES, accrued, cash_flows, coupons,
                              day_numbers, last_business_days, parallel, quantlib_calendar, redemption_dates, schedule,
-                             terms_from_frame)
+                             settle, terms_from_frame)
 
 ql = pytest.importorskip("QuantLib")
 
@@ -207,6 +207,12 @@ def test_live_cash_flows_after_settlement(book):
     assert np.array_equal(accrued(terms, live, rows, days), accrued(terms, whole, rows, days))
     assert np.array_equal(flows.accrued, accrued(terms, whole, np.arange(len(terms)), flows.settlement))
     assert float(accrued(terms, live, 3, flows.settlement[3])) == flows.accrued[3]    # one row, one date
+    # the counts and accrued interest made without a table (settle) equal the table's, at any dates
+    for shift in (0, 40, 900):
+        at = flows.settlement + shift
+        settled = settle(terms, after=at)
+        assert np.array_equal(settled.live, coupons(terms, at).counts), shift
+        assert np.array_equal(settled.accrued, accrued(terms, whole, np.arange(len(terms)), at)), shift
     assert (flows.accrued > 0).sum() > 1000 and flows.matured.sum() > 10
     with pytest.raises(ValueError, match="precede"):
         accrued(terms, live, [0], [flows.settlement[0] - 1])
