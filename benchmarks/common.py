@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
+import pandas as pd
 
 from distprice.curves import builtin_curves, load_curves
 from distprice.job import exercise_schedule, valuation_day
@@ -82,6 +83,24 @@ def write_copies(path: Path, name: str, rows: int, copy_rows: int = 1_000_000) -
             table = datasets.generate(name, min(copy_rows, rows - first), seed=seed)
             yield table.assign(id=np.arange(first, first + len(table)))
     return write_tables(pieces(), path)
+
+
+def write_desk_copies(folder: Path, rows: int, copy_rows: int = 100_000) -> dict[str, str]:
+    """Writes ``rows`` rows of the ``desk`` book to ``folder``: copies of ``copy_rows`` rows at seeds 0, 1, ...,
+    each id prefixed by its copy's number, in ``desk.parquet``; the copies' exercise schedules in
+    ``desk.exercise.parquet`` and the curves in ``desk.curves.parquet``. Returns the job's files (keywords
+    ``portfolio``, ``curves``, ``exercise_schedule``)."""
+    books = [desk(min(copy_rows, rows - first), seed) for seed, first in enumerate(range(0, rows, copy_rows))]
+
+    def renumbered(table, seed):
+        return table.assign(id=f"{seed}-" + table["id"].astype("str"))
+    files = {"portfolio": folder / "desk.parquet", "curves": folder / "desk.curves.parquet",
+             "exercise_schedule": folder / "desk.exercise.parquet"}
+    write_tables((renumbered(book.portfolio, seed) for seed, book in enumerate(books)), files["portfolio"])
+    write_tables([pd.concat([renumbered(book.exercise_schedule, seed) for seed, book in enumerate(books)],
+                            ignore_index=True)], files["exercise_schedule"])
+    write_tables([books[0].curves], files["curves"])
+    return {key: str(path) for key, path in files.items()}
 
 
 def environment() -> dict:

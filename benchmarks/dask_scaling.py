@@ -10,7 +10,8 @@ CPU workers with ``--cpu``.
 
 The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
 ``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it
-themselves. ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices every row
+themselves. ``--dataset desk`` takes copies of 10⁵ rows of the dated ``desk`` book, with its curves and
+exercise schedule (``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices every row
 under each parallel shift of the curves. "job s" is ``Pricer.run`` from the file to the priced Parquet file
 (read, checks, pricing, writing), the median of ``--repeat`` runs after a warm-up run on each cluster. From
 the pricing metrics, per worker, the longest: "kernel s", the sum of its GPU kernel times (CUDA events; on
@@ -32,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from distributed import get_task_stream
-from common import save, write_copies
+from common import save, write_copies, write_desk_copies
 
 from distprice.cluster.config import ClusterConfig
 from distprice.cluster.metrics import PLUGIN_NAME
@@ -42,24 +43,27 @@ from distprice.lattice.datasets import DEFAULT_SIZES
 from distprice.lattice.gpu import device_name
 from distprice.scenarios import parse_shifts
 
+DESK_COPY_ROWS = 100_000
+"""Rows of each copy of the desk book."""
+
 
 def _pricing_totals(dask_scheduler=None):
     return dask_scheduler.plugins[PLUGIN_NAME].snapshot()
 
 
 def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat: int, output: Path,
-            per_gpu: int | None = None, chunks_per_worker: int = 4) -> dict:
+            per_gpu: int | None = None, chunks_per_worker: int = 4, options: dict | None = None) -> dict:
     config = ClusterConfig(kind="local" if cpu else "local-cuda", n_workers=workers, threads_per_worker=threads,
                            workers_per_gpu=per_gpu, dashboard_address=None)
     with Pricer(config, chunks_per_worker=chunks_per_worker) as pricer:
         # warm-up: kernels compiled and caches filled on every worker
-        pricer.run(str(path), output=output, shifts_bp=shifts_bp)
+        pricer.run(str(path), output=output, shifts_bp=shifts_bp, **(options or {}))
         jobs = []
         for _ in range(repeat):
             before = pricer.client.run_on_scheduler(_pricing_totals)
             start = time.time()
             with get_task_stream(pricer.client) as stream:
-                summary = pricer.run(str(path), output=output, shifts_bp=shifts_bp)
+                summary = pricer.run(str(path), output=output, shifts_bp=shifts_bp, **(options or {}))
             end = time.time()
             after = pricer.client.run_on_scheduler(_pricing_totals)
 
@@ -119,8 +123,12 @@ def main(argv=None):
     shifts_bp = args.shifts_bp or (tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count))
                                    if args.shift_count else None)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    path = args.output_dir / "portfolio.parquet"
-    rows = write_copies(path, args.dataset, args.copies * DEFAULT_SIZES[args.dataset], DEFAULT_SIZES[args.dataset])
+    if args.dataset == "desk":
+        options = write_desk_copies(args.output_dir, args.copies * DESK_COPY_ROWS, DESK_COPY_ROWS)
+        path, rows = Path(options.pop("portfolio")), args.copies * DESK_COPY_ROWS
+    else:
+        options, path = {}, args.output_dir / "portfolio.parquet"
+        rows = write_copies(path, args.dataset, args.copies * DEFAULT_SIZES[args.dataset], DEFAULT_SIZES[args.dataset])
     device = "cpu" if args.cpu or not gpu_available() else device_name()
     scenarios = len(shifts_bp) if shifts_bp else 1
     report = {"dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),
@@ -131,7 +139,7 @@ def main(argv=None):
     for workers in (int(w) for w in args.workers.split(",")):
         output = f"{args.output_dir / 'priced'}/" if args.folder else args.output_dir / "priced.parquet"
         report["results"].append(measure(path, workers, args.threads_per_worker, args.cpu, shifts_bp, args.repeat,
-                                         output, args.workers_per_gpu, args.chunks_per_worker))
+                                         output, args.workers_per_gpu, args.chunks_per_worker, options))
         prices = pd.read_parquet(output, columns=["bond_price", "option_price"])
         first = prices if first is None else first
         report["results"][-1]["max_rel_diff"] = max_rel_diff(prices, first)

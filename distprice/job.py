@@ -9,7 +9,9 @@ value that says how a job is priced, whatever runs it (the config's ``job`` sect
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -334,14 +336,37 @@ def model_table(source) -> pd.DataFrame | None:
     return table
 
 
-def exercise_schedule(source, portfolio: pd.DataFrame) -> ExerciseSchedule | None:
+def exercise_table(source) -> pd.DataFrame | None:
+    """A job's exercise schedule table: ``source`` itself, or read from its path, once a process while the file
+    is unchanged (each slice of a big file takes its own rows from it, :func:`exercise_schedule`)."""
+    if source is None or isinstance(source, pd.DataFrame):
+        return source
+    path = Path(source)
+    if not path.is_file():  # a folder of parts (or nothing: the reader says so)
+        return read_table(source)
+    stat = path.stat()
+    return _read_exercise_table(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=1)
+def _read_exercise_table(path: str, modified: int, size: int) -> pd.DataFrame:
+    """The table of ``path`` as it was when last modified at ``modified`` (ns) with ``size`` bytes."""
+    return read_table(path)
+
+
+def portfolio_ids(portfolio: pd.DataFrame):
+    """The ``id`` column of a portfolio (missing ids where it has none)."""
+    return portfolio["id"] if "id" in portfolio.columns else np.full(len(portfolio), None)
+
+
+def exercise_schedule(source, portfolio: pd.DataFrame, lines=None) -> ExerciseSchedule | None:
     """The exercise schedule table (a table or path, or None) as the per-row schedules of ``portfolio``;
-    :class:`InvalidInputError` for any problem of the table (it is market data of the whole job)."""
+    :class:`InvalidInputError` for any problem of the table (it is market data of the whole job). With
+    ``lines`` (a slice of a big portfolio: :func:`~.lattice.dated.schedule_lines`), only those rows of the table
+    are read."""
     if source is None:
         return None
-    table = source if isinstance(source, pd.DataFrame) else read_table(source)
-    ids = portfolio["id"] if "id" in portfolio.columns else np.full(len(portfolio), None)
-    schedule, problems = read_exercise_schedule(table, ids)
+    schedule, problems = read_exercise_schedule(exercise_table(source), portfolio_ids(portfolio), lines)
     if problems:
         raise InvalidInputError(problems)
     return schedule

@@ -541,6 +541,31 @@ def test_exercise_schedule_reads_alike_in_any_row_order_and_with_no_usable_row()
     assert none.offsets.tolist() == [0, 0, 0, 0] and len(none.day) == 0 and len(found) == 7
 
 
+def test_exercise_schedule_by_slice_takes_the_rows_of_its_ids():
+    """A slice of a big portfolio reads the schedule rows of its own ids (problems still name rows of the whole
+    table); the rows no slice took are the job's "names no row" problems."""
+    from distprice.lattice.dated import schedule_lines, unmatched_lines
+
+    table = pd.DataFrame({"id": ["b", "a", "b", "a", "c", "a", "z", None],
+                          "date": ["2031-06-01", "2030-06-01", "2030-06-01", "2031-06-31", "2030-01-01",
+                                   "2030-06-01", "2030-01-01", "2030-01-01"],
+                          "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0, 100.0]})
+    whole, _ = read_exercise_schedule(table.iloc[:6], np.array(["a", "b", "c"], dtype=object))
+    slices = [np.array(["b", "c"], dtype=object), np.array(["a"], dtype=object)]
+    lines = [schedule_lines(table, ids) for ids in slices]
+    assert [x.tolist() for x in lines] == [[0, 2, 4], [1, 3, 5]]
+    first, found = read_exercise_schedule(table, slices[0], lines[0])
+    assert not found and first.offsets.tolist() == [0, 2, 3]
+    assert first.day.tolist() == whole.day[1:].tolist() and first.price.tolist() == whole.price[1:].tolist()
+    _, found = read_exercise_schedule(table, slices[1], lines[1])
+    assert [(p.where, p.column, p.rule) for p in found] == [
+        ("exercise schedule row 4 (id 'a')", "date", "must be a date YYYY-MM-DD"),
+        ("exercise schedule row 6 (id 'a')", "date", "is given twice for this id")]
+    assert [(p.where, p.column, p.rule) for p in unmatched_lines(table, np.concatenate(lines))] == [
+        ("exercise schedule row 7 (id 'z')", "id", "names no row of the portfolio"),
+        ("exercise schedule row 8", "id", "is required")]
+
+
 @pytest.mark.parametrize("kind", ["int", "object int", "text", "object text"])
 def test_id_hashes_find_the_ids_two_slices_share(kind):
     """Slices' id hashes, put together, give the rows whose id another row holds; integer ids held as Python

@@ -227,6 +227,42 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
                                   check_categorical=False)
 
 
+def test_a_big_dated_parquet_takes_its_exercise_schedule_by_slice(local, tmp_path):
+    # each slice a worker reads takes the schedule rows of its own ids; a row no slice takes is the job's error
+    from distprice.lattice.desk import desk
+
+    book = desk(3000, seed=4)
+    path, curves, schedule = tmp_path / "desk.parquet", tmp_path / "curves.parquet", tmp_path / "exercise.parquet"
+    book.portfolio.to_parquet(path, row_group_size=500)
+    book.curves.to_parquet(curves)
+    book.exercise_schedule.to_parquet(schedule)
+    stray = pd.concat([book.exercise_schedule, book.exercise_schedule.tail(1).assign(id="nobody")],
+                      ignore_index=True)
+    stray.to_parquet(tmp_path / "stray.parquet")
+    bad = book.exercise_schedule.copy()
+    bad.loc[len(bad) - 2, "date"] = "2031-02-30"
+    bad.to_parquet(tmp_path / "bad.parquet")
+    options = dict(curves=str(curves), engine="cpu")
+    with Pricer(local, read_on_workers_rows=1000) as pricer:
+        with get_task_stream(client=local) as stream:
+            priced = pricer.price(str(path), exercise_schedule=str(schedule), **options)
+        with pytest.raises(distprice.InvalidInputError) as unmatched:
+            pricer.run(str(path), exercise_schedule=str(tmp_path / "stray.parquet"), output=f"{tmp_path / 'a'}/",
+                       **options)
+        with pytest.raises(distprice.InvalidInputError) as wrong:
+            pricer.run(str(path), exercise_schedule=str(tmp_path / "bad.parquet"), output=f"{tmp_path / 'b'}/",
+                       **options)
+    assert "read-chunk" in {t["key"].rsplit("-", 2)[0] for t in stream.data}
+    here = distprice.price(book.portfolio, book.curves, engine="cpu", exercise_schedule=book.exercise_schedule)
+    assert_same_prices(priced, here)
+    np.testing.assert_allclose(priced["clean_price"], here["clean_price"], rtol=1e-13)
+    assert priced["error"].isna().all() and book.exercise_schedule["id"].nunique() > 300
+    assert str(unmatched.value).count("names no row of the portfolio") == 1
+    assert f"exercise schedule row {len(stray)} (id 'nobody')" in str(unmatched.value)
+    assert f"exercise schedule row {len(bad) - 1} (id {bad['id'].iloc[-2]!r}), column 'date'" in str(wrong.value)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
 def test_a_folder_that_is_not_a_parquet_table_is_a_clear_error(local, book, tmp_path):
     parts = tmp_path / "parts"
     parts.mkdir()

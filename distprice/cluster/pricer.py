@@ -31,7 +31,8 @@ import pandas as pd
 from ..errors import InvalidInputError, NoWorkersError, Problem
 from ..execute import choose_plan
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, prepare_job
+from ..job import Job, JobOptions, Summary, Tally, check_columns, echoed, exercise_table, prepare_job
+from ..lattice.dated import unmatched_lines
 from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
@@ -354,6 +355,11 @@ class Pricer:
                      for i, f in enumerate(read)]
         self._show_progress(inspected, "reading and checking")
         summaries = watch.gather(inspected)
+        if options.exercise_schedule is not None:  # market data of the whole job: every row must name a row
+            unmatched = unmatched_lines(exercise_table(options.exercise_schedule),
+                                        np.concatenate([s["schedule_lines"] for s in summaries]))
+            if unmatched:
+                raise InvalidInputError(unmatched)
         problems = [p for s in summaries for p in s["problems"]]
         duplicates = _duplicate_problems(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
         if (problems or duplicates) and options.on_invalid == "strict":

@@ -15,7 +15,9 @@ from ..cuda import gpu_available
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
-from ..job import Job, JobOptions, Risk, Tally, exercise_schedule, model_table, read_risk
+from ..job import (Job, JobOptions, Risk, Tally, exercise_schedule, exercise_table, model_table, portfolio_ids,
+                   read_risk)
+from ..lattice.dated import schedule_lines
 from ..lattice.gpu import device_name
 from ..lattice.instruments import Instruments, id_hashes, prepare
 from ..lattice.quotes import Quotes
@@ -83,10 +85,12 @@ def gather(positions, *chunks):
 
 @dataclass
 class ReadChunk:
-    """A slice of a big file as a worker read and checked it, and the plan to price it."""
+    """A slice of a big file as a worker read and checked it, the plan to price it, and the rows of the job's
+    exercise schedule table its ids took (None without one)."""
 
     job: Job
     parts: list
+    schedule_lines: np.ndarray | None = None
 
 
 def read_slice(piece: FileSlice) -> pd.DataFrame:
@@ -105,21 +109,24 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
     """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
     _use_worker_threads()
     table = read_slice(piece)
+    schedule = exercise_table(options.exercise_schedule)
+    lines = None if schedule is None else schedule_lines(schedule, portfolio_ids(table))
     prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
-                       exercise_schedule=exercise_schedule(options.exercise_schedule, table),
+                       exercise_schedule=exercise_schedule(schedule, table, lines),
                        models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
     prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
     job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
     plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
                        gpu=gpu)
-    return ReadChunk(job, plan.parts)
+    return ReadChunk(job, plan.parts, lines)
 
 
 def inspect_chunk(chunk: ReadChunk) -> dict:
-    """What the client needs of a slice read by a worker: its problems, id hashes and the plan's engines."""
+    """What the client needs of a slice read by a worker: its problems, id hashes, the plan's engines and the
+    rows of the exercise schedule table its ids took."""
     ids = chunk.job.prepared.table["id"]
     return {"problems": chunk.job.prepared.problems, "id_hashes": id_hashes(ids),
-            "engines": [p.engine for p in chunk.parts]}
+            "engines": [p.engine for p in chunk.parts], "schedule_lines": chunk.schedule_lines}
 
 
 def _price_slice(chunk: ReadChunk, problems: list[Problem]):

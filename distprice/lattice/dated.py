@@ -75,13 +75,17 @@ class ExerciseSchedule:
         return ExerciseSchedule(offsets, self.day[index], self.price[index], self.dirty[index])
 
 
-def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, list[Problem]]:
+def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[ExerciseSchedule, list[Problem]]:
     """The exercise schedule table (``id, date, price[, price_type]``) as per-row schedules of a portfolio whose
-    rows have ``ids`` (matched as text), and its problems, each naming its row of the table."""
+    rows have ``ids`` (matched as text), and its problems, each naming its row of the table. With ``lines``
+    (positions in ``table``: a slice of a portfolio reads the rows of its own ids, :func:`schedule_lines`), only
+    those rows are read; problems still name rows of the whole table."""
     missing = [c for c in SCHEDULE_COLUMNS[:3] if c not in table.columns]
     if missing:
         return ExerciseSchedule.empty(len(ids)), [Problem(None, "exercise schedule", c, "must have this column")
                                                   for c in missing]
+    if lines is not None:
+        table = table.take(lines)
     n = len(table)
     keys = table["id"].astype("string")
     days, not_dates = parse_dates(table["date"])
@@ -118,7 +122,27 @@ def read_exercise_schedule(table: pd.DataFrame, ids) -> tuple[ExerciseSchedule, 
     keep = good[~repeated]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(np.bincount(row[~repeated], minlength=len(ids)), out=offsets[1:])
-    return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found)
+    return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found, lines)
+
+
+def schedule_lines(table: pd.DataFrame, ids) -> np.ndarray:
+    """The positions of the rows of an exercise schedule table whose id is one of ``ids`` (matched as text;
+    every row of a table without an ``id`` column, whose reader reports it)."""
+    if "id" not in table.columns:
+        return np.arange(len(table))
+    return np.flatnonzero(~np.isnan(_positions_of(pd.Series(ids).astype("string"), table["id"].astype("string"))))
+
+
+def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
+    """The rule a row of an exercise schedule table breaks when no slice of the portfolio holds its id (the
+    positions of the rows the slices ``matched``)."""
+    if "id" not in table.columns:
+        return []
+    keys = table["id"].astype("string")
+    rows = np.setdiff1d(np.arange(len(table)), matched)
+    absent = keys.iloc[rows].isna().to_numpy()
+    return _schedule_problems(keys, [(rows[absent], "id", "is required"),
+                                     (rows[~absent], "id", "names no row of the portfolio")])
 
 
 def _mask(n: int, positions) -> np.ndarray:
@@ -136,16 +160,18 @@ def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
     return pc.fill_null(pc.cast(at, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
 
 
-def _schedule_problems(keys: pd.Series, found: list) -> list[Problem]:
-    """Problems of the schedule rows each rule flagged, by row, and within a row in the order of the rules."""
+def _schedule_problems(keys: pd.Series, found: list, lines=None) -> list[Problem]:
+    """Problems of the schedule rows each rule flagged, by row, and within a row in the order of the rules;
+    positions in ``keys``, which are the table's rows ``lines`` when given."""
     if not any(len(positions) for positions, _, _ in found):
         return []
     rows = np.concatenate([positions for positions, _, _ in found])
     rule = np.repeat(np.arange(len(found)), [len(positions) for positions, _, _ in found])
     order = np.argsort(rows, kind="stable")
     labels = keys.iloc[rows[order]].to_numpy(dtype=object, na_value=None)
+    numbers = rows[order] if lines is None else np.asarray(lines)[rows[order]]
     return [Problem(None, f"exercise schedule row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
-                    found[k][1], found[k][2]) for r, k, key in zip(rows[order].tolist(), rule[order].tolist(), labels)]
+                    found[k][1], found[k][2]) for r, k, key in zip(numbers.tolist(), rule[order].tolist(), labels)]
 
 
 @dataclass(frozen=True)
