@@ -139,7 +139,7 @@ def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
     if "id" not in table.columns:
         return []
     keys = table["id"].astype("string")
-    rows = np.setdiff1d(np.arange(len(table)), matched)
+    rows = np.flatnonzero(~_mask(len(table), matched))
     absent = keys.iloc[rows].isna().to_numpy()
     return _schedule_problems(keys, [(rows[absent], "id", "is required"),
                                      (rows[~absent], "id", "names no row of the portfolio")])
