@@ -128,7 +128,8 @@ def main(argv=None):
         path, rows = Path(options.pop("portfolio")), args.copies * DESK_COPY_ROWS
     else:
         options, path = {}, args.output_dir / "portfolio.parquet"
-        rows = write_copies(path, args.dataset, args.copies * DEFAULT_SIZES[args.dataset], DEFAULT_SIZES[args.dataset])
+        size = DEFAULT_SIZES[args.dataset]
+        rows = write_copies(path, args.dataset, args.copies * size, size)
     device = "cpu" if args.cpu or not gpu_available() else device_name()
     scenarios = len(shifts_bp) if shifts_bp else 1
     report = {"dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),

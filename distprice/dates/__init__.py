@@ -25,9 +25,9 @@ from .registry import CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES, Registry
 from .schedules import Schedule, schedule
 from .terms import DEFAULTS, BondTerms, bond_terms, check_terms, terms_from_frame
 
-__all__ = ["adjust_days", "advance_days", "business_days", "business_table", "is_business_day",
-           "last_business_days", "CashFlows", "Coupons", "Settled", "accrued", "cash_flows", "coupons",
-           "redemption_dates", "settle", "settlement_dates", "EPOCH", "NO_DATE", "day_numbers", "parse_dates", "to_arrow", "to_datetime64",
+__all__ = ["adjust_days", "advance_days", "business_days", "business_table", "is_business_day", "last_business_days",
+           "CashFlows", "Coupons", "Settled", "accrued", "cash_flows", "coupons", "redemption_dates", "settle",
+           "settlement_dates", "EPOCH", "NO_DATE", "day_numbers", "parse_dates", "to_arrow", "to_datetime64",
            "to_iso", "DateTable", "year_fractions", "FIRST_DAY", "LAST_DAY", "quantlib_calendar", "CALENDARS",
-           "CONVENTIONS", "DAY_COUNTS", "FREQUENCIES", "Registry", "Schedule", "schedule", "DEFAULTS",
-           "BondTerms", "bond_terms", "check_terms", "terms_from_frame"]
+           "CONVENTIONS", "DAY_COUNTS", "FREQUENCIES", "Registry", "Schedule", "schedule", "DEFAULTS", "BondTerms",
+           "bond_terms", "check_terms", "terms_from_frame"]

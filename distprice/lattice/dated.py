@@ -402,7 +402,8 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
     clean price, the accrued interest at its date."""
     business = business_view(address)
     for r in numba.prange(len(valuation)):
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r],
+                    end_of_month[r])
         first = row.periods + 1 - live[r]
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, row)
         dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
