@@ -298,16 +298,18 @@ class Job:
         dated = prepared.dated
         rows = np.flatnonzero(prepared.is_dated & prepared.valid)
         dirty, accrued = np.full(len(price), np.nan), np.full(len(price), np.nan)
-        names = prepared.table["curve"].to_numpy(dtype=object)[rows]
+        curve, names = pd.factorize(prepared.table["curve"])
+        day = dated.valuation[rows]
+        span = day.max(initial=0) - day.min(initial=0) + 1
+        groups, keys = pd.factorize(curve[rows] * span + day - day.min(initial=0))  # by (curve, valuation date)
         settle = dated.years(dated.settlement)[rows]
         discount = np.empty(len(rows))
-        for name in pd.unique(names):
-            mine = names == name
-            for day in np.unique(dated.valuation[rows][mine]):
-                here = np.flatnonzero(mine & (dated.valuation[rows] == day))
-                discount[here] = curves[name].at(int(day)).discount(settle[here])
+        for g in range(len(keys)):
+            here = np.flatnonzero(groups == g)
+            name, valuation = str(names[curve[rows[here[0]]]]), int(day[here[0]])
+            discount[here] = curves[name].at(valuation).discount(settle[here])
         dirty[rows] = price[rows] / discount
-        option = prepared.table["instrument"].to_numpy(dtype=object)[rows] == "bond_option"
+        option = (prepared.table["instrument"] == "bond_option").to_numpy()[rows]
         accrued[rows] = np.where(option, np.nan, dated.accrued[rows])
         return {"dirty_price": dirty, "accrued": accrued, "clean_price": dirty - accrued}
 
