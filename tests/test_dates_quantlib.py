@@ -213,6 +213,8 @@ def test_live_cash_flows_after_settlement(book):
         settled = settle(terms, after=at)
         assert np.array_equal(settled.live, coupons(terms, at).counts), shift
         assert np.array_equal(settled.accrued, accrued(terms, whole, np.arange(len(terms)), at)), shift
+    with pytest.raises(ValueError, match="not both"):
+        settle(terms)
     assert (flows.accrued > 0).sum() > 1000 and flows.matured.sum() > 10
     with pytest.raises(ValueError, match="precede"):
         accrued(terms, live, [0], [flows.settlement[0] - 1])

@@ -175,6 +175,8 @@ def settle(terms: BondTerms, valuation=None, *, after=None) -> Settled:
     days are live and accrued is taken at them. Rows are expected to pass
     :func:`~distprice.dates.terms.check_terms`."""
     n = len(terms)
+    if (valuation is None) == (after is None):
+        raise ValueError("settle needs a valuation date or the days after which coupons are live, not both")
     if after is None:
         after = settlement_dates(terms, valuation)
     after = np.ascontiguousarray(np.broadcast_to(np.asarray(after, dtype=np.int64), (n,)))
