@@ -23,7 +23,7 @@ from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan
 from .lattice.engines import AUTO, resolve
-from .lattice.dated import ExerciseSchedule, read_exercise_schedule
+from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, read_exercise_schedule
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
 from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
     parse_measures
@@ -345,7 +345,7 @@ def exercise_table(source) -> pd.DataFrame | None:
         return source
     path = Path(source)
     if not path.is_file():  # a folder of parts (or nothing: the reader says so)
-        return read_table(source)
+        return read_table(source, labels=SCHEDULE_LABELS)
     stat = path.stat()
     return _read_exercise_table(str(path), stat.st_mtime_ns, stat.st_size)
 
@@ -353,7 +353,7 @@ def exercise_table(source) -> pd.DataFrame | None:
 @functools.lru_cache(maxsize=1)
 def _read_exercise_table(path: str, modified: int, size: int) -> pd.DataFrame:
     """The table of ``path`` as it was when last modified at ``modified`` (ns) with ``size`` bytes."""
-    return read_table(path)
+    return read_table(path, labels=SCHEDULE_LABELS)
 
 
 def portfolio_ids(portfolio: pd.DataFrame):

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -111,6 +112,23 @@ def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ..
 def read_portfolio(path) -> pd.DataFrame:
     """A portfolio table (:func:`read_table`), its LABEL_COLUMNS as categories."""
     return read_table(path, labels=LABEL_COLUMNS)
+
+
+def factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """A column of labels ``raw`` by its distinct values, each converted to text once: codes (-1 where missing)
+    into the labels, each as ``raw.astype("string")`` writes it (a Categorical of text: its codes and categories
+    as they are)."""
+    if isinstance(raw.dtype, pd.CategoricalDtype) and raw.dtype.categories.inferred_type in ("string", "empty"):
+        return raw.cat.codes.to_numpy(dtype=np.int64), list(raw.dtype.categories)
+    if isinstance(raw.dtype, pd.StringDtype):
+        codes, uniques = pd.factorize(raw)
+        return codes, list(uniques)
+    if raw.dtype == object:
+        codes, uniques = pd.factorize(raw)
+        if all(type(u) is str for u in uniques):
+            return codes, list(uniques)
+    codes, uniques = pd.factorize(raw.astype("string"))
+    return codes, list(uniques)
 
 
 def text_columns(schema: pa.Schema, names) -> list[str]:

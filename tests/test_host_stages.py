@@ -607,3 +607,21 @@ def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
             np.testing.assert_array_equal(instruments._same_hash(keys.view(np.int64)), expected)
         finally:
             instruments.BUCKET_KEYS = 1024
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=40),
+       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans())
+def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped):
+    """Each key of an exercise schedule table finds the first portfolio id equal to it (a missing key the first
+    missing id), whether the table comes grouped by id (runs looked up once each) or not, with ids repeated."""
+    from distprice.lattice.dated import _positions_of
+
+    if grouped:
+        keys = sorted(keys, key=lambda k: (k is None, k or ""))
+    first = {}
+    for position, name in enumerate(ids):
+        first.setdefault(name, position)
+    expected = np.array([first.get(k, np.nan) for k in keys], dtype=float)
+    got = _positions_of(pd.Series(ids, dtype="string"), pd.Series(keys, dtype="string"))
+    np.testing.assert_array_equal(got, expected)

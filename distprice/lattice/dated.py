@@ -26,17 +26,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dates import NO_DATE, BondTerms, adjust_days, parse_dates, settle
-from ..dates.calendars import adjust, business_address, business_view, is_business
+from ..dates.calendars import adjust, business_address, business_count, business_view, is_business
 from ..dates.cashflows import coupon_period, payment_date
 from ..dates.csr import offsets_of
-from ..dates.daycounts import accrual_anchor, accrual_fraction, year_fraction
+from ..dates.daycounts import accrual_anchor, accrual_fraction
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
-from .events import BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
+from ..tables import factorized
+from .events import AMERICAN, BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
 from .geometry import consecutive
 
 SCHEDULE_COLUMNS = ("id", "date", "price", "price_type")
+SCHEDULE_LABELS = ("price_type",)
+"""The exercise schedule table's columns of a few distinct names, read as categories."""
 NO_EXERCISE = -1
 """The exercise code of a row without an option (a plain bond): it has no exercise dates."""
 PRICE_TYPES = ("clean", "dirty")
@@ -91,7 +94,7 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     days, not_dates = parse_dates(table["date"])
     price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     if "price_type" in table.columns:
-        codes, labels = pd.factorize(table["price_type"].astype("string"))  # distinct values; missing (-1): clean
+        codes, labels = factorized(table["price_type"])  # distinct values; missing (-1): clean
         labels = pd.Series(labels, dtype="string").str.strip().str.lower()
         known = np.array([label in PRICE_TYPES for label in labels] + [True], dtype=bool)[codes]
         dirty = np.array([label == "dirty" for label in labels] + [False], dtype=bool)[codes]
@@ -154,9 +157,35 @@ def _mask(n: int, positions) -> np.ndarray:
 
 def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
     """The position of the first of ``ids`` equal to each key (NaN: none; a missing key matches a missing id),
-    both columns of text."""
-    at = pc.index_in(pa.array(keys.array, from_pandas=True), value_set=pa.array(ids.array, from_pandas=True),
-                     skip_nulls=False)
+    both columns of text. Keys many against the ids are looked up in a hash of the ids. A table of keys comes
+    in runs of one id (sorted or grouped by id): when the runs are fewer than the ids, only each run's first
+    key is hashed, and the ids are looked up in it."""
+    ids, keys = (_text(c) for c in (ids, keys))
+    new, heads = np.ones(len(keys), dtype=bool), None
+    if 16 * len(ids) >= len(keys):
+        if len(keys) > 1:
+            new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
+        heads = np.flatnonzero(new)
+    if heads is None or len(heads) >= len(ids):
+        return _as_positions(pc.index_in(keys, value_set=ids, skip_nulls=False))
+    runs = keys.take(heads)
+    same = pc.index_in(runs, value_set=runs, skip_nulls=False).to_numpy()  # each run's first equal run
+    at = _as_positions(pc.index_in(ids, value_set=runs, skip_nulls=False))  # each id's first equal run
+    hit = np.flatnonzero(~np.isnan(at))
+    first = np.full(len(heads), np.inf)
+    np.minimum.at(first, at[hit].astype(np.int64), hit.astype(np.float64))
+    first[np.isinf(first)] = np.nan
+    return first[same][np.cumsum(new) - 1]
+
+
+def _text(column: pd.Series) -> pa.Array:
+    """A column of text as one Arrow array."""
+    array = pa.array(column.array, from_pandas=True)
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _as_positions(at) -> np.ndarray:
+    """Arrow positions (null: none) as floats (NaN: none)."""
     return pc.fill_null(pc.cast(at, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
 
 
@@ -344,10 +373,14 @@ def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
 @numba.njit(cache=True, parallel=True)
 def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, schedule_day, address, issue,
                      maturity, coupon, frequency, calendar, accrual, payment, end_of_month, live):
-    """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted)."""
+    """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted; an
+    american row's business days counted in its calendar's bits)."""
     business = business_view(address)
     counts = np.zeros(len(code), dtype=np.int64)
     for r in numba.prange(len(code)):
+        if code[r] == AMERICAN:  # every business day from start to expiry
+            counts[r] = business_count(business, calendar[r], start[r], expiry[r])
+            continue
         # only a bermudan row without a table walks its coupons: the others take the shape of no coupons
         on_coupons = code[r] == BERMUDAN and not tabled[r]
         row = shape(business, issue[r], maturity[r], coupon[r] if on_coupons else 0.0, frequency[r], calendar[r],
@@ -443,7 +476,9 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                 amount[e] = paid
                 walk = True
             else:
-                d, kind[e], amount[e] = dc, COUPON, accruing * year_fraction(dc_r, d0, d1, b, d1)
+                # coupon i becomes the one merged last: its anchor serves the exercises before its end
+                period, (anchor, aux) = i, accrual_anchor(dc_r, d0, b, d1)
+                d, kind[e], amount[e] = dc, COUPON, accruing * accrual_fraction(dc_r, anchor, aux, d0, d1, b, d1)
                 n0, n1, nb = d0, d1, b
                 i -= 1
                 dc = NONE_DAY

@@ -21,6 +21,7 @@ from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
 from ..stopwatch import stage
+from ..tables import factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry
@@ -216,29 +217,13 @@ def _labels(labels, codes: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(list(labels)))
 
 
-def _factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """``raw`` by its distinct values, each converted to text once: codes (-1 where missing) into the labels,
-    each as ``raw.astype("string")`` writes it (a Categorical of text: its codes and categories as they are)."""
-    if isinstance(raw.dtype, pd.CategoricalDtype) and raw.dtype.categories.inferred_type in ("string", "empty"):
-        return raw.cat.codes.to_numpy(dtype=np.int64), list(raw.dtype.categories)
-    if isinstance(raw.dtype, pd.StringDtype):
-        codes, uniques = pd.factorize(raw)
-        return codes, list(uniques)
-    if raw.dtype == object:
-        codes, uniques = pd.factorize(raw)
-        if all(type(u) is str for u in uniques):
-            return codes, list(uniques)
-    codes, uniques = pd.factorize(raw.astype("string"))
-    return codes, list(uniques)
-
-
 def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _Checker) -> np.ndarray:
     """Codes (positions in ``choices``) of an enumerated column, read without case or surrounding spaces;
     missing and unknown values take ``default`` (-1 for None), unknown ones are flagged."""
     fallback = -1 if default is None else choices.index(default)
     if raw is None:
         return np.full(n, fallback, dtype=np.int64)
-    codes, labels = _factorized(raw)
+    codes, labels = factorized(raw)
     normal = pd.Series(labels, dtype="string").str.strip().str.lower().fillna("")
     known = np.array([value in choices for value in normal] + [True], dtype=bool)
     index = np.array([choices.index(value) if ok else fallback for value, ok in zip(normal, known)] + [fallback],
@@ -602,7 +587,7 @@ class _Curves:
 def _curve_codes(raw: pd.Series | None, n: int) -> _Curves:
     if raw is None:
         return _Curves(np.zeros(n, dtype=np.int64), ["default"])
-    codes, labels = _factorized(raw)
+    codes, labels = factorized(raw)
     if (codes < 0).any():
         if "default" not in labels:
             labels.append("default")
