@@ -105,6 +105,20 @@ def test_business_days_between_two_dates(sample):
         assert table.row(r).tolist() == want, r
 
 
+@pytest.mark.parametrize("name", CALENDARS.names)
+def test_business_days_are_counted_as_the_days_are_tested(name):
+    """The count of business days in a window (a byte of the calendar's bits at a time) is the count of days the
+    business-day test passes: windows of every length up to years, within a byte, across the table's first and
+    last day and wholly outside its years."""
+    rng = np.random.default_rng(CALENDARS.code(name))
+    code, business = CALENDARS.code(name), business_table()
+    for base in (FIRST_DAY, LAST_DAY, *rng.integers(FIRST_DAY, LAST_DAY, 6)):
+        for lo in base + rng.integers(-40, 40, 25):
+            for hi in (lo - 1, lo, lo + 3, *(lo + rng.integers(0, 2000, 3))):
+                want = int(is_business_day(name, np.arange(lo, hi + 1)).sum())
+                assert calendars.business_count(business, code, lo, hi) == want, (lo, hi)
+
+
 def test_names_and_codes_of_calendars():
     days = np.array([20454])                                  # 2026-01-01, a holiday everywhere but none/weekends
     assert is_business_day("us", days).tolist() == [False]    # names are matched without regard to case

@@ -107,15 +107,16 @@ def preceding(business, calendar, day):
 @numba.njit(cache=True, inline="always")
 def adjust(business, calendar, day, convention):
     """``day`` moved by a business-day convention (a code of ``CONVENTIONS``). Inlined: the common case, a
-    business day, costs a bit test; a holiday calls :func:`move`."""
+    business day, costs a bit test; a holiday steps to a business day (:func:`move`)."""
     if convention == UNADJUSTED or is_business(business, calendar, day):
         return day
     return move(business, calendar, day, convention)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def move(business, calendar, day, convention):
-    """A holiday ``day`` moved by ``convention`` (following, modified following or preceding)."""
+    """A holiday ``day`` moved by ``convention`` (following, modified following or preceding). Inlined too: a
+    call costs the row kernels more than the few days it steps over."""
     if convention == PRECEDING:
         return preceding(business, calendar, day)
     moved = following(business, calendar, day)
@@ -142,6 +143,34 @@ def advance(business, calendar, day, n):
 def last_business_day(business, calendar, day):
     """The last business day of ``day``'s month."""
     return preceding(business, calendar, month_end(day))
+
+
+_BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+"""Set bits of each byte value."""
+
+
+@numba.njit(cache=True)
+def business_count(business, calendar, lo, hi):
+    """How many business days of ``calendar`` lie in ``lo <= d <= hi`` (0 when lo > hi): the table's bits
+    counted a byte at a time, days outside its years one by one."""
+    count = 0
+    while lo <= hi and not FIRST_DAY <= lo <= LAST_DAY:
+        count += is_business(business, calendar, lo)
+        lo += 1
+    while lo <= hi and not FIRST_DAY <= hi <= LAST_DAY:
+        count += is_business(business, calendar, hi)
+        hi -= 1
+    if lo > hi:
+        return count
+    i, j = lo - FIRST_DAY, hi - FIRST_DAY
+    a, b = i >> 3, j >> 3
+    last = np.int64(business[calendar, b]) & ((2 << (j & 7)) - 1)  # the bits up to hi's
+    if a == b:
+        return count + _BYTE_BITS[last >> (i & 7)]
+    count += _BYTE_BITS[np.int64(business[calendar, a]) >> (i & 7)] + _BYTE_BITS[last]
+    for k in range(a + 1, b):
+        count += _BYTE_BITS[business[calendar, k]]
+    return count
 
 
 # ---- vectorised ----
@@ -207,8 +236,7 @@ def _business_days(lo, hi, address, calendars, start, end, offsets, days):
 def _business_counts(lo, hi, address, calendars, start, end, counts):
     business = business_view(address)
     for r in range(lo, hi):
-        for d in range(start[r], end[r] + 1):
-            counts[r] += is_business(business, calendars[r], d)
+        counts[r] = business_count(business, calendars[r], start[r], end[r])
 
 
 def business_days(calendar, start, end) -> DateTable:

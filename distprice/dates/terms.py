@@ -156,8 +156,9 @@ def read_terms(frame: pd.DataFrame, where: Callable[[int], str]) -> tuple[BondTe
         return days
 
     def names(column, registry):
-        raw = frame[column] if column in frame.columns else [None] * n
-        codes, unknown = registry.encode(raw, default=DEFAULTS[column])
+        if column not in frame.columns:
+            return np.full(n, registry.code(DEFAULTS[column]), dtype=np.int8)
+        codes, unknown = registry.encode(frame[column], default=DEFAULTS[column])
         flag(unknown, column, registry.rule())
         return np.maximum(codes, 0)
 
