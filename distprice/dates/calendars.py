@@ -107,16 +107,15 @@ def preceding(business, calendar, day):
 @numba.njit(cache=True, inline="always")
 def adjust(business, calendar, day, convention):
     """``day`` moved by a business-day convention (a code of ``CONVENTIONS``). Inlined: the common case, a
-    business day, costs a bit test; a holiday steps to a business day (:func:`move`)."""
+    business day, costs a bit test; a holiday calls :func:`move`."""
     if convention == UNADJUSTED or is_business(business, calendar, day):
         return day
     return move(business, calendar, day, convention)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def move(business, calendar, day, convention):
-    """A holiday ``day`` moved by ``convention`` (following, modified following or preceding). Inlined too: a
-    call costs the row kernels more than the few days it steps over."""
+    """A holiday ``day`` moved by ``convention`` (following, modified following or preceding)."""
     if convention == PRECEDING:
         return preceding(business, calendar, day)
     moved = following(business, calendar, day)
