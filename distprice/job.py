@@ -300,14 +300,15 @@ class Job:
         dirty, accrued = np.full(len(price), np.nan), np.full(len(price), np.nan)
         curve, names = pd.factorize(prepared.table["curve"])
         day = dated.valuation[rows]
-        span = day.max(initial=0) - day.min(initial=0) + 1
-        groups, keys = pd.factorize(curve[rows] * span + day - day.min(initial=0))  # by (curve, valuation date)
         settle = dated.years(dated.settlement)[rows]
         discount = np.empty(len(rows))
-        for g in range(len(keys)):
-            here = np.flatnonzero(groups == g)
-            name, valuation = str(names[curve[rows[here[0]]]]), int(day[here[0]])
-            discount[here] = curves[name].at(valuation).discount(settle[here])
+        if len(rows):  # rows grouped by (curve, valuation date), each group's curve seen from its date once
+            offset = day - day.min()
+            key = curve[rows] * (offset.max() + 1) + offset
+            order = np.argsort(key, kind="stable")
+            for here in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
+                name, valuation = str(names[curve[rows[here[0]]]]), int(day[here[0]])
+                discount[here] = curves[name].at(valuation).discount(settle[here])
         dirty[rows] = price[rows] / discount
         option = (prepared.table["instrument"] == "bond_option").to_numpy()[rows]
         accrued[rows] = np.where(option, np.nan, dated.accrued[rows])
