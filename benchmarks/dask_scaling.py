@@ -9,19 +9,20 @@ and the Dask overhead (time outside the pricing tasks).
 CPU workers with ``--cpu``.
 
 The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
-``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it
-themselves. ``--dataset desk`` takes copies of 10⁵ rows of the dated ``desk`` book, with its curves and
-exercise schedule (``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices every row
-under each parallel shift of the curves. "job s" is ``Pricer.run`` from the file to the priced Parquet file
-(read, checks, pricing, writing), the median of ``--repeat`` runs after a warm-up run on each cluster. From
-the pricing metrics, per worker, the longest: "kernel s", the sum of its GPU kernel times (CUDA events; on
-CPU workers the CPU engine's pricing loops), and "tasks s", the sum of its pricing tasks' own time (kernels
-plus the host layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's
-overhead (reading, checks, scheduling, transfers, the writing of the output) and the host layout. Dask's task stream splits the job's wall time into phases: until the last read task ends ("read"),
-until the last pricing task ends ("price"), and the rest ("tail": the last results' transfer and the end
-of the writing). With ``--folder`` the priced table is a folder of Parquet parts (``OUTPUT_DIR/priced/``), each
-written by the worker that priced its slice, instead of one file the client writes. Prices are compared with
-those of the first worker count. Writes ``dask_scaling.json`` and ``dask_scaling.md``.
+``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it themselves.
+``--dataset desk`` takes copies of 10⁵ rows of the dated ``desk`` book, with its curves and exercise schedule
+(``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices
+every row under each parallel shift of the curves. "job s" is ``Pricer.run`` from the file to the priced Parquet
+file (read, checks, pricing, writing), the median of ``--repeat`` runs after a warm-up run on each cluster. From the
+pricing metrics, per worker, the longest: "kernel s", the sum of its GPU kernel times (CUDA events; on CPU workers
+the CPU engine's pricing loops), and "tasks s", the sum of its pricing tasks' own time (kernels plus the host
+layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's overhead (reading,
+checks, scheduling, transfers, the writing of the output) and the host layout. Dask's task stream splits the job's
+wall time into phases: until the last read task ends ("read"), until the last pricing task ends ("price"), and the
+rest ("tail": the last results' transfer and the end of the writing). With ``--folder`` the priced table is a folder
+of Parquet parts (``OUTPUT_DIR/priced/``), each written by the worker that priced its slice, instead of one file the
+client writes. Prices are compared with those of the first worker count. Writes ``dask_scaling.json`` and
+``dask_scaling.md``.
 """
 from __future__ import annotations
 
