@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -609,12 +610,22 @@ def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
             instruments.BUCKET_KEYS = 1024
 
 
+def _chunked(values: list, cuts: list[int]) -> pd.Series:
+    """Text ``values`` as an Arrow-backed column read in chunks, cut at ``cuts`` (positions, any order)."""
+    edges = sorted({0, len(values), *(min(c, len(values)) for c in cuts)})
+    chunks = pa.chunked_array([pa.array(values[a:b], pa.string()) for a, b in zip(edges[:-1], edges[1:])],
+                              pa.string())
+    return pd.Series(pd.arrays.ArrowStringArray(chunks))
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=40),
-       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans())
-def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped):
+       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans(),
+       st.lists(st.integers(0, 120), max_size=4))
+def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped, cuts):
     """Each key of an exercise schedule table finds the first portfolio id equal to it (a missing key the first
-    missing id), whether the table comes grouped by id (runs looked up once each) or not, with ids repeated."""
+    missing id), whether the table comes grouped by id (runs looked up once each) or not, with ids repeated,
+    and whatever chunks its column was read in."""
     from distprice.lattice.dated import _positions_of
 
     if grouped:
@@ -623,5 +634,34 @@ def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped):
     for position, name in enumerate(ids):
         first.setdefault(name, position)
     expected = np.array([first.get(k, np.nan) for k in keys], dtype=float)
-    got = _positions_of(pd.Series(ids, dtype="string"), pd.Series(keys, dtype="string"))
+    got = _positions_of(pd.Series(ids, dtype="string"), _chunked(keys, cuts))
     np.testing.assert_array_equal(got, expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 40), st.sampled_from([99.5, 100.0, 101.25]),
+                          st.sampled_from([None, "clean", "dirty", " Dirty"])), min_size=1, max_size=60),
+       st.integers(0, 2**32), st.lists(st.integers(0, 60), max_size=3))
+def test_exercise_schedule_in_order_reads_as_in_any_order(lines, seed, cuts):
+    """A clean table in order of id and date (each line kept as it comes, one pass) reads as the same table in
+    any other order (sorted first), chunked or not."""
+    from distprice.lattice.dated import _in_order
+
+    lines = sorted({(row, day): (row, day, price, kind) for row, day, price, kind in lines}.values())
+    ids = np.array([f"B{i}" for i in range(6)], dtype=object)
+    table = pd.DataFrame({"id": _chunked([f"B{row}" for row, *_ in lines], cuts),
+                          "date": [(pd.Timestamp("2030-01-01") + pd.Timedelta(days=7 * day)).strftime("%Y-%m-%d")
+                                   for _, day, *_ in lines],
+                          "price": [price for *_, price, _ in lines],
+                          "price_type": pd.Series([kind for *_, kind in lines], dtype="string")})
+    days = parse_dates(table["date"])[0]
+    assert _in_order(np.array([row for row, *_ in lines], float), days, table["price"].to_numpy(),
+                     np.ones(len(lines), bool), np.zeros(len(ids), np.int64))
+    schedule, found = read_exercise_schedule(table, ids)
+    shuffled = table.sample(frac=1.0, random_state=seed % 2**32).reset_index(drop=True)
+    again, found_again = read_exercise_schedule(shuffled, ids)
+    assert found == found_again == []
+    for field in ("offsets", "day", "price", "dirty"):
+        np.testing.assert_array_equal(getattr(schedule, field), getattr(again, field), err_msg=field)
+    np.testing.assert_array_equal(schedule.dirty, [kind is not None and kind.strip().lower() == "dirty"
+                                                   for *_, kind in lines])

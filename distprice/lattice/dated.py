@@ -107,6 +107,10 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
         found.append((np.flatnonzero(mask), column, rule))
 
     absent = keys.isna().to_numpy()
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    if not absent.any() and not len(not_dates) and _in_order(rows, days, price, known, offsets[1:]):
+        np.cumsum(offsets, out=offsets)  # every line is kept as it comes: nothing to flag
+        return ExerciseSchedule(offsets, days, price, dirty), []
     flag(absent, "id", "is required")
     flag(~absent & np.isnan(rows), "id", "names no row of the portfolio")
     flag((days == NO_DATE) | _mask(n, not_dates), "date", "must be a date YYYY-MM-DD")
@@ -123,7 +127,6 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     repeated[1:] = (step_row == 0) & (step_day == 0)
     flag(_mask(n, good[repeated]), "date", "is given twice for this id")
     keep = good[~repeated]
-    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(np.bincount(row[~repeated], minlength=len(ids)), out=offsets[1:])
     return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found, lines)
 
@@ -155,12 +158,29 @@ def _mask(n: int, positions) -> np.ndarray:
     return mask
 
 
+@numba.njit(cache=True)
+def _in_order(rows, days, price, known, counts) -> bool:
+    """Whether every line of an exercise schedule table names a row (``rows``: positions, NaN for none), a date
+    and a known price type with a price >= 0, and the lines come in order of row and date, no date twice for a
+    row; meanwhile ``counts[r]`` (zeros) counts the lines of row r."""
+    row, day = -1, NO_DATE
+    for i in range(len(rows)):
+        if np.isnan(rows[i]) or days[i] == NO_DATE or not (0.0 <= price[i] < np.inf) or not known[i]:
+            return False
+        r = int(rows[i])
+        if r < row or (r == row and days[i] <= day):
+            return False
+        row, day = r, days[i]
+        counts[r] += 1
+    return True
+
+
 def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
     """The position of the first of ``ids`` equal to each key (NaN: none; a missing key matches a missing id),
     both columns of text. Keys many against the ids are looked up in a hash of the ids. A table of keys comes
     in runs of one id (sorted or grouped by id): when the runs are fewer than the ids, only each run's first
     key is hashed, and the ids are looked up in it."""
-    ids, keys = (_text(c) for c in (ids, keys))
+    ids, keys = _text(ids).combine_chunks(), _text(keys)  # the keys, many, stay in the chunks they were read in
     new, heads = np.ones(len(keys), dtype=bool), None
     if 16 * len(ids) >= len(keys):
         if len(keys) > 1:
@@ -168,20 +188,41 @@ def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
         heads = np.flatnonzero(new)
     if heads is None or len(heads) >= len(ids):
         return _as_positions(pc.index_in(keys, value_set=ids, skip_nulls=False))
-    runs = keys.take(heads)
+    runs = _take_sorted(keys, heads)
     same = pc.index_in(runs, value_set=runs, skip_nulls=False).to_numpy()  # each run's first equal run
     at = _as_positions(pc.index_in(ids, value_set=runs, skip_nulls=False))  # each id's first equal run
     hit = np.flatnonzero(~np.isnan(at))
     first = np.full(len(heads), np.inf)
     np.minimum.at(first, at[hit].astype(np.int64), hit.astype(np.float64))
     first[np.isinf(first)] = np.nan
-    return first[same][np.cumsum(new) - 1]
+    return _over_runs(first[same], new)
 
 
-def _text(column: pd.Series) -> pa.Array:
-    """A column of text as one Arrow array."""
+@numba.njit(cache=True)
+def _over_runs(value, new) -> np.ndarray:
+    """``value[k]`` at every key of run k, the runs starting where ``new`` is true (at 0 first)."""
+    out = np.empty(len(new))
+    k = -1
+    for i in range(len(new)):
+        k += new[i]
+        out[i] = value[k]
+    return out
+
+
+def _take_sorted(chunks: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:
+    """The values at increasing ``positions`` of ``chunks``, as one array: taken chunk by chunk (Arrow's take
+    over chunks joins them into one array first)."""
+    ends = np.cumsum([len(chunk) for chunk in chunks.chunks])
+    cuts = np.searchsorted(positions, ends)
+    return pa.concat_arrays([chunk.take(positions[lo:hi] - (end - len(chunk)))
+                             for chunk, lo, hi, end in zip(chunks.chunks, np.r_[0, cuts[:-1]], cuts, ends)]
+                            or [pa.array([], chunks.type)])
+
+
+def _text(column: pd.Series) -> pa.ChunkedArray:
+    """A column of text as Arrow chunks (no copy of an Arrow-backed column)."""
     array = pa.array(column.array, from_pandas=True)
-    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+    return array if isinstance(array, pa.ChunkedArray) else pa.chunked_array([array])
 
 
 def _as_positions(at) -> np.ndarray:
