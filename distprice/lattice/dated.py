@@ -465,6 +465,43 @@ def _step_of(k, spy, D):
     return max((2 * k * spy + D) // (2 * D), 1), (k * spy) % D == 0
 
 
+@numba.njit(cache=True, inline="always")
+def _placed(k, spy, D, per_step):
+    """The step and tree time of a day k days after the valuation date (:func:`_step_of`; on the step's grid
+    the step's own time)."""
+    if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
+        s, on_grid = _step_of(k, spy, 365)
+    elif D == 360:
+        s, on_grid = _step_of(k, spy, 360)
+    else:
+        s, on_grid = _step_of(k, spy, D)
+    return s, s * per_step if on_grid else k / D
+
+
+@numba.njit(cache=True)
+def _american_run(e, end, dx, dc, start, business, calendar, at_strike, accruing, day_count, anchor, aux, n0, nb, n1,
+                  v, spy, D, per_step, step, time, kind, amount):
+    """An american row's exercises from business day ``dx`` down to the payment date ``dc`` of its next coupon
+    back (or its first exercise date ``start``), into events ``e`` on (before ``end``): each at the strike plus
+    the accrued interest of the coupon paid after it (``accruing`` 0: none; its period ``n0 .. n1`` on the
+    reference period ``(nb, n1)``, :func:`accrual_anchor` ``(anchor, aux)``). Returns the next event and the
+    next exercise day (NONE_DAY: none)."""
+    while True:
+        paid = at_strike
+        if accruing != 0.0 and dx > n0:
+            paid += accruing * accrual_fraction(day_count, anchor, aux, n0, min(dx, n1), nb, n1)
+        kind[e], amount[e] = EXERCISE, paid
+        step[e], time[e] = _placed(dx - v, spy, D, per_step)
+        e += 1
+        dx -= 1
+        while dx >= start and not is_business(business, calendar, dx):
+            dx -= 1
+        if dx < start:
+            dx = NONE_DAY
+        if dx == NONE_DAY or dx < dc or e == end:
+            return e, dx
+
+
 @numba.njit(cache=True, parallel=True)
 def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, strike, s_price, s_dirty,
            day_count, face, code, tabled, expiry, start, settlement, s_off, s_day, address, issue, maturity, coupon,
@@ -496,7 +533,9 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
             d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
             dc = adjust(business, calendar[r], d1, payment[r])
         period, anchor, aux = -1, 0, 0  # the coupon whose accrual_anchor is at hand
-        for e in range(offsets[r], offsets[r + 1]):
+        american = code[r] == AMERICAN
+        e, end = offsets[r], offsets[r + 1]
+        while e < end:
             if walk:
                 dx, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
                                                 s_off, s_day, business, calendar[r], row, issue[r], accrual[r],
@@ -505,6 +544,17 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
             if not redeemed and redemption_day[r] >= max(dc, dx):
                 d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
                 redeemed = True
+            elif american and redeemed and dx != NONE_DAY and dx >= dc:
+                # the business days down to coupon i's payment date, one after another: each an exercise at the
+                # strike plus the accrued interest of coupon i + 1 at that day
+                if i < row.periods and i + 1 != period:
+                    period = i + 1
+                    anchor, aux = accrual_anchor(dc_r, n0, nb, n1)
+                e, dx = _american_run(e, end, dx, dc, start[r], business, calendar[r], at_strike,
+                                      accruing if i < row.periods else 0.0, dc_r, anchor, aux, n0, nb, n1, v, sp, D,
+                                      per_step, step, time, kind, amount)
+                cursor = dx + 1
+                continue
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, EXERCISE
                 paid = face_r * s_price[cursor] / 100.0 if by_table else at_strike
@@ -527,15 +577,8 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                     d1 = n0
                     d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
                     dc = adjust(business, calendar[r], d1, payment[r])
-            k = d - v
-            if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
-                s, on_grid = _step_of(k, sp, 365)
-            elif D == 360:
-                s, on_grid = _step_of(k, sp, 360)
-            else:
-                s, on_grid = _step_of(k, sp, D)
-            step[e] = s
-            time[e] = s * per_step if on_grid else k / D
+            step[e], time[e] = _placed(d - v, sp, D, per_step)
+            e += 1
 
 
 def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
