@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -384,10 +385,13 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     """
     table = portfolio if isinstance(portfolio, pd.DataFrame) else read_portfolio(portfolio)
     check_columns(table.columns, len(table), options)
-    chosen = options.market()
-    prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of,
-                       exercise_schedule=exercise_schedule(options.exercise_schedule, table),
-                       curve_sets=chosen.curve_sets, models=model_table(options.models))
+    with ThreadPoolExecutor(1, thread_name_prefix="distprice-schedule") as beside:
+        # the exercise schedule table is read while the portfolio's columns are checked
+        schedule = beside.submit(exercise_schedule, options.exercise_schedule, table)
+        chosen = options.market()
+        prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of, exercise_schedule=schedule.result,
+                           curve_sets=chosen.curve_sets, models=model_table(options.models))
+        schedule.result()  # its problems, also where no row is dated
     prepared, quotes = read_risk(table, prepared, options.risk)
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)

@@ -210,3 +210,7 @@ def test_an_exercise_table_naming_an_unknown_id_is_refused():
     schedule = pd.DataFrame({"id": ["B1", "nobody"], "date": ["2027-06-15", "2027-06-15"], "price": [101.0, 100.0]})
     with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
         distprice.price(real_bond(), curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)
+    years = real_bond().drop(columns=["issue_date", "maturity_date", "day_count", "first_exercise_date",
+                                      "expiry_date"]).assign(maturity=8.0, expiry=3.0, first_exercise=1.0)
+    with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
+        distprice.price(years, curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)  # no dated row

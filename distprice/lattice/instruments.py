@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import numba
 import numpy as np
@@ -443,13 +444,14 @@ def _fnv1a(offsets, data, out):
 
 
 def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
-            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | None = None, curve_sets=None,
+            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | Callable | None = None, curve_sets=None,
             models: pd.DataFrame | None = None, first_row: int = 0, unique_ids: bool = True) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
     ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
     ``exercise_schedule`` the exercise dates given by table, aligned with the portfolio's rows (see
-    :func:`~.dated.read_exercise_schedule`); ``curve_sets`` the market scenarios the rows will be priced under
+    :func:`~.dated.read_exercise_schedule`), or a function returning them, called once the dated rows need them
+    (a caller reads the table meanwhile); ``curve_sets`` the market scenarios the rows will be priced under
     (their zero rates are bounded too); ``models`` a model table (``model, mean_reversion, volatility[, curve]``,
     as Hull-White calibration writes it) from which rows naming a ``model`` take their a and sigma (and their
     curve, when they name none). For a slice of a larger portfolio, ``first_row`` is the position
@@ -538,7 +540,8 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                              dtype=np.int64)[curve.codes]
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
-        schedule = exercise_schedule if exercise_schedule is not None else ExerciseSchedule.empty(n)
+        schedule = exercise_schedule() if callable(exercise_schedule) else exercise_schedule
+        schedule = schedule if schedule is not None else ExerciseSchedule.empty(n)
         with stage("schedules"):
             part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
                                         exercise[rows], has_option[rows], c["strike"][rows], check.where)
