@@ -101,12 +101,12 @@ class EventTable:
         return _exercise_step(self.offsets, self.step, self.kind, False)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _exercise_step(offsets, step, kind, last):
     """Per row, the step of its last (``last``) or first exercise, 0 without one (a row's events come in
     decreasing steps)."""
     out = np.zeros(len(offsets) - 1, dtype=np.int64)
-    for r in range(len(out)):
+    for r in numba.prange(len(out)):
         if last:
             for e in range(offsets[r], offsets[r + 1]):
                 if kind[e] == EXERCISE:
