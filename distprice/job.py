@@ -24,7 +24,7 @@ from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan
 from .lattice.engines import AUTO, resolve
-from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, read_exercise_schedule
+from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, ScheduleRuns, read_exercise_schedule, schedule_lines
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
 from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
     parse_measures
@@ -342,20 +342,44 @@ def model_table(source) -> pd.DataFrame | None:
 
 def exercise_table(source) -> pd.DataFrame | None:
     """A job's exercise schedule table: ``source`` itself, or read from its path, once a process while the file
-    is unchanged (each slice of a big file takes its own rows from it, :func:`exercise_schedule`)."""
+    is unchanged (each slice of a big file takes its own rows from it, :func:`exercise_lines`)."""
     if source is None or isinstance(source, pd.DataFrame):
         return source
+    key = _file_key(source)
+    return read_table(source, labels=SCHEDULE_LABELS) if key is None else _read_exercise_table(*key)
+
+
+def exercise_lines(source, portfolio: pd.DataFrame) -> np.ndarray | None:
+    """The rows of a job's exercise schedule table (a table or path, or None) whose id is one of ``portfolio``'s
+    (:func:`~.lattice.dated.schedule_lines`); a file's runs of one id are found once a process while it is
+    unchanged."""
+    table = exercise_table(source)
+    if table is None:
+        return None
+    key = None if isinstance(source, pd.DataFrame) or "id" not in table.columns else _file_key(source)
+    return schedule_lines(table, portfolio_ids(portfolio), None if key is None else _exercise_runs(*key))
+
+
+def _file_key(source) -> tuple[str, int, int] | None:
+    """A file's path, modification time (ns) and size; None for a folder of parts (or nothing: its reader says
+    so)."""
     path = Path(source)
-    if not path.is_file():  # a folder of parts (or nothing: the reader says so)
-        return read_table(source, labels=SCHEDULE_LABELS)
+    if not path.is_file():
+        return None
     stat = path.stat()
-    return _read_exercise_table(str(path), stat.st_mtime_ns, stat.st_size)
+    return str(path), stat.st_mtime_ns, stat.st_size
 
 
 @functools.lru_cache(maxsize=1)
 def _read_exercise_table(path: str, modified: int, size: int) -> pd.DataFrame:
     """The table of ``path`` as it was when last modified at ``modified`` (ns) with ``size`` bytes."""
     return read_table(path, labels=SCHEDULE_LABELS)
+
+
+@functools.lru_cache(maxsize=1)
+def _exercise_runs(path: str, modified: int, size: int) -> ScheduleRuns:
+    """The runs of one id of :func:`_read_exercise_table`'s table."""
+    return ScheduleRuns.of(_read_exercise_table(path, modified, size))
 
 
 def portfolio_ids(portfolio: pd.DataFrame):

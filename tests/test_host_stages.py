@@ -638,6 +638,43 @@ def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped, cuts):
     np.testing.assert_array_equal(got, expected)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=20),
+       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans(),
+       st.lists(st.integers(0, 120), max_size=4))
+def test_a_slices_schedule_lines_are_those_with_its_ids(ids, keys, grouped, cuts):
+    """The lines of an exercise schedule table a slice takes, found through the table's runs of one id, are the
+    lines whose id is one of the slice's (a missing id the lines without one), grouped by id or not, in any
+    chunks."""
+    from distprice.lattice.dated import ScheduleRuns, schedule_lines
+
+    if grouped:
+        keys = sorted(keys, key=lambda k: (k is None, k or ""))
+    table = pd.DataFrame({"id": _chunked(keys, cuts)})
+    expected = [line for line, key in enumerate(keys) if key in set(ids)]
+    runs = ScheduleRuns.of(table)
+    assert runs.lines(pd.Series(ids, dtype="string")).tolist() == expected
+    assert schedule_lines(table, pd.Series(ids, dtype=object)).tolist() == expected
+    assert len(runs.keys) == len(runs.starts) - 1 <= len(keys)
+
+
+def test_exercise_lines_of_a_file_are_found_through_its_runs_once(tmp_path):
+    """A job's slices take their lines of an exercise schedule file through the file's runs, found once a
+    process while the file is unchanged."""
+    from distprice.job import _exercise_runs, exercise_lines
+    from distprice.tables import write_table
+
+    table = pd.DataFrame({"id": ["a", "a", "b", "c", "c", "a"], "date": ["2030-01-01"] * 6, "price": [100.0] * 6})
+    write_table(table, tmp_path / "schedule.parquet")
+    path = str(tmp_path / "schedule.parquet")
+    _exercise_runs.cache_clear()
+    assert exercise_lines(path, pd.DataFrame({"id": ["c", "a"]})).tolist() == [0, 1, 3, 4, 5]
+    assert exercise_lines(path, pd.DataFrame({"id": ["b"]})).tolist() == [2]
+    assert _exercise_runs.cache_info().misses == 1 and _exercise_runs.cache_info().hits == 1
+    assert exercise_lines(table, pd.DataFrame({"id": ["b", "z"]})).tolist() == [2]
+    assert exercise_lines(None, table) is None
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 40), st.sampled_from([99.5, 100.0, 101.25]),
                           st.sampled_from([None, "clean", "dirty", " Dirty"])), min_size=1, max_size=60),

@@ -15,9 +15,8 @@ from ..cuda import gpu_available
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
-from ..job import (Job, JobOptions, Risk, Tally, exercise_schedule, exercise_table, model_table, portfolio_ids,
+from ..job import (Job, JobOptions, Risk, Tally, exercise_lines, exercise_schedule, exercise_table, model_table,
                    read_risk)
-from ..lattice.dated import schedule_lines
 from ..lattice.gpu import device_name
 from ..lattice.instruments import Instruments, id_hashes, prepare
 from ..lattice.quotes import Quotes
@@ -110,7 +109,7 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
     _use_worker_threads()
     table = read_slice(piece)
     schedule = exercise_table(options.exercise_schedule)
-    lines = None if schedule is None else schedule_lines(schedule, portfolio_ids(table))
+    lines = exercise_lines(options.exercise_schedule, table)
     prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
                        exercise_schedule=exercise_schedule(schedule, table, lines),
                        models=model_table(options.models), first_row=piece.first_row, unique_ids=False)

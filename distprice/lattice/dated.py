@@ -131,12 +131,41 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found, lines)
 
 
-def schedule_lines(table: pd.DataFrame, ids) -> np.ndarray:
+@dataclass(frozen=True)
+class ScheduleRuns:
+    """The runs of one id in an exercise schedule table's ``id`` column (a table sorted or grouped by id has one
+    per id): ``starts``, each run's first line and then the table's length, and ``keys``, each run's id."""
+
+    starts: np.ndarray
+    keys: pa.Array
+
+    @classmethod
+    def of(cls, table: pd.DataFrame) -> "ScheduleRuns":
+        keys = _text(table["id"].astype("string"))
+        new = np.ones(len(keys), dtype=bool)
+        if len(keys) > 1:
+            new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
+        heads = np.flatnonzero(new)
+        return cls(np.append(heads, len(keys)), _take_sorted(keys, heads))
+
+    def lines(self, ids) -> np.ndarray:
+        """The positions of the lines whose id is one of ``ids`` (matched as text; a missing id takes the lines
+        without one), increasing."""
+        ids = _text(pd.Series(ids).astype("string")).combine_chunks()
+        hit = np.flatnonzero(pc.is_in(self.keys, value_set=ids, skip_nulls=False).to_numpy(zero_copy_only=False))
+        first, sizes = self.starts[hit], self.starts[hit + 1] - self.starts[hit]
+        offsets = np.zeros(len(hit) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return np.repeat(first - offsets[:-1], sizes) + np.arange(offsets[-1])
+
+
+def schedule_lines(table: pd.DataFrame, ids, runs: ScheduleRuns | None = None) -> np.ndarray:
     """The positions of the rows of an exercise schedule table whose id is one of ``ids`` (matched as text;
-    every row of a table without an ``id`` column, whose reader reports it)."""
+    every row of a table without an ``id`` column, whose reader reports it), found through the table's runs of
+    one id (``runs``: those of ``table``, kept by a caller that reads many slices' lines)."""
     if "id" not in table.columns:
         return np.arange(len(table))
-    return np.flatnonzero(~np.isnan(_positions_of(pd.Series(ids).astype("string"), table["id"].astype("string"))))
+    return (runs or ScheduleRuns.of(table)).lines(ids)
 
 
 def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
