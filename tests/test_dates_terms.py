@@ -38,6 +38,14 @@ def test_non_dates_are_named_by_position():
         day_numbers(["2026-11-24", "2026-02-30", None, "24/11/2026", "2026-1-5"])
 
 
+def test_non_dates_are_named_in_a_column_read_in_chunks():
+    """A text column as Parquet gives it (Arrow chunks, one per row group) names its non-dates by position too."""
+    chunks = pa.chunked_array([["2026-11-24", "2026-02-30"], [None, " 2026-11-25", "24/11/2026", ""]])
+    days, bad = parse_dates(pd.Series(pd.arrays.ArrowStringArray(chunks)))
+    assert bad.tolist() == [1, 4]
+    assert days.tolist() == [20781, NO_DATE, NO_DATE, 20782, NO_DATE, NO_DATE]
+
+
 def test_day_numbers_out():
     days = np.array([0, 20781, NO_DATE])
     assert to_iso(days).tolist() == ["1970-01-01", "2026-11-24", None]

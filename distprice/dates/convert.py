@@ -97,6 +97,7 @@ def _parse_iso(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     # some values are not dates: find them among the distinct values, then their positions
+    text = text.combine_chunks() if isinstance(text, pa.ChunkedArray) else text  # as read from Parquet: chunks
     encoded = text.dictionary_encode()
     distinct = encoded.dictionary
     good = np.ones(len(distinct), dtype=bool)
