@@ -17,6 +17,7 @@ own; the folder is built beside its target and renamed into place once complete.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -90,23 +91,35 @@ def part_name(number: int) -> str:
     return f"part-{number:06d}.parquet"
 
 
-def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = ()) -> pd.DataFrame:
+def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = (),
+               arrow_text: bool = False) -> pd.DataFrame:
     """Read a CSV or Parquet file, or a folder of Parquet parts, into a DataFrame, the ``text`` columns of a CSV
     file as strings and the ``labels`` columns (text) of either as categories; :class:`InvalidInputError` for a
-    file that cannot be read as one."""
+    file that cannot be read as one. With ``arrow_text``, text stays in Arrow (``string[pyarrow]``) where pandas
+    would make Python strings of it (pandas 2): for tables that are read, not echoed."""
     fmt = table_format(path)
+    mapper = _ARROW_TEXT.get if arrow_text and _python_text() else None
     try:
         if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
             raise ValueError("the folder holds no part-*.parquet")
         if fmt in ("parquet", FOLDER):
             named = text_columns(pq.read_schema(parquet_files(path)[0]), labels)
-            return pq.read_table(path, read_dictionary=named or None).to_pandas()
+            return pq.read_table(path, read_dictionary=named or None).to_pandas(types_mapper=mapper)
         types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
         options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
                                       column_types=types)
-        return pcsv.read_csv(path, convert_options=options).to_pandas()
+        return pcsv.read_csv(path, convert_options=options).to_pandas(types_mapper=mapper)
     except (OSError, ValueError, pa.ArrowException) as error:
         raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
+
+
+_ARROW_TEXT = {pa.string(): pd.StringDtype("pyarrow"), pa.large_string(): pd.StringDtype("pyarrow")}
+
+
+@functools.cache
+def _python_text() -> bool:
+    """Whether pandas makes Python strings of Arrow text (pandas 2; pandas 3 keeps it in Arrow)."""
+    return pa.table({"x": ["x"]}).to_pandas()["x"].dtype == object
 
 
 def read_portfolio(path) -> pd.DataFrame:

@@ -90,7 +90,7 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     if lines is not None:
         table = table.take(lines)
     n = len(table)
-    keys = table["id"].astype("string")
+    keys = _as_text(table["id"])
     days, not_dates = parse_dates(table["date"])
     price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     if "price_type" in table.columns:
@@ -100,7 +100,7 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
         dirty = np.array([label == "dirty" for label in labels] + [False], dtype=bool)[codes]
     else:
         known, dirty = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
-    rows = _positions_of(pd.Series(ids).astype("string"), keys)
+    rows = _positions_of(_as_text(pd.Series(ids)), keys)
     found: list[tuple[np.ndarray, str, str]] = []
 
     def flag(mask, column, rule):
@@ -141,7 +141,7 @@ class ScheduleRuns:
 
     @classmethod
     def of(cls, table: pd.DataFrame) -> "ScheduleRuns":
-        keys = _text(table["id"].astype("string"))
+        keys = _text(_as_text(table["id"]))
         new = np.ones(len(keys), dtype=bool)
         if len(keys) > 1:
             new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
@@ -151,7 +151,7 @@ class ScheduleRuns:
     def lines(self, ids) -> np.ndarray:
         """The positions of the lines whose id is one of ``ids`` (matched as text; a missing id takes the lines
         without one), increasing."""
-        ids = _text(pd.Series(ids).astype("string")).combine_chunks()
+        ids = _text(_as_text(pd.Series(ids))).combine_chunks()
         hit = np.flatnonzero(pc.is_in(self.keys, value_set=ids, skip_nulls=False).to_numpy(zero_copy_only=False))
         first, sizes = self.starts[hit], self.starts[hit + 1] - self.starts[hit]
         offsets = np.zeros(len(hit) + 1, dtype=np.int64)
@@ -173,7 +173,7 @@ def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
     positions of the rows the slices ``matched``)."""
     if "id" not in table.columns:
         return []
-    keys = table["id"].astype("string")
+    keys = _as_text(table["id"])
     rows = np.flatnonzero(~_mask(len(table), matched))
     absent = keys.iloc[rows].isna().to_numpy()
     return _schedule_problems(keys, [(rows[absent], "id", "is required"),
@@ -246,6 +246,11 @@ def _take_sorted(chunks: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:
     return pa.concat_arrays([chunk.take(positions[lo:hi] - (end - len(chunk)))
                              for chunk, lo, hi, end in zip(chunks.chunks, np.r_[0, cuts[:-1]], cuts, ends)]
                             or [pa.array([], chunks.type)])
+
+
+def _as_text(column: pd.Series) -> pd.Series:
+    """A column as text (``astype("string")``), as it is when it holds text already (kept in Arrow)."""
+    return column if isinstance(column.dtype, pd.StringDtype) else column.astype("string")
 
 
 def _text(column: pd.Series) -> pa.ChunkedArray:
