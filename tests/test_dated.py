@@ -193,6 +193,7 @@ def test_dated_and_time_form_rows_mix_in_one_portfolio():
           strike=None), "maturity_date", "redeemed on or before the settlement date"),
     (dict(expiry="2.0"), "expiry", "is for rows in years"),
     (dict(expiry_date=None), "expiry_date", "is required"),
+    (dict(maturity_date="2034-02-30"), "maturity_date", "must be a date YYYY-MM-DD"),  # dated, not a date
 ])
 def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
     curves = curve_table("ACT/365F")

@@ -207,6 +207,14 @@ class Instruments:
                            is_dated, self.dated.take(positions) if self.dated is not None and is_dated.any() else None)
 
 
+def _given_dates(column: pd.Series) -> np.ndarray:
+    """Where a date column holds a value: a date, or something else that its reader names as not a date."""
+    days, bad = parse_dates(column)
+    given = days != NO_DATE
+    given[bad] = True
+    return given
+
+
 def _text_dtype():
     """The type pandas gives a column of Python strings: ``str`` (pandas 3) or ``object``."""
     return pd.Series(np.array(["x"], dtype=object)).dtype
@@ -474,8 +482,7 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     check.flag(id_missing, "id", "is required")
     if unique_ids:
         check.flag(_duplicated(raw["id"], id_missing), "id", DUPLICATE_ID)
-    is_dated = np.zeros(n, dtype=bool) if raw["maturity_date"] is None else \
-        parse_dates(raw["maturity_date"])[0] != NO_DATE
+    is_dated = np.zeros(n, dtype=bool) if raw["maturity_date"] is None else _given_dates(raw["maturity_date"])
 
     columns: dict[str, np.ndarray] = {"id": _ids(raw["id"], n, id_missing)}
     code = {}
