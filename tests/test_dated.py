@@ -194,12 +194,16 @@ def test_dated_and_time_form_rows_mix_in_one_portfolio():
     (dict(expiry="2.0"), "expiry", "is for rows in years"),
     (dict(expiry_date=None), "expiry_date", "is required"),
     (dict(maturity_date="2034-02-30"), "maturity_date", "must be a date YYYY-MM-DD"),  # dated, not a date
+    (dict(expiry_date="2029-06-31"), "expiry_date", "must be a date YYYY-MM-DD"),
+    (dict(valuation_date="someday"), "valuation_date", "must be a date YYYY-MM-DD"),
 ])
 def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
     curves = curve_table("ACT/365F")
     with pytest.raises(distprice.InvalidInputError) as error:
-        distprice.price(real_bond(**change), curves, as_of=AS_OF)
+        distprice.price(real_bond(**change), curves, as_of=None if "valuation_date" in change else AS_OF)
     assert f"row 1 (id 'B1'), column '{column}'" in str(error.value) and rule in str(error.value), str(error.value)
+    if rule.startswith("must be a date"):  # named once: not also as a missing date
+        assert len(error.value.problems) == 1, str(error.value)
 
 
 def test_without_a_valuation_date_a_dated_row_is_invalid():

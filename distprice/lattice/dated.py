@@ -347,16 +347,21 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     def flag(mask, column, rule):
         problems.extend(Problem(int(rows[p]), where(int(rows[p])), column, rule) for p in np.flatnonzero(mask))
 
+    unreadable = {}  # by column: the rows whose value is not a date (named once, not also as missing)
+
     def dates(column):
+        unreadable[column] = np.zeros(n, dtype=bool)
         if column not in subset.columns:
             return np.full(n, NO_DATE, dtype=np.int64)
         days, bad = parse_dates(subset[column])
-        flag(np.isin(np.arange(n), bad), column, "must be a date YYYY-MM-DD")
+        unreadable[column][bad] = True
+        flag(unreadable[column], column, "must be a date YYYY-MM-DD")
         return days
 
     given = dates("valuation_date")
     valuation = np.where(given != NO_DATE, given, valuation)
-    flag(valuation == NO_DATE, "valuation_date", "is required: give the job's valuation date (as_of) or this column")
+    flag((valuation == NO_DATE) & ~unreadable["valuation_date"], "valuation_date",
+         "is required: give the job's valuation date (as_of) or this column")
     expiry, first = dates("expiry_date"), dates("first_exercise_date")
     bad_terms = np.zeros(n, bool)
     bad_terms[[p.position for p in found]] = True
@@ -377,7 +382,8 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     by_table = option & (exercise == BERMUDAN) & tabled
     by_dates = option & ~by_table
     last_date = np.minimum(adjust_days(terms.calendar, terms.maturity, terms.accrual_convention), redemption_day)
-    flag(by_dates & (expiry == NO_DATE), "expiry_date", "is required (the last exercise date)")
+    flag(by_dates & (expiry == NO_DATE) & ~unreadable["expiry_date"], "expiry_date",
+         "is required (the last exercise date)")
     flag(by_dates & (expiry != NO_DATE) & (expiry > last_date), "expiry_date",
          "must be on or before the redemption date")
     flag(by_dates & (exercise != EUROPEAN) & (first != NO_DATE) & (expiry != NO_DATE) & (first > expiry),
