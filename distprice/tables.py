@@ -98,7 +98,7 @@ def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ..
     file that cannot be read as one. With ``arrow_text``, text stays in Arrow (``string[pyarrow]``) where pandas
     would make Python strings of it (pandas 2): for tables that are read, not echoed."""
     fmt = table_format(path)
-    mapper = _ARROW_TEXT.get if arrow_text and _python_text() else None
+    mapper = _ARROW_TEXT.get if arrow_text and text_dtype() == object else None
     try:
         if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
             raise ValueError("the folder holds no part-*.parquet")
@@ -117,9 +117,10 @@ _ARROW_TEXT = {pa.string(): pd.StringDtype("pyarrow"), pa.large_string(): pd.Str
 
 
 @functools.cache
-def _python_text() -> bool:
-    """Whether pandas makes Python strings of Arrow text (pandas 2; pandas 3 keeps it in Arrow)."""
-    return pa.table({"x": ["x"]}).to_pandas()["x"].dtype == object
+def text_dtype():
+    """The type pandas gives a column of text: ``str`` (pandas 3, held in Arrow) or ``object`` (pandas 2, Python
+    strings)."""
+    return pd.Series(np.array(["x"], dtype=object)).dtype
 
 
 def read_portfolio(path) -> pd.DataFrame:

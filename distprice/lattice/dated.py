@@ -142,11 +142,8 @@ class ScheduleRuns:
     @classmethod
     def of(cls, table: pd.DataFrame) -> "ScheduleRuns":
         keys = _text(_as_text(table["id"]))
-        new = np.ones(len(keys), dtype=bool)
-        if len(keys) > 1:
-            new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
-        heads = np.flatnonzero(new)
-        return cls(np.append(heads, len(keys)), _take_sorted(keys, heads))
+        starts = _run_starts(keys)
+        return cls(starts, _take_sorted(keys, starts[:-1]))
 
     def lines(self, ids) -> np.ndarray:
         """The positions of the lines whose id is one of ``ids`` (matched as text; a missing id takes the lines
@@ -210,32 +207,25 @@ def _positions_of(ids: pd.Series, keys: pd.Series) -> np.ndarray:
     in runs of one id (sorted or grouped by id): when the runs are fewer than the ids, only each run's first
     key is hashed, and the ids are looked up in it."""
     ids, keys = _text(ids).combine_chunks(), _text(keys)  # the keys, many, stay in the chunks they were read in
-    new, heads = np.ones(len(keys), dtype=bool), None
-    if 16 * len(ids) >= len(keys):
-        if len(keys) > 1:
-            new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
-        heads = np.flatnonzero(new)
-    if heads is None or len(heads) >= len(ids):
+    starts = _run_starts(keys) if 16 * len(ids) >= len(keys) else None
+    if starts is None or len(starts) - 1 >= len(ids):
         return _as_positions(pc.index_in(keys, value_set=ids, skip_nulls=False))
-    runs = _take_sorted(keys, heads)
+    runs = _take_sorted(keys, starts[:-1])
     same = pc.index_in(runs, value_set=runs, skip_nulls=False).to_numpy()  # each run's first equal run
     at = _as_positions(pc.index_in(ids, value_set=runs, skip_nulls=False))  # each id's first equal run
     hit = np.flatnonzero(~np.isnan(at))
-    first = np.full(len(heads), np.inf)
+    first = np.full(len(runs), np.inf)
     np.minimum.at(first, at[hit].astype(np.int64), hit.astype(np.float64))
     first[np.isinf(first)] = np.nan
-    return _over_runs(first[same], new)
+    return np.repeat(first[same], np.diff(starts))
 
 
-@numba.njit(cache=True)
-def _over_runs(value, new) -> np.ndarray:
-    """``value[k]`` at every key of run k, the runs starting where ``new`` is true (at 0 first)."""
-    out = np.empty(len(new))
-    k = -1
-    for i in range(len(new)):
-        k += new[i]
-        out[i] = value[k]
-    return out
+def _run_starts(keys: pa.ChunkedArray) -> np.ndarray:
+    """Where each run of equal keys starts, and then the keys' length."""
+    new = np.ones(len(keys), dtype=bool)
+    if len(keys) > 1:
+        new[1:] = pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True).to_numpy(zero_copy_only=False)
+    return np.append(np.flatnonzero(new), len(keys))
 
 
 def _take_sorted(chunks: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:

@@ -22,7 +22,7 @@ from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
 from ..stopwatch import stage
-from ..tables import factorized
+from ..tables import factorized, text_dtype
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry
@@ -215,11 +215,6 @@ def _given_dates(column: pd.Series) -> np.ndarray:
     return given
 
 
-def _text_dtype():
-    """The type pandas gives a column of Python strings: ``str`` (pandas 3) or ``object``."""
-    return pd.Series(np.array(["x"], dtype=object)).dtype
-
-
 def _labels(labels, codes: np.ndarray) -> pd.Categorical:
     """A column of ``labels[codes]`` as a Categorical: its readers (the engines' layout, the priced table) take
     the codes as they are instead of hashing a million strings again."""
@@ -322,7 +317,7 @@ def _ids(raw: pd.Series | None, n: int, missing: np.ndarray):
     (from which the table infers its type, as for any object column)."""
     if raw is None:
         return np.full(n, None, dtype=object)
-    if raw.dtype == _text_dtype() and raw.dtype != object and not missing.all():
+    if raw.dtype == text_dtype() and raw.dtype != object and not missing.all():
         return raw.array
     return raw.to_numpy(dtype=object, copy=True)
 
