@@ -196,6 +196,9 @@ def test_dated_and_time_form_rows_mix_in_one_portfolio():
     (dict(maturity_date="2034-02-30"), "maturity_date", "must be a date YYYY-MM-DD"),  # dated, not a date
     (dict(expiry_date="2029-06-31"), "expiry_date", "must be a date YYYY-MM-DD"),
     (dict(valuation_date="someday"), "valuation_date", "must be a date YYYY-MM-DD"),
+    (dict(maturity_date=20340215), "maturity_date", "must be a date YYYY-MM-DD"),  # a column of numbers
+    (dict(issue_date=46000.0), "issue_date", "must be a date YYYY-MM-DD"),
+    (dict(valuation_date=True), "valuation_date", "must be a date YYYY-MM-DD"),
 ])
 def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
     curves = curve_table("ACT/365F")
@@ -209,6 +212,17 @@ def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
 def test_without_a_valuation_date_a_dated_row_is_invalid():
     with pytest.raises(distprice.InvalidInputError, match="valuation_date.*as_of"):
         distprice.price(real_bond(), curve_table("ACT/365F"))
+
+
+@pytest.mark.parametrize("table", ["curves", "exercise schedule"])
+def test_a_table_whose_dates_are_numbers_names_them(table):
+    """A curves or exercise schedule table whose date column holds numbers names each row, as for text that is
+    not a date."""
+    curves = curve_table("ACT/365F")
+    schedule = pd.DataFrame({"id": ["B1"], "date": ["2027-06-15"], "price": [101.0]})
+    (curves if table == "curves" else schedule)["date"] = 20270615
+    with pytest.raises(distprice.InvalidInputError, match=fr"{table} row 1\b.*column 'date': must be a date"):
+        distprice.price(real_bond(), curves, as_of=AS_OF, exercise_schedule=schedule)
 
 
 def test_an_exercise_table_naming_an_unknown_id_is_refused():

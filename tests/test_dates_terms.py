@@ -46,6 +46,15 @@ def test_non_dates_are_named_in_a_column_read_in_chunks():
     assert days.tolist() == [20781, NO_DATE, NO_DATE, 20782, NO_DATE, NO_DATE]
 
 
+@pytest.mark.parametrize("values", [[20261124, None, 3], [3.5, np.nan, 20261124.0], [True, None, False]])
+def test_a_column_of_numbers_or_booleans_holds_no_date(values):
+    """A column of numbers (YYYYMMDD or Excel serials are not dates here) or booleans: each value present is named
+    as not a date, none is taken for a day number; a missing one stays missing."""
+    days, bad = parse_dates(pd.Series(values))
+    assert bad.tolist() == [0, 2]
+    assert days.tolist() == [NO_DATE] * 3
+
+
 def test_day_numbers_out():
     days = np.array([0, 20781, NO_DATE])
     assert to_iso(days).tolist() == ["1970-01-01", "2026-11-24", None]

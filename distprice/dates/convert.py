@@ -20,7 +20,9 @@ NO_DATE = np.iinfo(np.int64).min
 
 def parse_dates(values) -> tuple[np.ndarray, np.ndarray]:
     """Day numbers (int64, ``NO_DATE`` where missing) and the positions of the values that are present but
-    are not dates (each of those is ``NO_DATE`` too). Missing: null, NaN, NaT or an empty string."""
+    are not dates (each of those is ``NO_DATE`` too). Missing: null, NaN, NaT or an empty string. A column of
+    another type (numbers other than a numpy integer array, true/false) holds no date: each of its values
+    present is not one."""
     if isinstance(values, (pd.Series, pd.Index)) and values.dtype.kind == "M":
         values = values.to_numpy()
     if isinstance(values, np.ndarray) and values.dtype.kind == "M":
@@ -34,7 +36,7 @@ def parse_dates(values) -> tuple[np.ndarray, np.ndarray]:
         return _parse_iso(arrow)
     if pa.types.is_date(arrow.type) or pa.types.is_timestamp(arrow.type):
         return _from_date32(pc.cast(arrow, pa.date32())), np.zeros(0, np.int64)
-    raise TypeError(f"cannot read dates from values of type {arrow.type}; give ISO strings YYYY-MM-DD or dates")
+    return np.full(len(arrow), NO_DATE, np.int64), np.flatnonzero(arrow.is_valid().to_numpy(zero_copy_only=False))
 
 
 def day_numbers(values) -> np.ndarray:
