@@ -49,6 +49,19 @@ def test_paths_must_be_below_two_to_the_bits(medium):
     assert has(problems(medium), "mc_jobs row 1 (job 'finpar_medium')", "sobol_bits", "1..32")
 
 
+@pytest.mark.parametrize("index", [float("inf"), 1e308, -1.0])
+def test_an_underlying_index_out_of_reach_is_named(medium, index):
+    """An underlying index that is infinite or out of range is named (a whole one far out leaves the models'
+    underlyings unequal), not taken for the count of underlyings."""
+    medium["mc_spots"]["underlying"] = medium["mc_spots"]["underlying"].astype(float)
+    medium["mc_spots"].loc[0, "underlying"] = index
+    found = problems(medium)
+    if index == 1e308:
+        assert has(found, "mc_spots (job 'finpar_medium')", "underlying", "the same underlyings 0..U-1")
+    else:
+        assert has(found, "mc_spots row 1 (job 'finpar_medium')", "underlying", "whole number")
+
+
 def test_missing_and_extra_rows(medium):
     medium["mc_diffusion"] = medium["mc_diffusion"].drop(index=[7])
     medium["mc_cashflows"] = pd.concat([medium["mc_cashflows"], medium["mc_cashflows"].iloc[[0]].assign(k=9)],

@@ -229,10 +229,10 @@ def _spots(table: _Table, job: str):
     models = list(dict.fromkeys(keys))
     first = {k: labels[keys.index(k)] for k in models}
     model = np.array([models.index(k) for k in keys], dtype=np.float64)
-    underlying, _ = table.numbers(rows, "underlying", integer=True)
+    underlying, whole = table.numbers(rows, "underlying", integer=True)
     spot, ok = table.numbers(rows, "spot")
     per_model = len(rows) // len(models) if len(rows) % len(models) == 0 else None
-    U = int(np.nanmax(underlying)) + 1 if np.isfinite(underlying).any() else 0
+    U = int(underlying[whole].max()) + 1 if whole.any() else 0  # the largest usable index (inf is flagged)
     if per_model is None or per_model != U:
         table.flag_job(job, "underlying", "every model must list the same underlyings 0..U-1, once each")
         return None, None
