@@ -14,6 +14,9 @@ import numpy as np
 
 JMAX_FACTOR = 0.184
 """Hull and White's choice: ``jmax`` is the smallest integer above ``0.184 / |M|``."""
+WIDEST = 2**40
+"""``jmax`` of a mean reversion so small that ``a dt`` vanishes against 1 (M = 0): a tree no engine builds, whose
+width validation refuses."""
 
 
 def to_step(t, steps_per_year):
@@ -65,7 +68,8 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeG
     variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
     dr = np.sqrt(3.0 * variance)
     M = np.exp(-a * dt) - 1.0
-    jmax = np.ceil(-JMAX_FACTOR / M).astype(np.int64)
+    with np.errstate(divide="ignore"):
+        jmax = np.minimum(np.ceil(np.where(M < 0, -JMAX_FACTOR / M, np.inf)), WIDEST).astype(np.int64)
     height = np.maximum(to_step(maturity, spy), 1)
     return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
 
