@@ -223,6 +223,25 @@ def test_time_form_cash_flows_and_at_the_money_strike():
     assert s.forward[0] == pytest.approx(s.strike[0], rel=1e-15)
 
 
+@pytest.mark.parametrize("change, column, rule", [
+    (dict(tenor=1e12), "tenor", "must be <= 100 (years)"),
+    (dict(expiry=500.0), "expiry", "must be <= 100 (years)"),
+    (dict(volatility=1e12), "volatility", "must be <= 1 for a normal volatility"),
+    (dict(volatility=50.0, volatility_type="lognormal"), "volatility", "must be <= 10 for a lognormal volatility"),
+    (dict(volatility=1e-300, strike=0.5), "volatility", "gives a swaption price that is not a positive finite number"),
+])
+def test_a_quote_out_of_any_market_is_named(change, column, rule):
+    """Quotes no market has (a tenor of 10^12 years, a volatility of 10^12) are named, not fitted: before, they
+    ran out of memory or stopped the fit with a traceback."""
+    table = quotes_table(strike=np.nan).iloc[:3].copy()  # model USD, on the built-in curve
+    for name, value in change.items():
+        table[name] = table[name].astype(object)
+        table.loc[0, name] = value
+    with pytest.raises(InvalidInputError) as caught:
+        swaption_sets(table)
+    assert [(p.position, p.column, p.rule) for p in caught.value.problems] == [(0, column, rule)]
+
+
 def test_bad_swaption_quotes_are_all_named():
     table = quotes_table(
         model=["USD", "USD", "USD", "EUR", None],

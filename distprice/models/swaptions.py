@@ -27,6 +27,10 @@ FREQUENCIES = (1, 2, 4)
 VOLATILITY_TYPES = ("normal", "lognormal")
 WHOLE = 1e-9
 """``tenor * fixed_frequency`` within this of an integer counts as a whole number of periods."""
+MAX_YEARS = 100.0
+"""The longest expiry and tenor (years) a quote may have."""
+MAX_VOLATILITY = {"normal": 1.0, "lognormal": 10.0}
+"""The largest volatility a quote may have, by type: 10 000 bp a year, 1 000 %."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
         checks.flag(np.isinf(values), column, "must be finite")
     checks.flag(expiry <= 0, "expiry", "must be > 0")
     checks.flag(tenor <= 0, "tenor", "must be > 0")
+    checks.flag(np.isfinite(expiry) & (expiry > MAX_YEARS), "expiry", f"must be <= {MAX_YEARS:g} (years)")
+    checks.flag(np.isfinite(tenor) & (tenor > MAX_YEARS), "tenor", f"must be <= {MAX_YEARS:g} (years)")
     checks.flag(volatility <= 0, "volatility", "must be > 0")
     checks.flag(strike <= 0, "strike", "must be > 0 (or empty: at the money)")
     checks.flag(weight < 0, "weight", "must be >= 0")
@@ -150,6 +156,9 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
                 "must be a whole number of fixed periods (tenor * fixed_frequency an integer)")
     checks.flag([k is not None and k not in VOLATILITY_TYPES for k in kind], "volatility_type",
                 f"must be one of {', '.join(VOLATILITY_TYPES)}")
+    for name, top in MAX_VOLATILITY.items():
+        checks.flag((kind == name) & np.isfinite(volatility) & (volatility > top), "volatility",
+                    f"must be <= {top:g} for a {name} volatility")
     known_curve = np.array([c in curves for c in curve])
     checks.flag([c is not None and not known for c, known in zip(curve, known_curve)], "curve",
                 f"unknown curve (known: {', '.join(sorted(curves))})")
@@ -172,6 +181,10 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
                        "at the money, the forward swap rate is <= 0: Jamshidian's decomposition needs a strike > 0")
         checks.flag_at(rows[~swaptions.normal & ~(atm > 0)], "volatility_type",
                        "lognormal needs a forward swap rate > 0")
+        with np.errstate(all="ignore"):
+            price = swaptions.market_price()
+        checks.flag_at(rows[(atm > 0) & ~(np.isfinite(price) & (price > 0))], "volatility",
+                       "gives a swaption price that is not a positive finite number")
         sets.append(swaptions)
     checks.raise_if_any()
     return sets
