@@ -226,9 +226,11 @@ def test_time_form_cash_flows_and_at_the_money_strike():
 @pytest.mark.parametrize("change, column, rule", [
     (dict(tenor=1e12), "tenor", "must be <= 100 (years)"),
     (dict(expiry=500.0), "expiry", "must be <= 100 (years)"),
-    (dict(volatility=1e12), "volatility", "must be <= 1 for a normal volatility"),
-    (dict(volatility=50.0, volatility_type="lognormal"), "volatility", "must be <= 10 for a lognormal volatility"),
-    (dict(volatility=1e-300, strike=0.5), "volatility", "gives a swaption price that is not a positive finite number"),
+    (dict(volatility=1e12), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
+    (dict(volatility=1e-300), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
+    (dict(volatility=50.0, volatility_type="lognormal"), "volatility",
+     "must be between 0.0001 and 10 for a lognormal volatility"),
+    (dict(volatility=1e-6, strike=5.0), "volatility", "gives a swaption price that is not a positive finite number"),
 ])
 def test_a_quote_out_of_any_market_is_named(change, column, rule):
     """Quotes no market has (a tenor of 10^12 years, a volatility of 10^12) are named, not fitted: before, they

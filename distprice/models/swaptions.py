@@ -29,8 +29,8 @@ WHOLE = 1e-9
 """``tenor * fixed_frequency`` within this of an integer counts as a whole number of periods."""
 MAX_YEARS = 100.0
 """The longest expiry and tenor (years) a quote may have."""
-MAX_VOLATILITY = {"normal": 1.0, "lognormal": 10.0}
-"""The largest volatility a quote may have, by type: 10 000 bp a year, 1 000 %."""
+VOLATILITY_RANGE = {"normal": (1e-6, 1.0), "lognormal": (1e-4, 10.0)}
+"""The volatilities a quote may have, by type: 0.01 to 10 000 bp a year, 0.01 to 1 000 %."""
 
 
 @dataclass(frozen=True)
@@ -156,9 +156,10 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
                 "must be a whole number of fixed periods (tenor * fixed_frequency an integer)")
     checks.flag([k is not None and k not in VOLATILITY_TYPES for k in kind], "volatility_type",
                 f"must be one of {', '.join(VOLATILITY_TYPES)}")
-    for name, top in MAX_VOLATILITY.items():
-        checks.flag((kind == name) & np.isfinite(volatility) & (volatility > top), "volatility",
-                    f"must be <= {top:g} for a {name} volatility")
+    for name, (low, top) in VOLATILITY_RANGE.items():
+        outside = (volatility > 0) & np.isfinite(volatility) & ~((low <= volatility) & (volatility <= top))
+        checks.flag((kind == name) & outside, "volatility",
+                    f"must be between {low:g} and {top:g} for a {name} volatility")
     known_curve = np.array([c in curves for c in curve])
     checks.flag([c is not None and not known for c, known in zip(curve, known_curve)], "curve",
                 f"unknown curve (known: {', '.join(sorted(curves))})")
