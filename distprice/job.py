@@ -330,14 +330,25 @@ def valuation_day(as_of) -> int:
 
 
 def model_table(source) -> pd.DataFrame | None:
-    """A model table (a table or path, or None); :class:`InvalidInputError` when it lacks a column."""
+    """A model table (a table or path, or None), its parameters as float64; :class:`InvalidInputError` when it
+    lacks a column or a parameter given is not a number (true or false is not one)."""
     if source is None:
         return None
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
     missing = [c for c in ("model", "mean_reversion", "volatility") if c not in table.columns]
     if missing:
         raise InvalidInputError([Problem(None, "model table", c, "must have this column") for c in missing])
-    return table
+    problems, numbers = [], {}
+    for column in ("mean_reversion", "volatility"):
+        raw = table[column]  # a short table: its values one by one
+        flags = np.array([isinstance(v, (bool, np.bool_)) for v in raw], dtype=bool)
+        values = pd.to_numeric(raw.astype(object).where(~flags), errors="coerce")
+        numbers[column] = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        problems += [Problem(int(r), f"model table row {r + 1}", column, "must be a number")
+                     for r in np.flatnonzero(raw.notna().to_numpy() & np.isnan(numbers[column]))]
+    if problems:
+        raise InvalidInputError(problems)
+    return table.assign(**numbers)
 
 
 def exercise_table(source) -> pd.DataFrame | None:

@@ -52,6 +52,18 @@ def test_fitted_models_price_a_portfolio(tmp_path):
         distprice.price(pd.DataFrame([dict(HULL_PUT, id="both", model="USD")]), models=models)
 
 
+@pytest.mark.parametrize("column, value", [("mean_reversion", "clean"), ("volatility", True)])
+def test_a_model_table_parameter_that_is_not_a_number_is_named(column, value):
+    """Before, a text parameter stopped the job with a ValueError and a traceback."""
+    models = pd.DataFrame({"model": ["USD", "EUR"], "mean_reversion": [0.1, 0.05], "volatility": [0.01, 0.012]})
+    models[column] = models[column].astype(object)
+    models.loc[1, column] = value
+    row = {k: v for k, v in HULL_PUT.items() if k not in ("mean_reversion", "volatility", "curve")}
+    with pytest.raises(distprice.InvalidInputError) as caught:
+        distprice.price(pd.DataFrame([dict(row, id="m", model="USD")]), models=models)
+    assert [str(p) for p in caught.value.problems] == [f"model table row 2, column '{column}': must be a number"]
+
+
 def test_a_cluster_fits_every_surface_and_model_at_once(local):
     quotes = read_quotes(QUOTES)
     two = pd.concat([quotes.assign(surface="a"), quotes.assign(surface="b")], ignore_index=True)
