@@ -213,6 +213,23 @@ def test_bad_benchmark_file_is_named(tmp_path):
     assert rules == ["needs a line '<value> -- np'", "needs a line '<value> -- today'"]
 
 
+@pytest.mark.parametrize("text, rule", [
+    (b"2000 -- max_global\n20 -- nb_points\n4O -- np\n20170126 -- today\n[20170217]\n[1.0]\n[0.2]\n",
+     "np must be a whole number >= 1, not '4O'"),
+    (b"2000 -- max_global\n20 -- nb_points\n40 -- np\n2017-01-26 -- today\n[20170217]\n[1.0]\n[0.2]\n",
+     "today must be a date yyyymmdd, not '2017-01-26'"),
+    (b"2000 -- max_global\n20 -- nb_points\n40 -- np\n20170126 -- today\n[2017\xff0217]\n[1.0]\n[0.2]\n",
+     "is not UTF-8 text"),
+])
+def test_a_benchmark_file_with_a_bad_setting_or_bytes_is_named(tmp_path, text, rule):
+    """Before, these stopped the job with a ValueError or UnicodeDecodeError and a traceback."""
+    path = tmp_path / "bad.in"
+    path.write_bytes(text)
+    with pytest.raises(InvalidInputError) as caught:
+        read_benchmark(path)
+    assert [p.rule for p in caught.value.problems] == [rule]
+
+
 def test_make_surface_groups_maturities():
     s = make_surface("x", [2.0, 1.0, 2.0], np.log([1.0, 1.1, 0.9]), [0.2, 0.25, 0.3])
     np.testing.assert_array_equal(s.times, [1.0, 2.0])

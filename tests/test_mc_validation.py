@@ -156,3 +156,15 @@ def test_unknown_jobs_tables_and_columns(medium, tmp_path):
     (tmp_path / "bad.in").write_text("1 2 [[3]")
     with pytest.raises(InvalidInputError, match="not a FinPar or Futhark data file"):
         read_inputs(tmp_path / "bad.in")
+
+
+@pytest.mark.parametrize("edit", [(b"536870912", b"99999999999999999999"), (b"3758.05", b"37\xff58.05"),
+                                  (b"[ 1 ],\t//bb_bi", b"[ 77 ],\t//bb_bi")])
+def test_a_data_file_with_a_number_out_of_range_or_bad_bytes_is_named(tmp_path, edit):
+    """A direction number beyond int64, bytes that are not UTF-8, a bridge index beyond the dates: each is named
+    (before: OverflowError, UnicodeDecodeError, IndexError and a traceback)."""
+    text = (DATA / "finpar_small.input.data").read_bytes()
+    assert edit[0] in text
+    (tmp_path / "bad.input.data").write_bytes(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(InvalidInputError, match="not a FinPar or Futhark data file"):
+        read_inputs(tmp_path / "bad.input.data")

@@ -133,12 +133,20 @@ def read_benchmark(path) -> tuple[pd.DataFrame, BenchmarkSettings]:
     """LexiFi's benchmark file: ``max_global``, ``nb_points``, ``np``, ``today`` (yyyymmdd) one per line as
     ``value -- name``, then the lists ``[maturities yyyymmdd]``, ``[strikes]``, ``[implied vols]``. Returns a
     quotes table of one surface (spot 1, rates 0) and the settings."""
-    text = Path(path).read_text()
     where = f"{TABLE} file {path}"
+    try:
+        text = Path(path).read_text()
+    except UnicodeDecodeError:
+        raise InvalidInputError([Problem(None, where, None, "is not UTF-8 text")]) from None
     values = dict((name, value) for value, name in re.findall(r"^\s*(\S+)\s+--\s+(\w+)", text, re.MULTILINE))
     lists = re.findall(r"\[([^\]]*)\]", text)
     problems = [Problem(None, where, None, f"needs a line '<value> -- {name}'")
                 for name in ("max_global", "nb_points", "np", "today") if name not in values]
+    problems += [Problem(None, where, None, f"{name} must be a whole number >= 1, not {values[name]!r}")
+                 for name in ("max_global", "nb_points", "np") if name in values and not _whole(values[name])]
+    today = pd.to_datetime(values.get("today"), format="%Y%m%d", errors="coerce")
+    if "today" in values and pd.isna(today):
+        problems.append(Problem(None, where, None, f"today must be a date yyyymmdd, not {values['today']!r}"))
     if len(lists) != 3:
         problems.append(Problem(None, where, None, f"needs 3 bracketed lists (maturities, strikes, quotes), "
                                                    f"found {len(lists)}"))
@@ -148,12 +156,17 @@ def read_benchmark(path) -> tuple[pd.DataFrame, BenchmarkSettings]:
     if len({len(c) for c in columns}) != 1:
         raise InvalidInputError([Problem(None, where, None, "the three lists must have the same length, found "
                                          + ", ".join(str(len(c)) for c in columns))])
-    table = pd.DataFrame({"surface": "default", "valuation_date": pd.to_datetime(values["today"], format="%Y%m%d"),
+    table = pd.DataFrame({"surface": "default", "valuation_date": today,
                           "maturity": pd.to_datetime(columns[0], format="%Y%m%d", errors="coerce"),
                           "strike": pd.to_numeric(pd.Series(columns[1]), errors="coerce"),
                           "implied_vol": pd.to_numeric(pd.Series(columns[2]), errors="coerce")})
     settings = BenchmarkSettings(int(values["max_global"]), int(values["nb_points"]), int(values["np"]))
     return table, settings
+
+
+def _whole(text: str) -> bool:
+    """Whether ``text`` is a whole number >= 1 (digits only)."""
+    return text.isdigit() and int(text) >= 1
 
 
 def read_quotes(path) -> pd.DataFrame:

@@ -81,25 +81,24 @@ def read_benchmark(path) -> dict[str, pd.DataFrame]:
         bits = directions.shape[1]
         if not futhark and [int(v) for v in values[2:6]] != [dates, underlyings, models, bits]:
             raise ValueError("the header's dates, underlyings, models and bits disagree with the arrays")
-    except (ValueError, TypeError) as error:
+        job = dict(job=name)
+        return {
+            "mc_jobs": pd.DataFrame([dict(job=name, contract=contract, paths=paths, sobol_bits=bits,
+                                          directions=sobol.INPUT, precision="fp32" if futhark else "fp64")]),
+            "mc_dates": pd.DataFrame(dict(job, date_index=np.arange(1, dates + 1),
+                                          t=_dates(index, left, right, sd, lw, rw))),
+            "mc_spots": _long(job, starts, ("model", "underlying"), "spot"),
+            "mc_diffusion": _long(job, np.stack([vols, drifts], axis=-1),
+                                  ("model", "date_index", "underlying", None), ("vol", "drift"), date_axis=1),
+            "mc_cholesky": _long(job, cholesky, ("model", "i", "j"), "value").query("j <= i").reset_index(drop=True),
+            "mc_cashflows": _long(job, discts, ("model", "k"), "discount"),
+            "mc_detvals": _long(job, np.array(detvals, dtype=np.float64).reshape(models, -1), ("model", "k"), "value"),
+            "mc_directions": _long(job, directions, ("dim", "bit"), "value"),
+            "mc_bridge": pd.DataFrame(dict(job, step=np.arange(dates), bi=index, li=left, ri=right,
+                                           sd=sd, lw=lw, rw=rw)),
+        }
+    except (ValueError, TypeError, OverflowError, IndexError) as error:  # UnicodeDecodeError is a ValueError
         raise InvalidInputError([Problem(None, str(path), None, f"not a FinPar or Futhark data file: {error}")])
-    job = dict(job=name)
-    tables = {
-        "mc_jobs": pd.DataFrame([dict(job=name, contract=contract, paths=paths, sobol_bits=bits,
-                                      directions=sobol.INPUT, precision="fp32" if futhark else "fp64")]),
-        "mc_dates": pd.DataFrame(dict(job, date_index=np.arange(1, dates + 1),
-                                      t=_dates(index, left, right, sd, lw, rw))),
-        "mc_spots": _long(job, starts, ("model", "underlying"), "spot"),
-        "mc_diffusion": _long(job, np.stack([vols, drifts], axis=-1),
-                              ("model", "date_index", "underlying", None), ("vol", "drift"), date_axis=1),
-        "mc_cholesky": _long(job, cholesky, ("model", "i", "j"), "value").query("j <= i").reset_index(drop=True),
-        "mc_cashflows": _long(job, discts, ("model", "k"), "discount"),
-        "mc_detvals": _long(job, np.array(detvals, dtype=np.float64).reshape(models, -1), ("model", "k"), "value"),
-        "mc_directions": _long(job, directions, ("dim", "bit"), "value"),
-        "mc_bridge": pd.DataFrame(dict(job, step=np.arange(dates), bi=index, li=left, ri=right,
-                                       sd=sd, lw=lw, rw=rw)),
-    }
-    return tables
 
 
 def _long(job: dict, array: np.ndarray, axes: tuple, value, date_axis: int | None = None) -> pd.DataFrame:
