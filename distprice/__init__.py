@@ -6,6 +6,13 @@ Monte-Carlo jobs (LexiFi's generic pricer);
 ``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see :mod:`distprice.cluster`). Every error
 distprice raises on purpose is a :class:`DistpriceError` (see :mod:`distprice.errors`).
 """
+import os
+
+# Arrow allocates from the C library's heap, as numpy does, unless the environment names its pool: with its own
+# heap (mimalloc) neither reuses what the other frees, and a job in a fresh process (every command-line run,
+# every worker of a local cluster, which inherit this) touches more new memory. Read once, when pyarrow loads.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 from .api import calibrate_heston, calibrate_hull_white, price, price_mc
 from .errors import (ClusterError, ConfigError, DistpriceError, Fp32OverflowError, GpuUnavailableError,
                      InvalidInputError, OptionError, Problem, SchedulerUnreachableError)
