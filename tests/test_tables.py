@@ -1,5 +1,9 @@
 """Writing tables: rows in order across pieces, and atomic (no file, no leftover on failure); folders of
 Parquet parts."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -157,3 +161,19 @@ def test_tables_of_different_categories_write_as_one(tmp_path, suffix):
     expected = pd.concat([t.astype({"curve": object}) for t in (few, many, text, few)], ignore_index=True)
     assert read["curve"].astype(object).tolist() == expected["curve"].tolist()
     np.testing.assert_array_equal(read["price"], expected["price"])
+
+
+@pytest.mark.parametrize("given", [None, "mimalloc"])
+def test_importing_distprice_puts_arrow_on_the_c_heap_unless_told(given):
+    """Arrow's pool is the C library's heap (numpy's) in a process that imports distprice before pyarrow, unless
+    ARROW_DEFAULT_MEMORY_POOL names another."""
+    import pyarrow as pa
+
+    if given is not None and given not in pa.supported_memory_backends():
+        pytest.skip(f"this pyarrow has no {given} pool")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if given is not None:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = given
+    code = "import distprice, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == (given or "system")
