@@ -73,6 +73,20 @@ def test_unknown_output_format_is_a_clear_error(runner, tmp_path):
     assert "unknown table format" in result.output
 
 
+@pytest.mark.parametrize("flag", ["--portfolio", "--curves"])
+def test_an_output_that_is_an_input_is_refused(runner, tmp_path, flag):
+    """The priced table would replace the job's own input: refused before anything is read, the file kept."""
+    pd.DataFrame([HULL_PUT]).to_csv(tmp_path / "book.csv", index=False)
+    pd.DataFrame({"curve": "usd", "t": [0.0, 10.0], "zero_rate": [0.03, 0.04]}).to_csv(tmp_path / "usd.csv",
+                                                                                       index=False)
+    target = tmp_path / ("book.csv" if flag == "--portfolio" else "usd.csv")
+    before = target.read_bytes()
+    result = runner.invoke(main, ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--curves",
+                                  str(tmp_path / "usd.csv"), "--output", str(tmp_path / "." / target.name)])
+    assert result.exit_code == 2 and f"is the job's input ({flag})" in result.output, result.output
+    assert target.read_bytes() == before
+
+
 def test_generate_and_price(runner, tmp_path):
     output = tmp_path / "s1.parquet"
     result = runner.invoke(main, ["generate", "S1", "--size", "300", "--seed", "4", "--output", str(output)])
