@@ -55,6 +55,15 @@ def test_a_column_of_numbers_or_booleans_holds_no_date(values):
     assert days.tolist() == [NO_DATE] * 3
 
 
+def test_a_column_of_several_kinds_names_what_is_not_a_date():
+    """A DataFrame's object column of text, numbers and dates (Arrow takes no one type for it) is read value by
+    value: dates and ISO text are dates, the rest is named."""
+    values = pd.Series(["2030-01-01", 1e308, None, datetime.date(2031, 1, 2), True], dtype=object)
+    days, bad = parse_dates(values)
+    assert bad.tolist() == [1, 4]
+    assert days.tolist() == [21915, NO_DATE, NO_DATE, 22281, NO_DATE]
+
+
 def test_day_numbers_out():
     days = np.array([0, 20781, NO_DATE])
     assert to_iso(days).tolist() == ["1970-01-01", "2026-11-24", None]
@@ -112,6 +121,18 @@ def test_terms_from_a_table_with_defaults():
     assert dates.counts.tolist() == [11, 25, 0]                         # 10 half years + issue; zero coupon: none
 
 
+def test_integers_out_of_any_range_are_named_at_once():
+    """Settlement 10^9 business days away used to be walked day by day (seconds a row); an infinite or 1e308
+    integer column used to be cast to int64 with a warning."""
+    bad = frame(coupon=[0.05, 0.04, 0.0], coupon_frequency=[1e308, 2, 2], settlement_days=[0, 1e9, float("inf")])
+    with pytest.raises(InvalidInputError) as caught:
+        terms_from_frame(bad, table="bonds")
+    assert {(p.position, p.column, p.rule) for p in caught.value.problems} == {
+        (0, "coupon_frequency", "must be one of 1, 2, 4, 12 when coupon > 0"),
+        (1, "settlement_days", "must be between 0 and 365"),
+        (2, "settlement_days", "must be an integer")}
+
+
 def test_every_problem_is_named_by_row_id_column_and_rule():
     bad = frame(issue_date=["2030-07-01", "2025-13-01", None], day_count=["ACT/365", "30/360", None],
                 calendar=["US", "NYSE", "JP"], coupon=[0.05, 0.04, 0.03], coupon_frequency=[3, 4, 0],
@@ -122,7 +143,7 @@ def test_every_problem_is_named_by_row_id_column_and_rule():
     assert found == {
         (0, "day_count", "day count must be one of ACT/360, ACT/365F, 30/360, 30E/360, ACT/ACT-ISDA, ACT/ACT-ICMA"),
         (0, "end_of_month", "must be true or false"),
-        (0, "settlement_days", "must be >= 0"),
+        (0, "settlement_days", "must be between 0 and 365"),
         (0, "coupon_frequency", "must be one of 1, 2, 4, 12 when coupon > 0"),
         (0, "issue_date", "must be before maturity_date"),
         (1, "issue_date", "must be a date YYYY-MM-DD"),

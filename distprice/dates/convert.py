@@ -7,6 +7,8 @@ strings or an Arrow ``date32`` column.
 """
 from __future__ import annotations
 
+import datetime
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -75,10 +77,32 @@ def _to_arrow(values) -> pa.Array:
         return values
     if isinstance(values, (pd.Series, pd.Index)):
         values = values.to_numpy(dtype=object) if values.dtype == object else values
+    elif np.ndim(values) == 0:
+        values = np.asarray([values], dtype=object)
+    else:
+        values = np.asarray(values, dtype=object)
+    try:
         return pa.array(values, from_pandas=True)
-    if np.ndim(values) == 0:
-        values = [values]
-    return pa.array(np.asarray(values, dtype=object), from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # values of several kinds (text and numbers, say)
+        return mixed_text(values)
+
+
+def mixed_text(values) -> pa.Array:
+    """A column of values of several kinds (text and numbers, say: a DataFrame's object column), which Arrow
+    cannot take as one type, as one Arrow text array: text as it is, a date as its ISO form, anything else as
+    text in angle brackets that no date or name reads; missing values stay missing."""
+    return pa.array([_text(v) for v in values], type=pa.string())
+
+
+def _text(value) -> str | None:
+    """One value of :func:`mixed_text`."""
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NaT:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (datetime.date, np.datetime64)):
+        return str(pd.Timestamp(value).date())
+    return f"<{value!r}>"
 
 
 def _from_date32(dates: pa.Array) -> np.ndarray:

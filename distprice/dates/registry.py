@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import OptionError
+from .convert import mixed_text
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,10 @@ def _arrow(values) -> pa.Array:
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):
         if np.ndim(values) == 0:
             values = [values]
-        values = pa.array(getattr(values, "array", values), from_pandas=True)
+        try:
+            values = pa.array(getattr(values, "array", values), from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # values of several kinds: no name reads the others
+            values = mixed_text(values)
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 

@@ -22,6 +22,8 @@ DEFAULTS = {"coupon": 0.0, "coupon_frequency": 0, "day_count": "30/360", "calend
             "accrual_convention": "unadjusted", "payment_convention": "following", "end_of_month": False,
             "settlement_days": 0, "face": 100.0, "redemption": 100.0}
 """Defaults of the optional dated-bond columns; ``maturity_date`` is required, ``issue_date`` when coupon > 0."""
+MAX_SETTLEMENT_DAYS = 365
+"""The most business days from a valuation date to settlement a row may take."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,8 @@ def check_terms(terms: BondTerms, valuation=None, where: Callable[[int], str] | 
     flag(~(terms.coupon >= 0), "coupon", "must be a number >= 0")
     flag(coupons & ~np.isin(terms.frequency, FREQUENCIES), "coupon_frequency",
          f"must be one of {', '.join(map(str, FREQUENCIES))} when coupon > 0")
-    flag(terms.settlement_days < 0, "settlement_days", "must be >= 0")
+    flag((terms.settlement_days < 0) | (terms.settlement_days > MAX_SETTLEMENT_DAYS), "settlement_days",
+         f"must be between 0 and {MAX_SETTLEMENT_DAYS}")
     ordered = coupons & has_issue & (terms.maturity != NO_DATE)
     flag(ordered & (terms.issue >= terms.maturity), "issue_date", "must be before maturity_date")
     rows = np.flatnonzero(ordered & (terms.issue < terms.maturity))
@@ -168,10 +171,13 @@ def read_terms(frame: pd.DataFrame, where: Callable[[int], str]) -> tuple[BondTe
         raw = frame[column]
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         empty = raw.isna().to_numpy()
-        flag(np.flatnonzero(~empty & (np.isnan(values) | (integer & (values != np.round(values))))), column,
+        whole = np.isfinite(values) & (values == np.round(values))
+        flag(np.flatnonzero(~empty & (np.isnan(values) | (integer & ~whole))), column,
              "must be an integer" if integer else "must be a number")
         values[empty] = DEFAULTS[column]
-        return np.nan_to_num(values) if integer else values
+        if integer:  # flagged ones: within int64 (a huge or infinite one stays huge for the range rules)
+            return np.clip(np.nan_to_num(values), -2.0**31, 2.0**31)
+        return values
 
     def flags(column):
         if column not in frame.columns:

@@ -65,7 +65,8 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeG
     sigma = np.asarray(volatility, dtype=np.float64)
     spy = np.asarray(steps_per_year, dtype=np.float64)
     dt = 1.0 / spy
-    variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
+    with np.errstate(over="ignore"):  # sigma of 1e308 (refused by validation): inf, not a warning
+        variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
     dr = np.sqrt(3.0 * variance)
     M = np.exp(-a * dt) - 1.0
     with np.errstate(divide="ignore"):

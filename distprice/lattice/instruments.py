@@ -660,7 +660,9 @@ def _check_rates(check: _Checker, curve: _Curves, known: np.ndarray, curve_sets,
             continue
         rows = curve.codes == j
         rate = max(float(np.abs(curves[name].zero_rate).max()) for curves in curve_sets)
-        check.flag(rows & (rate * years > MAX_RATE_YEARS), "curve",
+        with np.errstate(over="ignore"):  # a rate of 1e308: inf, refused
+            reach = rate * years
+        check.flag(rows & (reach > MAX_RATE_YEARS), "curve",
                    f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}")
 
 
