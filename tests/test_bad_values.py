@@ -13,12 +13,18 @@ from hypothesis import strategies as st
 import distprice
 from distprice.lattice.desk import desk
 
+from utils import random_portfolio
+
 VALUES = [None, "", " ", "abc", "-1", "0", "nan", "inf", "2031-02-30", "2030-13-01", " 2030-01-01 ", "20300101",
           "TRUE", 1e308, -1e308, 1e-300, -5, 0, 3.5, 20300101, True, False, float("inf"), float("nan"), "american",
           "bermudan", "call", "put", "bond", "callable_bond", "USD", "hull", "2026-11-20", "1900-01-01",
           "9999-12-31", "ACT/360", "US", "following", 12, 52, 100000, "é" * 3]
 
 BOOK = desk(12, seed=3)
+TIMED = random_portfolio(np.random.default_rng(11), 12, max_steps_per_year=12)
+MODELS = pd.DataFrame({"model": ["m1", "m2"], "mean_reversion": [0.1, 0.05], "volatility": [0.01, 0.012]})
+SCENARIOS = pd.DataFrame({"scenario": ["s1", "s1", "s2"], "curve": "hull", "t": [0.0, 10.0, 0.0],
+                          "zero_rate": [0.03, 0.04, 0.05]})
 
 
 def _edit(frame: pd.DataFrame, edits) -> pd.DataFrame:
@@ -57,6 +63,34 @@ def test_any_value_anywhere_is_priced_or_named(table, edits, measures):
     flagged = priced["error"].notna().to_numpy()
     assert np.isfinite(priced["price"].to_numpy()[~flagged]).all()  # a row without a price names why
     assert all(isinstance(e, str) and e for e in priced["error"][flagged])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=st.sampled_from(["portfolio", "models", "scenarios"]), edits=EDITS)
+def test_any_value_in_a_book_in_years_is_priced_or_named(table, edits):
+    """Rows in years, half of them naming a model of a model table, priced under scenarios."""
+    portfolio, models, scenarios = TIMED.copy(), MODELS, SCENARIOS
+    named = np.arange(len(portfolio)) % 2 == 0
+    portfolio["model"] = np.where(named, np.where(np.arange(len(portfolio)) % 4 == 0, "m1", "m2"), None)
+    for column in ("mean_reversion", "volatility"):
+        portfolio[column] = portfolio[column].where(~named)
+    if table == "portfolio":
+        portfolio = _edit(portfolio, edits)
+    elif table == "models":
+        models = _edit(models, edits)
+    else:
+        scenarios = _edit(scenarios, edits)
+    try:
+        priced = distprice.price(portfolio, models=models, scenarios=scenarios, engine="cpu", on_invalid="report")
+    except distprice.InvalidInputError as error:
+        assert error.problems and all(str(p) for p in error.problems)
+        return
+    sets = priced["scenario"].nunique()
+    assert len(priced) == len(portfolio) * sets and sets >= 2  # the base and the table's scenarios
+    for _, rows in priced.groupby("scenario", sort=False):
+        assert rows["id"].astype(object).tolist() == portfolio["id"].astype(object).tolist()
+    flagged = priced["error"].notna().to_numpy()
+    assert np.isfinite(priced["price"].to_numpy()[~flagged]).all()
 
 
 @pytest.mark.parametrize("column", ["mean_reversion", "volatility", "steps_per_year", "maturity_date", "coupon"])

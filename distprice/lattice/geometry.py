@@ -20,8 +20,10 @@ width validation refuses."""
 
 
 def to_step(t, steps_per_year):
-    """The tree step of time ``t`` (years): ``round(t * spy)``, halves up, as int64."""
-    return np.floor(np.asarray(t, dtype=np.float64) * steps_per_year + 0.5).astype(np.int64)
+    """The tree step of time ``t`` (years): ``round(t * spy)``, halves up, as int64 (a time validation refuses,
+    NaN or 1e308, gives some int64 without a warning)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.floor(np.asarray(t, dtype=np.float64) * steps_per_year + 0.5).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeG
     sigma = np.asarray(volatility, dtype=np.float64)
     spy = np.asarray(steps_per_year, dtype=np.float64)
     dt = 1.0 / spy
-    with np.errstate(over="ignore"):  # sigma of 1e308 (refused by validation): inf, not a warning
+    with np.errstate(over="ignore", invalid="ignore"):  # sigma or a of 1e308 (refused by validation): no warning
         variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
     dr = np.sqrt(3.0 * variance)
     M = np.exp(-a * dt) - 1.0
