@@ -229,13 +229,9 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     """The options of ``run`` that can be checked before anything is read or priced, as usage errors naming
     their flag."""
     _flag("--portfolio", table_format, portfolio)
-    _flag("--output", lambda path: check_output(path, create_dirs), output)
     inputs = {"--portfolio": portfolio, "--curves": job.curves, "--scenarios": job.scenarios,
               "--exercise-schedule": job.exercise_schedule, "--models": job.models}
-    for flag, source in inputs.items():
-        if isinstance(source, (str, os.PathLike)) and _same_place(source, output):
-            raise click.BadParameter(f"{output}: is the job's input ({flag}); write the priced table elsewhere",
-                                     param_hint="--output")
+    _flag("--output", lambda path: check_output(path, create_dirs, inputs), output)
     if job.scenarios is not None and job.shifts_bp is not None:
         raise click.UsageError("give --scenarios or --shifts-bp (job.scenarios or job.shifts_bp), not both")
     if job.shifts_bp is not None:
@@ -248,11 +244,6 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
                                    "--shifts-bp, not both")
     _flag("--bump-bp", check_bump, job.bump_bp)
     _flag("--key-rates", parse_key_rates, job.key_rates)
-
-
-def _same_place(a, b) -> bool:
-    """Whether two paths name one file or folder (a folder's trailing ``/`` aside)."""
-    return os.path.realpath(os.fspath(a).rstrip("/") or "/") == os.path.realpath(os.fspath(b).rstrip("/") or "/")
 
 
 def _small(portfolio) -> bool:

@@ -151,9 +151,13 @@ def text_columns(schema: pa.Schema, names) -> list[str]:
             if f.name in names and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
 
 
-def check_output(path, create_dirs: bool = False) -> Path:
+def check_output(path, create_dirs: bool = False, inputs: dict | None = None) -> Path:
     """Checks, before any pricing, that an output table can be written at ``path``: a known format and
-    :func:`check_place`; a folder of parts may replace only a folder of parts (or an empty one)."""
+    :func:`check_place`; a folder of parts may replace only a folder of parts (or an empty one); not one of the
+    job's ``inputs`` (name -> path, or anything else, which is not checked)."""
+    for name, source in (inputs or {}).items():
+        if isinstance(source, (str, os.PathLike)) and _same_place(source, path):
+            raise OptionError(f"{path}: is the job's input ({name}); write the priced table elsewhere")
     if table_format(path) != FOLDER:
         return check_place(path, create_dirs)
     path = Path(path)
@@ -165,6 +169,11 @@ def check_output(path, create_dirs: bool = False) -> Path:
     elif path.exists():
         raise OptionError(f"{path}: is a file, not a folder")
     return check_place(path, create_dirs, folder=True)
+
+
+def _same_place(a, b) -> bool:
+    """Whether two paths name one file or folder (a folder's trailing ``/`` aside)."""
+    return os.path.realpath(os.fspath(a).rstrip("/") or "/") == os.path.realpath(os.fspath(b).rstrip("/") or "/")
 
 
 def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from distprice.errors import InvalidInputError, OptionError
-from distprice.tables import read_portfolio, read_table, write_tables
+from distprice.tables import check_output, read_portfolio, read_table, write_tables
 
 
 def pieces(count, rows=1000, fail_at=None):
@@ -177,3 +177,14 @@ def test_importing_distprice_puts_arrow_on_the_c_heap_unless_told(given):
     code = "import distprice, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == (given or "system")
+
+
+def test_an_output_may_not_be_one_of_the_jobs_inputs(tmp_path):
+    """What Pricer.run and distprice run check first: the priced table must not replace an input."""
+    (tmp_path / "book.csv").write_text("id\n1\n")
+    (tmp_path / "parts").mkdir()
+    with pytest.raises(OptionError, match=r"is the job's input \(portfolio\)"):
+        check_output(tmp_path / "." / "book.csv", inputs={"portfolio": str(tmp_path / "book.csv")})
+    with pytest.raises(OptionError, match=r"is the job's input \(curves\)"):
+        check_output(f"{tmp_path}/parts/", inputs={"portfolio": None, "curves": tmp_path / "parts"})
+    check_output(tmp_path / "priced.csv", inputs={"portfolio": str(tmp_path / "book.csv"), "models": object()})

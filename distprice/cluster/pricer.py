@@ -139,7 +139,9 @@ class Pricer:
         parts) atomically: nothing is written when a row is invalid in strict mode or the job fails. Returns
         what the job did. The parts of a folder are written by the workers when they read the portfolio (a big
         Parquet file), so the folder must be where they can write, at the same path."""
-        check_output(output)
+        inputs = {"portfolio": portfolio, "curves": curves,
+                  **{name: options.get(name) for name in ("scenarios", "exercise_schedule", "models")}}
+        check_output(output, inputs=inputs)
         checked = JobOptions.of(curves=curves, **options).checked()
         tick = time.perf_counter()
         with self._watched(checked.timeout) as watch:
