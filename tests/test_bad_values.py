@@ -40,57 +40,47 @@ EDITS = st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6), st.samp
                  max_size=3)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(table=st.sampled_from(["portfolio", "curves", "exercise schedule"]), edits=EDITS,
-       measures=st.sampled_from([None, "dv01,krd,vega,oas"]))
-def test_any_value_anywhere_is_priced_or_named(table, edits, measures):
-    portfolio, curves, schedule = BOOK.portfolio.copy(), BOOK.curves, BOOK.exercise_schedule
-    portfolio["market_price"] = np.where(np.arange(len(portfolio)) % 3 == 0, 99.0, np.nan)
-    if table == "portfolio":
-        portfolio = _edit(portfolio, edits)
-    elif table == "curves":
-        curves = _edit(curves, edits)
-    else:
-        schedule = _edit(schedule, edits)
+def _priced_or_named(tables: dict, edited: str, edits, **keywords):
+    """Prices ``tables`` (keywords of distprice.price, ``portfolio`` first) with ``edits`` made to table ``edited``:
+    the job stops naming its problems, or each scenario holds every row, in order, priced or naming why not.
+    Returns the priced table, or None when the job stopped."""
+    tables = {name: _edit(table, edits) if name == edited else table for name, table in tables.items()}
+    portfolio = tables["portfolio"]
     try:
-        priced = distprice.price(portfolio, curves, exercise_schedule=schedule, engine="cpu", on_invalid="report",
-                                 measures=measures)
+        priced = distprice.price(**tables, engine="cpu", on_invalid="report", **keywords)
     except distprice.InvalidInputError as error:
         assert error.problems and all(str(p) for p in error.problems)
-        return
-    assert len(priced) == len(portfolio)
-    assert priced["id"].astype(object).tolist() == portfolio["id"].astype(object).tolist()
+        return None
+    ids = portfolio["id"].astype(object).tolist()
+    runs = [rows for _, rows in priced.groupby("scenario", sort=False)] if "scenario" in priced else [priced]
+    assert len(priced) == len(portfolio) * len(runs)
+    assert all(rows["id"].astype(object).tolist() == ids for rows in runs)
     flagged = priced["error"].notna().to_numpy()
     assert np.isfinite(priced["price"].to_numpy()[~flagged]).all()  # a row without a price names why
     assert all(isinstance(e, str) and e for e in priced["error"][flagged])
+    return priced
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=st.sampled_from(["portfolio", "curves", "exercise_schedule"]), edits=EDITS,
+       measures=st.sampled_from([None, "dv01,krd,vega,oas"]))
+def test_any_value_anywhere_is_priced_or_named(table, edits, measures):
+    portfolio = BOOK.portfolio.assign(market_price=np.where(np.arange(len(BOOK.portfolio)) % 3 == 0, 99.0, np.nan))
+    _priced_or_named(dict(portfolio=portfolio, curves=BOOK.curves, exercise_schedule=BOOK.exercise_schedule), table,
+                     edits, measures=measures)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=st.sampled_from(["portfolio", "models", "scenarios"]), edits=EDITS)
 def test_any_value_in_a_book_in_years_is_priced_or_named(table, edits):
     """Rows in years, half of them naming a model of a model table, priced under scenarios."""
-    portfolio, models, scenarios = TIMED.copy(), MODELS, SCENARIOS
+    portfolio = TIMED.copy()
     named = np.arange(len(portfolio)) % 2 == 0
     portfolio["model"] = np.where(named, np.where(np.arange(len(portfolio)) % 4 == 0, "m1", "m2"), None)
     for column in ("mean_reversion", "volatility"):
         portfolio[column] = portfolio[column].where(~named)
-    if table == "portfolio":
-        portfolio = _edit(portfolio, edits)
-    elif table == "models":
-        models = _edit(models, edits)
-    else:
-        scenarios = _edit(scenarios, edits)
-    try:
-        priced = distprice.price(portfolio, models=models, scenarios=scenarios, engine="cpu", on_invalid="report")
-    except distprice.InvalidInputError as error:
-        assert error.problems and all(str(p) for p in error.problems)
-        return
-    sets = priced["scenario"].nunique()
-    assert len(priced) == len(portfolio) * sets and sets >= 2  # the base and the table's scenarios
-    for _, rows in priced.groupby("scenario", sort=False):
-        assert rows["id"].astype(object).tolist() == portfolio["id"].astype(object).tolist()
-    flagged = priced["error"].notna().to_numpy()
-    assert np.isfinite(priced["price"].to_numpy()[~flagged]).all()
+    priced = _priced_or_named(dict(portfolio=portfolio, models=MODELS, scenarios=SCENARIOS), table, edits)
+    assert priced is None or priced["scenario"].nunique() >= 2  # the base and the table's scenarios
 
 
 @pytest.mark.parametrize("column", ["mean_reversion", "volatility", "steps_per_year", "maturity_date", "coupon"])
