@@ -301,6 +301,35 @@ def test_cpu_risk_shares_trees_and_stops_at_the_first_exercise():
             np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * rows.table["face"].max())
 
 
+def test_cpu_risk_rolls_two_bumps_from_one_step_in_one_sweep():
+    """Bumps that start at the same step (a parallel or key-rate +h and -h) roll back together, two rows of
+    values per sweep of the node weights: each gets what it gets rolled alone with bump 0, bond options (bond
+    and option rows) and callable or puttable bonds (one row) alike, from the top and from bump 0's kept
+    rows."""
+    from distprice.lattice.cpu import CpuRisk
+
+    rows = instruments_of(random_portfolio(np.random.default_rng(11), 30, max_steps_per_year=12))
+    curves = builtin_curves()
+    embedded = (rows.table["instrument"] != "bond_option").to_numpy()
+    assert 8 <= embedded.sum() <= 22
+    engine = CpuRisk(pack(rows, curves), embedded)
+    n = len(rows)
+    trees = engine.trees(np.arange(n), rows.table["volatility"].to_numpy(), rows.geometry.dr)
+    grid = np.array(DEFAULT_KEY_RATES)
+    h = 1e-3
+    keys = key_rate_bumps(len(grid))
+    dz = 0.001 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), h), np.full((1, 8), -h), h * keys, -h * keys])
+    dz = np.broadcast_to(dz, (n, *dz.shape))
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)
+    rolled = start[:, 1:] > engine.cut[:, None]
+    assert rolled.sum() >= 100 and (rolled & (start[:, 1:] < rows.geometry.height[:, None])).sum() >= 30
+    together = engine.roll(trees, np.arange(n), grid, dz)
+    for b in range(1, dz.shape[1]):
+        alone = engine.roll(trees, np.arange(n), grid, np.ascontiguousarray(dz[:, [0, b]]))
+        for got, expected in zip(together, alone):
+            np.testing.assert_allclose(got[:, b], expected[:, 1], rtol=1e-14, atol=0)
+
+
 def test_oas_search_survives_flat_functions():
     """A row whose function is flat between its first two points (an option worth nothing) has no root."""
     found, _ = find_roots(lambda rows, points: np.full(points.shape, 2.0), np.zeros(3), np.full(3, 1e-3), -0.2,

@@ -95,11 +95,12 @@ def _stencil(e, wu, wm, wd, V, Vn, lo, hi):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _stencil2(e, wu, wm, wd, B, Bn, O, On, lo, hi):
-    """:func:`_stencil` on two rows at once (bond and option share the weights)."""
+def _stencil2(e, f, wu, wm, wd, B, Bn, O, On, lo, hi):
+    """:func:`_stencil` on two rows at once, ``B`` with step factor ``e`` and ``O`` with ``f``: one sweep over
+    the node weights serves both (a bond and its option share e; two bumps' rows have their own)."""
     for p in range(lo, hi):
         Bn[p] = e * (wu[p] * B[p + _1] + wm[p] * B[p] + wd[p] * B[p - _1])
-        On[p] = e * (wu[p] * O[p + _1] + wm[p] * O[p] + wd[p] * O[p - _1])
+        On[p] = f * (wu[p] * O[p + _1] + wm[p] * O[p] + wd[p] * O[p - _1])
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
@@ -123,6 +124,15 @@ def _add(B, amount, lo, hi):
 def _span(jmax, r):
     """Padded index range ``[lo, hi)`` of nodes ``|j| <= r`` as unsigned integers."""
     return numba.uint64(jmax + 1 - r), numba.uint64(jmax + 2 + r)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _interior(jmax, i):
+    """The nodes ``[lo, hi)`` that step i's stencil writes: ``|j| <= i``, or every node but the two edges once
+    the edges are reached (``i >= jmax``; :func:`_edge_values` writes those)."""
+    if i < jmax:
+        return _span(jmax, i)
+    return _2, numba.uint64(2 * jmax + 1)
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
@@ -226,19 +236,33 @@ def _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from):
     """Rolls bond ``B`` back from step i + 1 to step i into ``Bn`` with the step's ``e = exp(-alpha_i dt)``, and
     option ``O`` into ``On`` below the last exercise step (above it the option is zero and not rolled back);
     returns whether the option was rolled."""
-    w = 2 * jmax + 1
-    r = min(i, jmax)
-    lo, hi = _span(jmax, r) if r < jmax else (_2, numba.uint64(w))
+    lo, hi = _interior(jmax, i)
     option = i < option_from
     if option:
-        _stencil2(e, coef[0], coef[1], coef[2], B, Bn, O, On, lo, hi)
+        _stencil2(e, e, coef[0], coef[1], coef[2], B, Bn, O, On, lo, hi)
     else:
         _stencil(e, coef[0], coef[1], coef[2], B, Bn, lo, hi)
-    if r == jmax:
+    if i >= jmax:
         if option:
             _edge_values(jmax, e, coef, top, bottom, O, On)
         _edge_values(jmax, e, coef, top, bottom, B, Bn)
     return option
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
+def _roll_pair(jmax, i, e, f, coef, top, bottom, B, Bn, O, On, C, Cn, P, Pn, option_from):
+    """:func:`_roll_step` of two bumps' values at once, bond ``B`` and option ``O`` with ``e``, ``C`` and ``P``
+    with ``f``: where the bonds roll alone, one sweep over the node weights serves both. Returns whether the
+    options were rolled."""
+    if i < option_from:
+        _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, option_from)
+        return _roll_step(jmax, i, f, coef, top, bottom, C, Cn, P, Pn, option_from)
+    lo, hi = _interior(jmax, i)
+    _stencil2(e, f, coef[0], coef[1], coef[2], B, Bn, C, Cn, lo, hi)
+    if i >= jmax:
+        _edge_values(jmax, e, coef, top, bottom, B, Bn)
+        _edge_values(jmax, f, coef, top, bottom, C, Cn)
+    return False
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
@@ -536,53 +560,77 @@ def _bound(is_call, K, H, lo, hi):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, bottom, B, Bn, O, On, grid, dz,
-                     e_step, e_time, e_kind, e_adjusted, option_from, save_at, saved):
-    """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first`` down to step ``cut``: from zeroed
-    rows at the height n, or from ``B`` and ``O`` holding the values at step ``first`` after its events. Step
-    i's ``exp(-alpha_i dt)`` is ``ea[i] * r(t_{i+1}) / r(t_i)`` and an event's amount (``e_adjusted``:
+def _bumped_event(kind, adjusted, t, tau, here, grid, dz, is_call, embedded, B, O, lo, hi):
+    """One event at step time ``tau`` under the bump ``dz``: its base-curve amount ``adjusted`` carries
+    ``r(t) / r(tau)`` (``here`` = ``dz(tau) tau``); an exercise of an ``embedded`` option bounds the holder's
+    value ``B`` (:func:`_bound`)."""
+    if t != tau:
+        adjusted *= math.exp(here - bump_exponent(t, grid, dz))
+    if embedded and kind == EXERCISE:
+        _bound(is_call, adjusted, B, lo, hi)
+    else:
+        _apply(kind, adjusted, is_call, B, O, lo, hi)
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
+def _backward_bumped(jmax, n, first, cut, dt, is_call, embedded, ea, coef, top, bottom, rows, grid, dz, dz2, pair,
+                     e_step, e_time, e_kind, e_adjusted, option_from, save_at, saved, exponents):
+    """:func:`_backward` under a bump ``dz`` on ``grid`` from step ``first`` down to step ``cut``, and with
+    ``pair`` under a second bump ``dz2`` that starts at the same step, the two in one sweep per step
+    (:func:`_roll_pair`). ``rows``: the first bump's bond, its buffer, option and buffer (rows 0-3), the second's
+    (4-7), zeroed to start at the height n or holding the values at step ``first`` after its events. Step i's
+    ``exp(-alpha_i dt)`` is ``ea[i] * r(t_{i+1}) / r(t_i)`` and an event's amount (``e_adjusted``:
     forward-adjusted on the base curve) carries ``r(t) / r(s dt)``, r(t) = ``exp(-dz(t) t)``. At the steps
-    ``save_at`` (decreasing) the rows are copied to ``saved[c, 0 or 1]``. With ``embedded`` (a callable or
-    puttable bond) ``B`` is the holder's value, bond less call or plus put, exercised as :func:`_bound` says,
-    and ``O`` stays zero: one row rolled back instead of two. Returns whether the values at step ``cut`` after
-    its events are in ``Bn`` rather than ``B`` and in ``On`` rather than ``O``, and ``dz(t) t`` there."""
+    ``save_at`` (decreasing) the first bump's rows are copied to ``saved[c, 0 or 1]``. With ``embedded`` (a
+    callable or puttable bond) the bond row is the holder's value, bond less call or plus put, exercised as
+    :func:`_bound` says, and the option row stays zero: one row rolled back instead of two. Returns whether the
+    values at step ``cut`` after its events are in the buffers (bond, option); ``exponents`` receives each
+    bump's ``dz(t) t`` there."""
+    B, Bn, O, On, C, Cn, P, Pn = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5], rows[6], rows[7]
     b_moved, o_moved = False, False
     ei = 0
     while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and first < n)):
         ei += 1
     c = 0
-    above = bump_exponent(first * dt, grid, dz)
-    here = above
+    above, above2 = bump_exponent(first * dt, grid, dz), bump_exponent(first * dt, grid, dz2)
+    here, here2 = above, above2
+    options = 0 if embedded else option_from
     j = len(grid) - 2  # the knot interval of the step's time, walked down with it
     for i in range(first, cut - 1, -1):
         tau = i * dt
         while j > 0 and grid[j] >= tau:
             j -= 1
         here = exponent_in(tau, grid, dz, j)
+        if pair:
+            here2 = exponent_in(tau, grid, dz2, j)
         if i < first:
-            if _roll_step(jmax, i, ea[i] * math.exp(here - above), coef, top, bottom, B, Bn, O, On,
-                          0 if embedded else option_from):
-                O, On = On, O
+            e = ea[i] * math.exp(here - above)
+            if pair:
+                rolled = _roll_pair(jmax, i, e, ea[i] * math.exp(here2 - above2), coef, top, bottom, B, Bn, O, On,
+                                    C, Cn, P, Pn, options)
+            else:
+                rolled = _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, options)
+            if rolled:
+                O, On, P, Pn = On, O, Pn, P
                 o_moved = not o_moved
-            B, Bn = Bn, B
+            B, Bn, C, Cn = Bn, B, Cn, C
             b_moved = not b_moved
-            above = here
+            above, above2 = here, here2
         lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
-            amount = e_adjusted[ei]
-            if e_time[ei] != tau:
-                amount *= math.exp(here - bump_exponent(e_time[ei], grid, dz))
-            if embedded and e_kind[ei] == EXERCISE:
-                _bound(is_call, amount, B, lo, hi)
-            else:
-                _apply(e_kind[ei], amount, is_call, B, O, lo, hi)
+            _bumped_event(e_kind[ei], e_adjusted[ei], e_time[ei], tau, here, grid, dz, is_call, embedded, B, O, lo,
+                          hi)
+            if pair:
+                _bumped_event(e_kind[ei], e_adjusted[ei], e_time[ei], tau, here2, grid, dz2, is_call, embedded, C,
+                              P, lo, hi)
             ei += 1
         while c < len(save_at) and save_at[c] == i:
             for p in range(len(B)):
                 saved[c, 0, p] = B[p]
                 saved[c, 1, p] = O[p]
             c += 1
-    return b_moved, o_moved, here
+    exponents[0], exponents[1] = here, here2
+    return b_moved, o_moved
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -603,15 +651,16 @@ def _straight(grid, dz, e_time, e_kind, e_present, head):
 
 @numba.njit(cache=True, _nrt=False)
 def _rows_from(rows, w, saved=None):
-    """Rows 0-3 zeroed (bond, option and their buffers) over the ``w + 2`` nodes, or rows 0 and 2 (bond and
-    option) set to ``saved[0]`` and ``saved[1]``."""
-    for a in range(4):
+    """The rows (bond, option and their buffers, per bump: :func:`_backward_bumped`) zeroed over the ``w + 2``
+    nodes, or each bump's bond and option set to ``saved[0]`` and ``saved[1]``."""
+    for a in range(rows.shape[0]):
         for p in range(w + 2):
             rows[a, p] = 0.0
     if saved is not None:
-        for p in range(w + 2):
-            rows[0, p] = saved[0, p]
-            rows[2, p] = saved[1, p]
+        for a in range(0, rows.shape[0], 4):
+            for p in range(w + 2):
+                rows[a, p] = saved[0, p]
+                rows[a + 2, p] = saved[1, p]
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
@@ -627,34 +676,61 @@ def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step,
             present[e] = e_amount[e] * _discount_bond(e_time[e], ct, cz, 0)[0]
 
 
+@numba.njit(cache=True)
+def _scratch(rows, width):
+    """Zeroed scratch rows for trees up to ``width`` nodes (padded by one each side), each row starting on a
+    64-byte cache line and the rows one line more than whole lines apart. With rows of ``width + 2`` values
+    from wherever the allocator put them, two bumps rolled in one sweep (:func:`_roll_pair`) ran at speeds
+    that varied from process to process by up to 1.7x."""
+    size = (width + 2 + 7) // 8 * 8 + 8
+    flat = np.zeros(rows * size + 8)
+    skip = (-(flat.ctypes.data // 8)) % 8
+    return flat[skip:skip + rows * size].reshape((rows, size))
+
+
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, start, grid,
               dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind, e_adjusted, e_present,
               option_from, max_width, bond_out, option_out):
-    """Each task's tree under each of its bumps, one backward pass after another down to the tree's cut step
-    (:class:`CpuRisk`): bump 0 from the top, saving its rows at the steps above the cut where other bumps
-    start; the others from the top or from those rows, or, starting at the cut or below it, from bump 0's
-    values there. The bond's value at the root is its discounted cash flows (:func:`_straight`); an
-    ``embedded`` row's option is the difference of the bond's cash flows from the cut on and the holder's value
-    there."""
+    """Each task's tree under each of its bumps, down to the tree's cut step (:class:`CpuRisk`): bump 0 from
+    the top, saving its rows at the steps above the cut where other bumps start; the others from the top or
+    from those rows, two bumps that start at the same step in one backward pass (:func:`_roll_pair`), or,
+    starting at the cut or below it, from bump 0's values there. The bond's value at the root is its
+    discounted cash flows (:func:`_straight`); an ``embedded`` row's option is the difference of the bond's
+    cash flows from the cut on and the holder's value there."""
     bumps = dz.shape[1]
     for t in numba.prange(len(thread_offsets) - 1):
-        size = max_width + 2
-        scratch = np.zeros((8, size))  # coefficients (4), bond and option rows (4)
-        saved = np.zeros((bumps, 2, size))
+        scratch = _scratch(12, max_width)  # coefficients (4), two bumps' bond and option rows (4 each)
+        saved = np.zeros((bumps, 2, scratch.shape[1]))
         save_at = np.zeros(bumps, dtype=np.int64)
+        done = np.zeros(bumps, dtype=np.bool_)
+        exponents = np.zeros(2)
         _roll_trees(thread_offsets[t], thread_offsets[t + 1], order, tasks, task_row, task_dr, alpha_at, ea_store,
                     cut_at, q_at, q_store, start, grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step,
-                    e_time, e_kind, e_adjusted, e_present, option_from, scratch, saved, save_at, bond_out, option_out)
+                    e_time, e_kind, e_adjusted, e_present, option_from, scratch, saved, save_at, done, exponents,
+                    bond_out, option_out)
+
+
+@numba.njit(cache=True, _nrt=False)
+def _settle(value, exponent, grid, dz, is_call, embedded, e_time, e_kind, e_present, tail, bond_out, option_out, k,
+            b):
+    """Task k's bond and option under bump b at the root, from the rolled value at the cut (times
+    ``exp(-dz(t) t)`` there) and the bond's cash flows (the first ``tail`` of them from the cut on)."""
+    value *= math.exp(-exponent)
+    bond, later = _straight(grid, dz, e_time, e_kind, e_present, tail)
+    if embedded:
+        value = later - value if is_call else value - later
+    option_out[k, b] = value
+    bond_out[k, b] = bond
 
 
 @numba.njit(cache=True, _nrt=False)
 def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, start,
                 grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind, e_adjusted, e_present,
-                option_from, scratch, saved, save_at, bond_out, option_out):
+                option_from, scratch, saved, save_at, done, exponents, bond_out, option_out):
     """:func:`_roll_all`'s tasks ``order[first_task:stop]``."""
     bumps = dz.shape[1]
-    coef, rows = scratch[0:4], scratch[4:8]
+    coef, rows = scratch[0:4], scratch[4:12]
     for q in range(first_task, stop):
         k = order[q]
         tree = tasks[k]
@@ -682,34 +758,45 @@ def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_
         tail = 0  # the row's events at the cut or above it (they come in decreasing steps)
         while lo + tail < hi and e_step[lo + tail] >= cut:
             tail += 1
+        times, kinds, present = e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi]
         base = 0.0
+        done[:] = False
         for b in range(bumps):
+            if done[b]:
+                continue
             first = starts[b] if b else n
             if b and first <= cut:  # bump 0's values at the cut are this bump's
-                value = base
-                exponent = bump_exponent(cut * dt[r], grid, dz[k, b])
+                _settle(base, bump_exponent(cut * dt[r], grid, dz[k, b]), grid, dz[k, b], is_call[r], embedded[r],
+                        times, kinds, present, tail, bond_out, option_out, k, b)
+                continue
+            mate = b
+            if b:  # a later bump from the same step rolls in the same pass
+                for m in range(b + 1, bumps):
+                    if not done[m] and starts[m] == first:
+                        mate = m
+                        break
+            done[mate] = True
+            if first == n:
+                _rows_from(rows, w)
             else:
-                if first == n:
-                    _rows_from(rows, w)
-                else:
-                    at = 0
-                    while save_at[at] != first:
-                        at += 1
-                    _rows_from(rows, w, saved[at])
-                b_moved, o_moved, exponent = _backward_bumped(
-                    jm, n, first, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom, rows[0], rows[1],
-                    rows[2], rows[3], grid, dz[k, b], e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
-                    e_adjusted[lo:hi], option_from[r], save_at[:saves] if b == 0 else save_at[:0], saved)
-                held = rows[int(b_moved)] if embedded[r] else rows[2 + int(o_moved)]
+                at = 0
+                while save_at[at] != first:
+                    at += 1
+                _rows_from(rows, w, saved[at])
+            saves_here = save_at[:saves] if b == 0 else save_at[:0]
+            b_moved, o_moved = _backward_bumped(
+                jm, n, first, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom, rows, grid, dz[k, b],
+                dz[k, mate], mate != b, e_step[lo:hi], times, kinds, e_adjusted[lo:hi], option_from[r], saves_here,
+                saved, exponents)
+            for lane, bump in ((0, b), (1, mate)):
+                held = rows[4 * lane + int(b_moved)] if embedded[r] else rows[4 * lane + 2 + int(o_moved)]
                 value = _state_value(jm, cut, held, Q)
                 if b == 0:
                     base = value
-            value *= math.exp(-exponent)
-            bond, later = _straight(grid, dz[k, b], e_time[lo:hi], e_kind[lo:hi], e_present[lo:hi], tail)
-            if embedded[r]:
-                value = later - value if is_call[r] else value - later
-            option_out[k, b] = value
-            bond_out[k, b] = bond
+                _settle(value, exponents[lane], grid, dz[k, bump], is_call[r], embedded[r], times, kinds, present,
+                        tail, bond_out, option_out, k, bump)
+                if mate == b:
+                    break
 
 
 class CpuRisk:
