@@ -68,7 +68,8 @@ class _Table:
 
     def grid(self, job: str, rows: list[int], keys: list[tuple[str, np.ndarray, int, int]]) -> tuple[list[int], tuple]:
         """Place rows on a dense grid: ``keys`` are (column, values, lowest, count) per axis. Rows out of
-        range or repeated are flagged; missing cells are flagged on the job. Returns the positions (in
+        range or repeated are flagged (values that are not whole numbers, which :meth:`numbers` named, are
+        left out without a second problem); missing cells are flagged on the job. Returns the positions (in
         ``rows``) of the rows placed and their grid indices."""
         placed, index = [], []
         seen = {}
@@ -76,7 +77,9 @@ class _Table:
             cell = []
             for column, values, low, count in keys:
                 v = values[p]
-                if not (np.isfinite(v) and low <= v < low + count and v == int(v)):
+                if not (np.isfinite(v) and v == int(v)):
+                    break
+                if not low <= v < low + count:
                     self.flag(r, column, f"must be a whole number in {low}..{low + count - 1}")
                     break
                 cell.append(int(v) - low)
