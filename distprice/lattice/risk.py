@@ -3,13 +3,14 @@ OAS of rows with a market price, then at each row's base point the parallel bump
 the volatility bumps, on one risk engine (reference, CPU or GPU; see :mod:`~.sweeps`).
 
 The work, per row (n steps, width w), on the CPU engine: one forward pass per group of rows that share a tree
-model (:mod:`~.groups`), and again per volatility bump; every curve bump a backward pass alone (no refit:
+model (:mod:`~.groups`), and again per volatility bump; every curve bump a backward pass (no refit:
 :mod:`~.sweeps`), all of a row's bumps in one call, each down to the row's first exercise only (below it the
-option is valued on the forward pass's state prices); the OAS a backward pass per evaluation, all unfinished
-rows at once (:mod:`~.oas`); a key-rate bump only below the top of its triangle; a callable or puttable bond
-rolls its holder's value back, one row of values where bond and option are two. The GPU engine does the same,
-each forward pass and every (tree, bump) a block of threads (a thread per tree, each bump from the top, for the
-narrowest and widest trees: :class:`~.gpu.GpuRisk`). A plain bond has no option: its tree reprices its
+option is valued on the forward pass's state prices), two bumps that start at the same step (a +h and -h) in
+one sweep; the OAS a backward pass per evaluation, all unfinished rows at once (:mod:`~.oas`); a key-rate bump
+only below the top of its triangle; a callable or puttable bond rolls its holder's value back, one row of values
+where bond and option are two. The GPU engine does the same, but for the pairs: each forward pass and every
+(tree, bump) a block of threads (a thread per tree, each bump from the top, for the narrowest and widest trees:
+:class:`~.gpu.GpuRisk`). A plain bond has no option: its tree reprices its
 discounted cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`)
 and its vega is zero.
 """
