@@ -10,14 +10,15 @@ its values at spread 0. The floor counts node-steps as the CPU engines compute
 them: a pricing is a forward pass per tree group (rows sharing a model share it) and a backward pass per tree
 from its top down to its first exercise; the measures a forward pass per tree group and volatility, a backward
 pass per curve bump from the bump's start step (a key-rate bump from the top of its triangle:
-:func:`~distprice.lattice.sweeps.start_steps`) down to the row's first exercise, two per volatility bump and one
-per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is what the measures cost if
-every node-step cost what a pricing's does; a callable or puttable bond's measures roll one row of values back
-where its pricing rolls two (bond and option), which the count leaves out. CPU times are CPU seconds of the
-process (all threads): on a shared machine, wall time counts the others' work too. With ``--engine gpu`` the
-pricing is ``gpu-flat``'s and the measures the GPU risk engine's, timed in wall seconds (results copied back),
-and ``gpu_vs_cpu`` is the largest difference from the CPU engine's measures on the first 200 rows, over the
-largest value of each measure's column.
+:func:`~distprice.lattice.sweeps.start_steps`; any bump at most from the last exercise where the row's cash flows
+above it fall at one step, whose discount bond each tree rolls back once) down to the row's first exercise, two
+per volatility bump and one per OAS evaluation; plain bonds none (they are valued off the tree). Their ratio is
+what the measures cost if every node-step cost what a pricing's does; a callable or puttable bond's measures
+roll one row of values back where its pricing rolls two (bond and option), which the count leaves out. CPU
+times are CPU seconds of the process (all threads): on a shared machine, wall time counts the others' work too.
+With ``--engine gpu`` the pricing is ``gpu-flat``'s and the measures the GPU risk engine's, timed in wall
+seconds (results copied back), and ``gpu_vs_cpu`` is the largest difference from the CPU engine's measures on
+the first 200 rows, over the largest value of each measure's column.
 """
 from __future__ import annotations
 
@@ -75,22 +76,26 @@ def agreement(instruments, curves, out: dict) -> float:
 def floor(instruments, curves, evaluations: float) -> dict:
     """Node-steps (full rectangles) of a pricing and of each part of the measure set, as the CPU engines compute
     them: a forward pass per tree group (the base trees' and each volatility bump's), every backward pass from
-    its start step (a pricing's from the top) down to the row's first exercise; plain bonds none (they are
-    valued off the tree)."""
+    its start step (a pricing's from the top; a bump's at most from the last exercise where the tree has a
+    discount bond there, :class:`~distprice.lattice.cpu.CpuRisk`, rolled back once per tree) down to the row's
+    first exercise; plain bonds none (they are valued off the tree)."""
     g = instruments.geometry
     option = np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy())
-    cut = CpuRisk(pack(instruments.take(option), curves)).cut
+    engine = CpuRisk(pack(instruments.take(option), curves))
+    cut, last = engine.cut, engine.batch.option_from
     w, n = g.width[option].astype(np.float64), g.height[option]
+    top = np.where(engine.bonded, last, n)  # where bump 0's pass starts (a discount bond's trees: the last exercise)
+    bond = (w * np.where(engine.bonded, engine.flow - last, 0)).sum()  # the discount bonds, once per tree
     grid = np.array(DEFAULT_KEY_RATES)
     bumps = np.concatenate([np.zeros((1, 8)), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)])
     start = start_steps(grid, np.broadcast_to(bumps, (len(w), *bumps.shape)), g.dt[option], n)
-    rolled = np.maximum(start - cut[:, None], 0)
+    rolled = np.maximum(np.minimum(start, top[:, None]) - cut[:, None], 0)
     full = (w * rolled[:, 0]).sum()
     groups = instrument_groups(instruments, curves).group
     forward = node_steps(g.width[option], n, groups[option]) - (w * n).sum()
     shared = node_steps(g.width, g.height, groups) - (g.width.astype(np.float64) * g.height).sum()
-    parts = {"pricing": shared + full, "forward": forward, "parallel": 3 * full,
-             "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + full),
+    parts = {"pricing": shared + (w * (n - cut)).sum(), "forward": forward + bond, "parallel": 3 * full,
+             "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + bond + full),
              "oas": evaluations * full}
     parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
     return parts

@@ -330,6 +330,43 @@ def test_cpu_risk_rolls_two_bumps_from_one_step_in_one_sweep():
             np.testing.assert_allclose(got[:, b], expected[:, 1], rtol=1e-14, atol=0)
 
 
+def test_cpu_risk_starts_bumps_at_the_last_exercise_from_a_discount_bond():
+    """Where a row's cash flows above its last exercise all fall at one step (zero-coupon bonds here), its tree
+    rolls the discount bond of that step back to the last exercise once, and every bump that starts at or above
+    it starts there from that row: the reference engine's values and the engine's own without that row, bumps
+    from the bond, from bump 0's kept rows below it and from the cut alike."""
+    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.reference import ReferenceRisk
+
+    table = random_portfolio(np.random.default_rng(5), 30, max_steps_per_year=12)
+    table.loc[::2, ["coupon", "coupon_frequency"]] = [0.0, 0]
+    rows = instruments_of(table)
+    curves = builtin_curves()
+    embedded = (rows.table["instrument"] != "bond_option").to_numpy()
+    engine, plain = CpuRisk(pack(rows, curves), embedded), CpuRisk(pack(rows, curves), embedded)
+    plain.bonded[:] = False
+    last = engine.batch.option_from
+    assert engine.bonded.sum() >= 15 and (engine.flow[engine.bonded] > last[engine.bonded]).all()
+    n = len(rows)
+    grid = np.array(DEFAULT_KEY_RATES)
+    keys = key_rate_bumps(len(grid))
+    dz = 0.001 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), np.full((1, 8), -1e-3), 1e-3 * keys,
+                                 -1e-3 * keys])
+    dz = np.broadcast_to(dz, (n, *dz.shape))
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)[engine.bonded, 1:]
+    above, cut = last[engine.bonded, None], engine.cut[engine.bonded, None]
+    assert (start >= above).sum() >= 50 and ((start > cut) & (start < above)).sum() >= 10
+    assert (start <= cut).sum() >= 10
+    volatility, dr = rows.table["volatility"].to_numpy(), rows.geometry.dr
+    got = engine.roll(engine.trees(np.arange(n), volatility, dr), np.arange(n), grid, dz)
+    alone = plain.roll(plain.trees(np.arange(n), volatility, dr), np.arange(n), grid, dz)
+    reference = ReferenceRisk(rows, curves)
+    expected = reference.roll(reference.trees(np.arange(n), volatility, dr), np.arange(n), grid, dz)
+    for a, b, c in zip(got, alone, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * rows.table["face"].max())
+        np.testing.assert_allclose(a, c, rtol=1e-11, atol=1e-12 * rows.table["face"].max())
+
+
 def test_oas_search_survives_flat_functions():
     """A row whose function is flat between its first two points (an option worth nothing) has no root."""
     found, _ = find_roots(lambda rows, points: np.full(points.shape, 2.0), np.zeros(3), np.full(3, 1e-3), -0.2,
