@@ -356,12 +356,16 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
     bad_terms = np.zeros(n, bool)
     bad_terms[[p.position for p in found]] = True
     usable = ~bad_terms & (valuation != NO_DATE)
-    good = np.flatnonzero(usable)
-    settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
-    accrued_s, live = np.zeros(n), np.zeros(n, np.int64)
-    part = settle(terms.take(good), valuation[good])
-    settlement[good], redemption_day[good], accrued_s[good], live[good] = \
-        part.settlement, part.redemption_date, part.accrued, part.live
+    if usable.all():  # the usual case: no copy of the terms, no scatter of the results
+        part = settle(terms, valuation)
+        settlement, redemption_day, accrued_s, live = part.settlement, part.redemption_date, part.accrued, part.live
+    else:
+        good = np.flatnonzero(usable)
+        settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
+        accrued_s, live = np.zeros(n), np.zeros(n, np.int64)
+        part = settle(terms.take(good), valuation[good])
+        settlement[good], redemption_day[good], accrued_s[good], live[good] = \
+            part.settlement, part.redemption_date, part.accrued, part.live
     matured = usable & (redemption_day <= settlement)
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
     dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
