@@ -238,8 +238,9 @@ def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _
 
 def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required,
             present: np.ndarray | None) -> np.ndarray:
-    """A numeric column, a new array (NaN where missing without a default); ``required`` marks the rows that
-    need a value when the column has no default; ``present`` is ``raw.notna()``."""
+    """A numeric column as float64 (NaN where missing without a default): the column's own values when they are
+    float64 and none is missing, else a new array; ``required`` marks the rows that need a value when the column
+    has no default; ``present`` is ``raw.notna()``."""
     if raw is None:
         if default is None:
             check.flag(required, column, "is required")
@@ -247,6 +248,10 @@ def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker
     if pd.api.types.is_bool_dtype(raw.dtype):
         check.flag(present, column, "must be a number, not true or false")
         return np.full(n, np.nan if default is None else default, dtype=np.float64)
+    if raw.dtype == np.float64 and present.all():  # nothing to fill in: the column as read, not a copy
+        values = raw.to_numpy()
+        check.flag(np.isinf(values), column, "must be finite")
+        return values
     if isinstance(raw.dtype, np.dtype) and raw.dtype.kind in "fiu":
         values = raw.to_numpy(dtype=np.float64, copy=True)
     else:
