@@ -100,6 +100,16 @@ def month_day(months, day, last):
     return day_number(y, m, length if last else min(day, length))
 
 
+@numba.njit(cache=True, inline="always")
+def day_before(y, m, d):
+    """Year, month and day of the day before ``y-m-d`` (a walk back through days without :func:`ymd`)."""
+    if d > 1:
+        return y, m, d - 1
+    if m > 1:
+        return y, m - 1, month_length(y, m - 1)
+    return y - 1, 12, 31
+
+
 @numba.njit(cache=True)
 def add_months(day, n):
     """``day`` moved by ``n`` months (negative: back), keeping the day of month clamped to the month's length."""

@@ -121,6 +121,14 @@ def accrual_anchor(day_count, d1, r1, r2):
 
 
 @numba.njit(cache=True, inline="always")
+def thirty_fraction(day_count, anchor, aux, y2, m2, b):
+    """:func:`accrual_fraction` of the 30/360 counts to the day ``y2-m2-b`` (its year, month and day)."""
+    if b == 31 and (day_count == THIRTY_E_360 or aux == 30):
+        b = 30
+    return (360 * y2 + 30 * m2 + b - anchor) / 360.0
+
+
+@numba.njit(cache=True, inline="always")
 def accrual_fraction(day_count, anchor, aux, d1, d2, r1, r2):
     """``yf(d1, d2; r1, r2)`` for d1 < d2 <= r2 in a period whose :func:`accrual_anchor` is ``(anchor, aux)``:
     the double :func:`year_fraction` gives, with the period's own part computed once (a row's days walked
@@ -131,9 +139,7 @@ def accrual_fraction(day_count, anchor, aux, d1, d2, r1, r2):
         return (d2 - d1) / 365.0
     if day_count == THIRTY_360 or day_count == THIRTY_E_360:
         y2, m2, b = ymd(d2)
-        if b == 31 and (day_count == THIRTY_E_360 or aux == 30):
-            b = 30
-        return (360 * y2 + 30 * m2 + b - anchor) / 360.0
+        return thirty_fraction(day_count, anchor, aux, y2, m2, b)
     if day_count == ACT_ACT_ICMA and aux > 0:
         return aux / 12.0 * (min(d2, r2) - max(d1, r1)) / (r2 - r1)
     return counted(day_count, d1, d2, r1, r2)

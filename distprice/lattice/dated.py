@@ -28,8 +28,10 @@ import pyarrow.compute as pc
 from ..dates import NO_DATE, BondTerms, adjust_days, parse_dates, settle
 from ..dates.calendars import adjust, business_address, business_count, business_view, is_business
 from ..dates.cashflows import coupon_period, payment_date
+from ..dates.civil import day_before, ymd
 from ..dates.csr import offsets_of
-from ..dates.daycounts import accrual_anchor, accrual_fraction
+from ..dates.daycounts import accrual_anchor, accrual_fraction, thirty_fraction
+from ..dates.registry import THIRTY_360, THIRTY_E_360
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
@@ -519,17 +521,27 @@ def _american_run(e, end, dx, dc, start, business, calendar, at_strike, accruing
     back (or its first exercise date ``start``), into events ``e`` on (before ``end``): each at the strike plus
     the accrued interest of the coupon paid after it (``accruing`` 0: none; its period ``n0 .. n1`` on the
     reference period ``(nb, n1)``, :func:`accrual_anchor` ``(anchor, aux)``). Returns the next event and the
-    next exercise day (NONE_DAY: none)."""
+    next exercise day (NONE_DAY: none). On the 30/360 counts the day's year, month and day are walked back with
+    it (:func:`~distprice.dates.civil.day_before`), not computed anew each day."""
+    thirty = accruing != 0.0 and (day_count == THIRTY_360 or day_count == THIRTY_E_360)
+    y, m, d = ymd(dx) if thirty else (0, 0, 0)
     while True:
         paid = at_strike
         if accruing != 0.0 and dx > n0:
-            paid += accruing * accrual_fraction(day_count, anchor, aux, n0, min(dx, n1), nb, n1)
+            if thirty and dx <= n1:
+                paid += accruing * thirty_fraction(day_count, anchor, aux, y, m, d)
+            else:
+                paid += accruing * accrual_fraction(day_count, anchor, aux, n0, min(dx, n1), nb, n1)
         kind[e], amount[e] = EXERCISE, paid
         step[e], time[e] = _placed(dx - v, spy, D, per_step)
         e += 1
         dx -= 1
+        if thirty:
+            y, m, d = day_before(y, m, d)
         while dx >= start and not is_business(business, calendar, dx):
             dx -= 1
+            if thirty:
+                y, m, d = day_before(y, m, d)
         if dx < start:
             dx = NONE_DAY
         if dx == NONE_DAY or dx < dc or e == end:
