@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
-from .execute import choose_plan
+from .execute import choose_plan, host_pieces
 from .lattice.engines import AUTO, resolve
 from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, ScheduleRuns, read_exercise_schedule, schedule_lines
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
@@ -150,12 +150,26 @@ class Risk:
                 real=np.float64) -> dict[str, np.ndarray]:
         """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
         ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
-        the OAS search starts from when they are float64."""
+        the OAS search starts from when they are float64. The rows are measured in the pieces a pricing in
+        this process takes (:func:`~.execute.host_pieces`): a risk engine holds its rows' events, trees and
+        bumped values at once, so a big book's memory stays that of a piece; each row's measures are what they
+        are measured whole."""
         base = None
         if bond is not None and np.dtype(real) == np.float64:
             base = price_of(instruments.table["instrument"].to_numpy(dtype=object), bond, option)
-        return price_measures(instruments, curves, np.float64, self.engine, self.measures, self.bump_bp,
-                              self.key_rates, quotes, base)
+        rows = np.arange(len(instruments))
+        pieces = host_pieces(instruments, rows, "reference" if self.engine == "reference" else "cpu") \
+            if len(rows) else [rows]
+        out = {}
+        for piece in pieces:
+            part = price_measures(instruments.take(piece), curves, np.float64, self.engine, self.measures,
+                                  self.bump_bp, self.key_rates, None if quotes is None else quotes.take(piece),
+                                  None if base is None else base[piece])
+            if len(pieces) == 1:
+                return part
+            for name, values in part.items():
+                out.setdefault(name, np.empty(len(rows), dtype=values.dtype))[piece] = values
+        return out
 
 
 def read_risk(table: pd.DataFrame, prepared: Prepared, risk: Risk | None, first_row: int = 0):

@@ -53,6 +53,27 @@ def test_price_adds_the_measure_columns_after_the_prices(quoted):
         np.testing.assert_allclose(alone[column], expected[column], rtol=0, atol=1e-6 * scale, err_msg=column)
 
 
+def test_a_job_measures_its_rows_in_the_pieces_of_a_pricing(monkeypatch, quoted):
+    """A job in this process measures its rows piece by piece, as it prices them (a risk engine holds all of
+    its rows' trees and bumped values at once): the same bits as the whole book measured at once."""
+    from distprice import execute
+
+    whole = distprice.price(quoted, engine="cpu", measures=ALL)
+    calls = []
+    measure = price_measures
+
+    def counted(instruments, *args, **kwargs):
+        calls.append(len(instruments))
+        return measure(instruments, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "HOST_PIECE_NODE_STEPS", {**execute.HOST_PIECE_NODE_STEPS, "cpu": 2e3})
+    monkeypatch.setattr(execute, "HOST_PIECE_ROWS", {**execute.HOST_PIECE_ROWS, "cpu": 1})
+    monkeypatch.setattr("distprice.job.price_measures", counted)
+    pieces = distprice.price(quoted, engine="cpu", measures=ALL)
+    assert len(calls) >= 5 and sum(calls) == len(quoted)
+    pd.testing.assert_frame_equal(pieces, whole)
+
+
 def test_a_cluster_measures_each_chunk_as_this_process_does(local, quoted):
     here = distprice.price(quoted, engine="cpu", measures=ALL)
     with Pricer(local, chunks_per_worker=2) as pricer:
