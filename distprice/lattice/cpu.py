@@ -933,8 +933,9 @@ class CpuRisk:
     bond that pays no coupon after the last exercise date, or a bond option expiring in the last coupon
     period), a tree's values at the last exercise under any bump are one row, the value there of 1 paid at
     that step, times the cash flows' worth under the bump. :meth:`trees` rolls that row back once per tree
-    (:attr:`bonded`); every bump then starts there. On R1 half the trees have one, and the measure set's
-    node-steps fall by a fifth."""
+    (:attr:`bonded`: where it spares a DISCOUNT_SHARE of each pass); every bump that starts at or above the
+    last exercise then starts there. On R1 half the trees have one, and the measure set's node-steps fall by a
+    fifth."""
 
     def __init__(self, batch: Batch, embedded: np.ndarray | None = None):
         if batch.real != np.float64:
