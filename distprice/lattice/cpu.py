@@ -675,9 +675,7 @@ def _rows_from(rows, w, saved=None):
 def _rows_discounted(rows, w, z, a, a2):
     """The rows (:func:`_backward_bumped`) zeroed over the ``w + 2`` nodes but each bump's bond: ``a`` and
     ``a2`` times the discount bond ``z``."""
-    for b in range(rows.shape[0]):
-        for p in range(w + 2):
-            rows[b, p] = 0.0
+    _rows_from(rows, w)
     for p in range(w + 2):
         rows[0, p] = a * z[p]
         rows[4, p] = a2 * z[p]
@@ -740,9 +738,7 @@ def _discount_trees(start, stop, order, chosen, task_row, task_dr, alpha_at, ea_
         jm, n, s = jmax[r], height[r], flow[r]
         w = 2 * jm + 1
         top, bottom = _coefficients(jm, min(jm, n), dt[r], task_dr[k], M[r], coef)
-        for a in range(4):
-            for p in range(w + 2):
-                rows[a, p] = 0.0
+        _rows_from(rows, w)
         B, Bn = rows[0], rows[1]
         lo, hi = _span(jm, min(s, jm))
         for p in range(lo, hi):

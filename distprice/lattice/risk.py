@@ -10,11 +10,10 @@ one sweep; the OAS a backward pass per evaluation, all unfinished rows at once (
 only below the top of its triangle; where a row's cash flows after its last exercise all fall at one step, every
 bump only below that exercise, from that step's discount bond there (rolled back once per tree); a callable or
 puttable bond rolls its holder's value back, one row of values where bond and option are two. The GPU engine
-does the same, but for the pairs and the discount bonds: each forward pass and every
-(tree, bump) a block of threads (a thread per tree, each bump from the top, for the narrowest and widest trees:
-:class:`~.gpu.GpuRisk`). A plain bond has no option: its tree reprices its
-discounted cash flows exactly under every curve and sigma, so it is valued off the tree (:mod:`~.straight`)
-and its vega is zero.
+does the same but for the pairs and the discount bonds: each forward pass and every (tree, bump) a block of
+threads (a thread per tree, each bump from the top, for the narrowest and widest trees: :class:`~.gpu.GpuRisk`).
+A plain bond has no option: its tree reprices its discounted cash flows exactly under every curve and sigma, so
+it is valued off the tree (:mod:`~.straight`) and its vega is zero.
 """
 from __future__ import annotations
 
