@@ -335,6 +335,24 @@ def test_the_embedded_local_cluster_speaks_tls_only(tmp_path):
         cluster.close()
 
 
+@pytest.mark.parametrize("given", [None, "1048576"])
+def test_local_worker_processes_keep_freed_memory_unless_told_otherwise(monkeypatch, given):
+    """Dask's nannies set glibc's trim threshold to 64 KiB in their workers, which maps every array over 128 KiB
+    afresh; a local cluster's workers start without it, unless the environment sets it."""
+    if given is None:
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", given)
+    client, cluster = start(ClusterConfig(kind="local", n_workers=1, processes=True, dashboard_address=None))
+    try:
+        seen = client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert list(seen.values()) == [given]
+        assert os.environ.get("MALLOC_TRIM_THRESHOLD_") == given
+    finally:
+        client.close()
+        cluster.close()
+
+
 @pytest.mark.parametrize("kind", ["local", pytest.param("local-cuda", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")])])
 def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path, kind):

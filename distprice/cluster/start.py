@@ -6,6 +6,8 @@ import logging
 import os
 import sys
 
+import dask
+
 from ..cuda import gpu_available
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
@@ -120,12 +122,28 @@ def start(config: ClusterConfig):
                                 threads_per_worker=config.threads_per_worker or 1, memory_limit=config.memory_limit,
                                 dashboard_address=config.dashboard_address, security=security, protocol="tls")
     try:
-        cluster = start()
+        with dask.config.set(_freed_memory_kept()):
+            cluster = start()
     except Exception as error:
         if config.kind != "local-cuda" and not config.processes:
             raise
         raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
     return Client(cluster, security=security), cluster
+
+
+TRIM_SETTING = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+DASK_TRIM = 65536
+"""Dask's own setting of glibc's trim threshold for the worker processes its nannies start (bytes)."""
+
+
+def _freed_memory_kept() -> dict:
+    """Dask config for the worker processes of a local cluster: without Dask's own ``MALLOC_TRIM_THRESHOLD_``
+    (:data:`DASK_TRIM`), which also makes glibc map every block over 128 KiB afresh from the system and unmap
+    it when freed, so that each chunk's arrays were new memory (the system zeroing each page as it is first
+    touched). A threshold that the environment or the Dask config sets otherwise is kept."""
+    if "MALLOC_TRIM_THRESHOLD_" in os.environ or dask.config.get(TRIM_SETTING, None) != DASK_TRIM:
+        return {}
+    return {TRIM_SETTING: None}
 
 
 def _importing_main_in_child() -> bool:
