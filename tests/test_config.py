@@ -76,6 +76,14 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     assert gpu_cluster_spec(defaults, ["0"], security)[1]["gpu0-0"]["options"]["nthreads"] == 4
 
 
+def test_a_job_takes_fewer_chunks_per_worker_where_worker_processes_share_a_gpu():
+    from distprice.cluster.start import default_chunks
+
+    assert [default_chunks(ClusterConfig(kind=kind)) for kind in ("local", "local-cuda", "slurm")] == [4, 2, 4]
+    assert default_chunks(ClusterConfig(kind="address", address="tcp://scheduler:8786")) == 4
+    assert parse_config({"job": {"chunks_per_worker": 3}}).job.chunks_per_worker == 3
+
+
 def test_address_config():
     cluster = load_config(CONFIGS / "address.yaml").cluster
     assert (cluster.address, cluster.timeout, cluster.security) == ("tcp://scheduler:8786", 10.0, None)
@@ -113,7 +121,7 @@ def test_defaults_when_sections_are_missing(tmp_path):
     assert (config.cluster.kind, config.cluster.threads_per_worker, config.cluster.processes) == ("local", None, True)
     assert (config.cluster.memory_limit, config.cluster.dashboard_address) == ("auto", "127.0.0.1:8787")
     assert (config.job.engine, config.job.precision, config.job.on_invalid) == ("auto", "fp64", "strict")
-    assert config.job.chunks_per_worker == 4
+    assert config.job.chunks_per_worker is None
     (tmp_path / "job-only.yaml").write_text("job:\n  precision: fp32\n")
     loaded = load_config(tmp_path / "job-only.yaml")
     assert loaded.cluster == ClusterConfig()

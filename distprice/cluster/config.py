@@ -153,12 +153,13 @@ class JobConfig(JobOptions):
     ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
     ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``, ``as_of``, ``exercise_schedule``,
     ``models``, ``allow_empty``, ``max_invalid``, ``timeout``) and ``chunks_per_worker``, the chunks a job is
-    cut into per worker. ``distprice run`` takes these as the defaults of its options of the same names.
+    cut into per worker (None: the cluster's default, :func:`~.start.default_chunks`). ``distprice run``
+    takes these as the defaults of its options of the same names.
     """
 
     portfolio: str | None = None
     output: str | None = None
-    chunks_per_worker: int = 4
+    chunks_per_worker: int | None = None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
 from .progress import follow
-from .start import cluster_config, start
+from .start import cluster_config, default_chunks, start
 from .tasks import (describe_worker, fit_heston_surface, fit_hull_white_model, gather, inspect_chunk, mc_task_name,
                     price_chunk, price_paths, price_read_chunk, read_chunk, read_slice, task_name, write_read_chunk)
 from .watch import Watch, connected
@@ -61,7 +61,8 @@ class Pricer:
 
     ``cluster``: None (a local cluster sized to this machine), a config file, a scheduler address, a
     :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
-    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker; ``progress``: a progress
+    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 on a ``local-cuda``
+    cluster, whose worker processes share each GPU, else 4); ``progress``: a progress
     bar of each stage on stderr, when it is a terminal. Use as a context manager::
 
         with distprice.Pricer("configs/local-cuda.yaml") as pricer:
@@ -69,7 +70,7 @@ class Pricer:
                 priced = pricer.price(book, curves, shifts_bp=[-100, 0, 100])
     """
 
-    def __init__(self, cluster=None, *, chunks_per_worker: int = 4,
+    def __init__(self, cluster=None, *, chunks_per_worker: int | None = None,
                  read_on_workers_rows: int = READ_ON_WORKERS_ROWS, progress: bool = False):
         from distributed import Client
 
@@ -91,7 +92,7 @@ class Pricer:
         self.last_job: str | None = None
         """The id of the latest job (:func:`.dashboard.job_workers` gives what each worker did of it)."""
         self._posted: set[str] = set()
-        self.chunks_per_worker = chunks_per_worker
+        self.chunks_per_worker = chunks_per_worker or default_chunks(config)
         self.read_on_workers_rows = read_on_workers_rows
         self.progress = progress
         self._workers: dict[str, dict] = {}

@@ -44,6 +44,18 @@ def gpu_worker_threads(config: ClusterConfig, gpus: int) -> int:
     return max(1, min(WORKER_THREADS, (os.cpu_count() or 1) // workers))
 
 
+CHUNKS_PER_WORKER = 4
+"""Chunks a job is cut into per worker, by default: several a worker, so that a slow chunk holds up none."""
+CHUNKS_PER_GPU_WORKER = 2
+"""The same for the worker processes of a ``local-cuda`` cluster: :func:`workers_per_gpu` of them share each
+GPU, whose chunks already interleave; each chunk costs its own reading, checks, launches and Parquet part."""
+
+
+def default_chunks(config: ClusterConfig) -> int:
+    """Chunks a job is cut into per worker on the cluster ``config`` describes, unless the job says."""
+    return CHUNKS_PER_GPU_WORKER if config.kind == "local-cuda" else CHUNKS_PER_WORKER
+
+
 def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[dict, dict]:
     """The scheduler's and the workers' specs of a ``local-cuda`` cluster (for :class:`distributed.SpecCluster`):
     :func:`workers_per_gpu` worker processes on each GPU, named ``gpu<name>-<k>``, each seeing only its GPU,
