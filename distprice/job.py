@@ -314,16 +314,16 @@ class Job:
         mask = prepared.is_dated & prepared.valid
         rows = slice(None) if mask.all() else np.flatnonzero(mask)  # every row: views, no copies
         dirty, accrued = np.full(len(price), np.nan), np.full(len(price), np.nan)
-        curve, names = pd.factorize(prepared.table["curve"])
-        day = dated.valuation[rows]
+        codes, names = pd.factorize(prepared.table["curve"])
+        day, curve = dated.valuation[rows], codes[rows]
         settle = dated.years(dated.settlement)[rows]
         discount = np.empty(len(day))
         if len(day):  # rows grouped by (curve, valuation date), each group's curve seen from its date once
             offset = day - day.min()
-            groups, keys = pd.factorize(curve[rows] * (offset.max() + 1) + offset)
+            groups, keys = pd.factorize(curve * (offset.max() + 1) + offset)
             order = np.argsort(groups.astype(np.min_scalar_type(len(keys))), kind="stable")  # radix: small codes
             for here in np.split(order, np.cumsum(np.bincount(groups))[:-1]):
-                name, valuation = str(names[curve[rows][here[0]]]), int(day[here[0]])
+                name, valuation = str(names[curve[here[0]]]), int(day[here[0]])
                 discount[here] = curves[name].at(valuation).discount(settle[here])
         dirty[rows] = price[rows] / discount
         option = (prepared.table["instrument"] == "bond_option").to_numpy()[rows]
