@@ -66,13 +66,27 @@ def _curve_knots(keys, curves: dict[str, ZeroCurve]) -> dict:
             "curve_z": curve_z.astype(np.float64)}
 
 
-def _codes(column: pd.Series, mapping: dict | None = None):
-    """Integer codes of a column of labels, and the labels in order of first appearance (``mapping``: the
-    code of each label instead)."""
+def _label_codes(column: pd.Series) -> tuple[np.ndarray, list]:
+    """A column of labels as codes into its labels (-1: missing): a Categorical's own codes and categories, as
+    the canonical table holds them (no text hashed again per piece), else those of ``pd.factorize``."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array.codes, list(column.dtype.categories)
     codes, labels = pd.factorize(column)
-    if mapping is None:
-        return codes.astype(np.int64), tuple(labels)
-    return np.array([mapping[label] for label in labels], dtype=np.int64)[codes], tuple(labels)
+    return codes, list(labels)
+
+
+def _mapped(column: pd.Series, mapping: dict) -> np.ndarray:
+    """The code ``mapping`` gives each row's label (int64; every label present must have one; missing: -1)."""
+    codes, labels = _label_codes(column)
+    used = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0
+    return np.array([mapping[label] if hit else -1 for label, hit in zip(labels, used)] + [-1],
+                    dtype=np.int64)[codes]
+
+
+def _is(column: pd.Series, label: str) -> np.ndarray:
+    """Where a column of labels holds ``label`` (missing: false)."""
+    codes, labels = _label_codes(column)
+    return np.array([value == label for value in labels] + [False], dtype=bool)[codes]
 
 
 EVENT_COLUMNS = ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year", "expiry", "first_exercise",
@@ -86,8 +100,8 @@ def events_of(instruments: Instruments) -> EventTable:
     """The events of every row of ``instruments`` (time-form and dated), in the order the engines apply them."""
     table = instruments.table
     number = {c: table[c].to_numpy() for c in EVENT_COLUMNS}
-    exercise = _codes(table["exercise"], EXERCISE_CODES)[0]
-    has_option = (table["instrument"] != "bond").to_numpy()
+    exercise = _mapped(table["exercise"], EXERCISE_CODES)
+    has_option = ~_is(table["instrument"], "bond")
     timed = np.flatnonzero(~instruments.is_dated)
     rows = slice(None) if len(timed) == len(table) else timed
     parts = [(timed, time_form_events(*(v[rows] for v in (
@@ -112,7 +126,7 @@ def pack(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64
         return Batch(
             real=np.dtype(real),
             geometry=instruments.geometry,
-            is_call=(table["option_type"] == "call").to_numpy(dtype=bool),
+            is_call=_is(table["option_type"], "call"),
             curve_index=curve_index,
             events=events,
             option_from=events.last_exercise_step(),
@@ -125,8 +139,9 @@ def _curve_keys(names: pd.Series, valuation: np.ndarray, curves: dict[str, ZeroC
     """Each row's curve as an index into the distinct (curve id, valuation date) pairs, in order of first
     appearance, and those pairs (the date only for curves with knots by date: other curves are the same on
     every date)."""
-    codes, labels = pd.factorize(names)
-    labels = [str(name) for name in labels]
+    codes, labels = _label_codes(names)
+    codes, used = pd.factorize(codes)  # the labels present, in order of first appearance
+    labels = [str(labels[k]) for k in used]
     by_date = np.array([curves[name].dates is not None for name in labels], dtype=bool)
     if not by_date.any():
         return codes.astype(np.int64), tuple((name, NO_DATE) for name in labels)

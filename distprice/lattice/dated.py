@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
+from typing import Callable
 
 import numba
 import numpy as np
@@ -320,13 +321,14 @@ TERM_COLUMNS = ("issue_date", "maturity_date", "coupon", "coupon_frequency", "da
 """The columns a dated row's terms and dates are read from."""
 
 
-def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, schedule: ExerciseSchedule,
-               exercise: np.ndarray, has_option: np.ndarray, strike: np.ndarray,
-               where) -> tuple[DatedRows, list[Problem]]:
+def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year,
+               schedule: ExerciseSchedule | Callable[[], ExerciseSchedule], exercise: np.ndarray,
+               has_option: np.ndarray, strike: np.ndarray, where) -> tuple[DatedRows, list[Problem]]:
     """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
-    curve), ``schedule``, ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
+    curve), ``schedule`` (or a function returning it, called once the terms are read and settled: the caller
+    may read it meanwhile), ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
     ``rows``; problems name rows by their position in ``frame`` (``where(position)`` labels one).
     """
     subset = frame[[c for c in TERM_COLUMNS if c in frame.columns]]
@@ -369,6 +371,7 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year, 
         settlement[good], redemption_day[good], accrued_s[good], live[good] = \
             part.settlement, part.redemption_date, part.accrued, part.live
     matured = usable & (redemption_day <= settlement)
+    schedule = schedule() if callable(schedule) else schedule
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
     dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
                       np.asarray(days_per_year, np.int64), accrued_s, schedule, live, np.zeros(n, np.int64))

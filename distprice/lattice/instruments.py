@@ -547,11 +547,14 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
                              dtype=np.int64)[curve.codes]
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
-        schedule = exercise_schedule() if callable(exercise_schedule) else exercise_schedule
-        schedule = schedule if schedule is not None else ExerciseSchedule.empty(n)
+
+        def schedule() -> ExerciseSchedule:  # asked for once the dated terms are read: a caller reads it meanwhile
+            given = exercise_schedule() if callable(exercise_schedule) else exercise_schedule
+            return (given if given is not None else ExerciseSchedule.empty(n)).take(rows)
+
         with stage("schedules"):
-            part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule.take(rows),
-                                        exercise[rows], has_option[rows], c["strike"][rows], check.where)
+            part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule, exercise[rows],
+                                        has_option[rows], c["strike"][rows], check.where)
         check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
