@@ -353,6 +353,27 @@ def test_local_worker_processes_keep_freed_memory_unless_told_otherwise(monkeypa
         cluster.close()
 
 
+def test_a_workers_tasks_read_parquet_on_as_many_arrow_threads_as_the_worker_has():
+    """Dask's nannies start workers with OMP_NUM_THREADS=1, which sizes Arrow's thread pool at one thread; the
+    tasks of a two-thread worker give it two, as they give numba's parallel loops."""
+    client, cluster = start(ClusterConfig(kind="local", n_workers=1, threads_per_worker=2, processes=True,
+                                          dashboard_address=None))
+    try:
+        def in_a_task():
+            import numba
+            import pyarrow
+
+            from distprice.cluster.tasks import _use_worker_threads
+
+            _use_worker_threads()  # what every reading, pricing and fitting task does first
+            return pyarrow.cpu_count(), numba.get_num_threads()
+
+        assert client.submit(in_a_task, pure=False).result(timeout=60) == (2, 2)
+    finally:
+        client.close()
+        cluster.close()
+
+
 @pytest.mark.parametrize("kind", ["local", pytest.param("local-cuda", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")])])
 def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path, kind):

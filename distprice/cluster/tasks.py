@@ -3,7 +3,6 @@
 plan), so the scheduler can run a lost worker's tasks elsewhere."""
 from __future__ import annotations
 
-import contextlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -41,13 +40,21 @@ def describe_worker(precision: str) -> dict:
 
 
 def _use_worker_threads() -> None:
-    """numba's parallel loops (the CPU engine, validation, layout) use as many threads as this Dask worker has,
-    not every core of the machine."""
+    """numba's parallel loops (the CPU engine, validation, layout) and Arrow's pool (Parquet reading, columns to
+    and from pandas) use as many threads as this Dask worker has: not every core of the machine, and not the one
+    thread that Dask's nannies leave Arrow (they start workers with ``OMP_NUM_THREADS=1``, which sizes Arrow's
+    pool), which a worker's tasks would otherwise take turns on."""
     import numba
+    import pyarrow as pa
     from distributed import get_worker
 
-    with contextlib.suppress(ValueError):
-        numba.set_num_threads(max(1, min(get_worker().state.nthreads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        threads = get_worker().state.nthreads
+    except ValueError:  # not on a worker
+        return
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    if pa.cpu_count() != threads:
+        pa.set_cpu_count(threads)
 
 
 def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None,
@@ -99,7 +106,7 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
 
     labels = text_columns(pq.read_schema(piece.path), LABEL_COLUMNS)
     file = pq.ParquetFile(piece.path, read_dictionary=labels or None)
-    table = file.read_row_group(piece.row_group).slice(piece.start, piece.rows).to_pandas()
+    table = file.read_row_groups(list(piece.groups)).slice(piece.start, piece.rows).to_pandas()
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
     return table
 
