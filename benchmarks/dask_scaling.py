@@ -3,7 +3,7 @@ and the Dask overhead (time outside the pricing tasks).
 
     python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
         [--threads-per-worker T] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
-        [--chunks-per-worker 4] [--folder]
+        [--chunks-per-worker C] [--folder]
 
 ``--workers`` counts GPUs (each with the cluster's worker processes per GPU, or ``--workers-per-gpu``), or
 CPU workers with ``--cpu``.
@@ -22,7 +22,8 @@ wall time into phases: until the last read task ends ("read"), until the last pr
 rest ("tail": the last results' transfer and the end of the writing). With ``--folder`` the priced table is a folder
 of Parquet parts (``OUTPUT_DIR/priced/``), each written by the worker that priced its slice, instead of one file the
 client writes. Prices are compared with those of the first worker count. Writes ``dask_scaling.json`` and
-``dask_scaling.md``.
+``dask_scaling.md``. ``--chunks-per-worker`` defaults to the cluster's own (2 per worker process on a GPU cluster,
+4 on a CPU one).
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def _pricing_totals(dask_scheduler=None):
 
 
 def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat: int, output: Path,
-            per_gpu: int | None = None, chunks_per_worker: int = 4, options: dict | None = None) -> dict:
+            per_gpu: int | None = None, chunks_per_worker: int | None = None, options: dict | None = None) -> dict:
     config = ClusterConfig(kind="local" if cpu else "local-cuda", n_workers=workers, threads_per_worker=threads,
                            workers_per_gpu=per_gpu, dashboard_address=None)
     with Pricer(config, chunks_per_worker=chunks_per_worker) as pricer:
@@ -118,7 +119,8 @@ def main(argv=None):
     parser.add_argument("--shifts-bp", type=parse_shifts, default=None, help="parallel shifts, e.g. -100,0,100")
     parser.add_argument("--shift-count", type=int, default=0, help="N shifts 10 bp apart, centred on 0")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--chunks-per-worker", type=int, default=4, help="slices of the file per worker process")
+    parser.add_argument("--chunks-per-worker", type=int, default=None,
+                        help="slices of the file per worker process (default: the cluster's)")
     parser.add_argument("--folder", action="store_true", help="write a folder of parts (by the workers), not one file")
     args = parser.parse_args(argv)
     shifts_bp = args.shifts_bp or (tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count))
@@ -148,7 +150,7 @@ def main(argv=None):
     base = report["results"][0]
     lines = [f"{report['dataset']} ({rows} rows, {rows * scenarios} prices), {device}, "
              f"{args.threads_per_worker or 'default'} thread(s) per worker, worker processes per GPU "
-             f"{args.workers_per_gpu or 'default'}, {args.chunks_per_worker} chunks per worker, output "
+             f"{args.workers_per_gpu or 'default'}, {args.chunks_per_worker or 'default'} chunks per worker, output "
              f"{report['output']}, {time.strftime('%Y-%m-%d')}; "
              f"differences against the {base['workers']}-worker prices", "",
              "| workers | job s | speed-up | efficiency | kernel s | outside kernels s | tasks s "

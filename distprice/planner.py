@@ -64,11 +64,12 @@ def partition(width: np.ndarray, height: np.ndarray, chunks: int) -> list[np.nda
 
 @dataclass(frozen=True)
 class FileSlice:
-    """Rows ``start:stop`` of row group ``row_group`` of a Parquet file; ``first_row`` is the position of the
-    slice's first row in the whole table (the file, or the folder of parts it is one of)."""
+    """Rows ``start:stop`` of the consecutive row groups ``groups`` of a Parquet file, counted from the first
+    group's first row; ``first_row`` is the position of the slice's first row in the whole table (the file, or
+    the folder of parts it is one of)."""
 
     path: str
-    row_group: int
+    groups: range
     start: int
     stop: int
     first_row: int
@@ -80,16 +81,21 @@ class FileSlice:
 
 def table_slices(files: list[tuple[str, list[int]]], chunks: int) -> list[FileSlice]:
     """Slices of a table held by Parquet files read one after the other (a folder's parts), each file given
-    as ``(path, rows of each row group)``: about ``chunks`` of equal rows, none crossing a row group."""
+    as ``(path, rows of each row group)``: about ``chunks`` of equal rows, none crossing a file. A slice may
+    span row groups or share one with its neighbours, so that the slices are equal however the file was
+    written (row groups of unequal rows would otherwise make some workers' share twice others')."""
     total = sum(sum(groups) for _, groups in files)
-    per_slice = max(1, math.ceil(total / max(1, chunks)))
+    per_slice = max(1.0, total / max(1, chunks))
     slices, first = [], 0
-    for path, row_group_rows in files:
-        for group, rows in enumerate(row_group_rows):
-            pieces = max(1, round(rows / per_slice))
-            bounds = np.linspace(0, rows, pieces + 1).round().astype(int)
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                if b > a:
-                    slices.append(FileSlice(str(path), group, int(a), int(b), first + int(a)))
-            first += rows
+    for path, group_rows in files:
+        starts = np.concatenate([[0], np.cumsum(group_rows, dtype=np.int64)])
+        rows = int(starts[-1])
+        bounds = np.linspace(0, rows, max(1, round(rows / per_slice)) + 1).round().astype(np.int64)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b > a:
+                lo = int(np.searchsorted(starts, a, side="right")) - 1  # the group holding row a
+                hi = int(np.searchsorted(starts, b, side="left"))  # after the group holding row b - 1
+                base = int(starts[lo])
+                slices.append(FileSlice(str(path), range(lo, hi), int(a) - base, int(b) - base, first + int(a)))
+        first += rows
     return slices

@@ -59,12 +59,41 @@ def test_work_grid_cuts_scenarios_into_blocks_first(rows, scenarios, workers, pe
     assert [s for block in got for s in block] == list(range(scenarios))
 
 
-def test_table_slices_stay_inside_row_groups_and_number_rows_across_files():
-    files = [("part-000000.parquet", [65_536, 65_536, 10_000]), ("part-000001.parquet", [30_000])]
-    slices = table_slices(files, 7)
-    assert sum(s.rows for s in slices) == 65_536 * 2 + 10_000 + 30_000
-    assert [s.first_row for s in slices] == np.cumsum([0] + [s.rows for s in slices[:-1]]).tolist()
-    groups = dict(files)
+def slice_rows(files, slices) -> list[np.ndarray]:
+    """Each slice's rows as positions in the whole table, from its file's row groups."""
+    out, first, total = [], {}, 0
+    for path, groups in files:
+        first[path], total = total, total + sum(groups)
     for s in slices:
-        assert 0 <= s.start < s.stop <= groups[s.path][s.row_group]
-    assert slices[-1].path == "part-000001.parquet" and slices[-1].first_row + slices[-1].rows == 171_072
+        groups = dict(files)[s.path]
+        base = first[s.path] + sum(groups[:s.groups.start])
+        assert 0 <= s.start < s.stop <= sum(groups[s.groups.start:s.groups.stop])
+        assert s.groups.stop == s.groups.start + 1 or s.start < groups[s.groups.start]  # no group read for nothing
+        assert s.stop > sum(groups[s.groups.start:s.groups.stop - 1])
+        out.append(np.arange(base + s.start, base + s.stop))
+    return out
+
+
+@pytest.mark.parametrize("files, chunks, count", [
+    ([("part-000000.parquet", [65_536, 65_536, 10_000]), ("part-000001.parquet", [30_000])], 7, 7),
+    ([("book.parquet", [65_536, 34_464] * 10)], 16, 16),  # copies of 100 000 rows written one after the other
+    ([("book.parquet", [1_000] * 1_000)], 16, 16),  # many small row groups: one task per slice, not per group
+    ([("book.parquet", [0, 70_000, 0, 0, 30_000, 0])], 4, 4),
+    ([("a.parquet", [10]), ("b.parquet", [0]), ("c.parquet", [5])], 8, 8),
+])
+def test_table_slices_are_equal_and_cover_every_row_once_in_order(files, chunks, count):
+    """Slices of about equal rows, whatever the row groups (a slice spans groups or shares one), none across
+    files, numbering the rows of the whole table in order."""
+    slices = table_slices(files, chunks)
+    rows = slice_rows(files, slices)
+    total = sum(sum(g) for _, g in files)
+    assert np.array_equal(np.concatenate(rows), np.arange(total))
+    assert [s.first_row for s in slices] == [r[0] for r in rows]
+    assert len(slices) == count
+    sizes = [s.rows for s in slices]
+    by_file = {}
+    for s in slices:
+        by_file.setdefault(s.path, []).append(s.rows)
+    assert all(max(v) - min(v) <= 1 for v in by_file.values())
+    if len(files) == 1:
+        assert max(sizes) <= -(-total // chunks)

@@ -8,7 +8,7 @@ A job runs in stages, each a kind of task named for the dashboard's task stream 
   ``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device;
   a ``gather`` task puts the prices back in portfolio order;
 - a bigger Parquet file, or folder of Parquet parts, is read by the workers: ``read-chunk`` tasks each read
-  and check a slice of its row groups, ``inspect-chunk`` tasks send the client only what it needs (problems,
+  and check a slice of its rows, ``inspect-chunk`` tasks send the client only what it needs (problems,
   id hashes, the plan's engines), and once every slice is known valid the ``price_*`` tasks price the slices
   where they lie. The client holds the plan and one priced slice at a time, not the portfolio.
 
