@@ -23,11 +23,13 @@ rest ("tail": the last results' transfer and the end of the writing). With ``--f
 of Parquet parts (``OUTPUT_DIR/priced/``), each written by the worker that priced its slice, instead of one file the
 client writes. Prices are compared with those of the first worker count. Writes ``dask_scaling.json`` and
 ``dask_scaling.md``. ``--chunks-per-worker`` defaults to the cluster's own (2 per worker process on a GPU cluster,
-4 on a CPU one).
+4 on a CPU one). Each timed job runs with the objects alive at its start out of the garbage collector's full
+passes, as in ``distprice run`` (``gc.freeze``).
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from pathlib import Path
 
@@ -65,7 +67,11 @@ def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat
             before = pricer.client.run_on_scheduler(_pricing_totals)
             start = time.time()
             with get_task_stream(pricer.client) as stream:
-                summary = pricer.run(str(path), output=output, shifts_bp=shifts_bp, **(options or {}))
+                gc.freeze()  # as distprice run does for its job: no full collection over the setup's objects
+                try:
+                    summary = pricer.run(str(path), output=output, shifts_bp=shifts_bp, **(options or {}))
+                finally:
+                    gc.unfreeze()
             end = time.time()
             after = pricer.client.run_on_scheduler(_pricing_totals)
 
