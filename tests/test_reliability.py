@@ -353,6 +353,25 @@ def test_local_worker_processes_keep_freed_memory_unless_told_otherwise(monkeypa
         cluster.close()
 
 
+@pytest.mark.parametrize("processes", [True, False])
+def test_local_worker_processes_start_with_their_objects_out_of_full_garbage_collections(processes):
+    """A full pass of the garbage collector over a worker's objects (pandas, numba, Dask) took ~0.1 s of a task:
+    a local cluster's worker processes import distprice's tasks and freeze what they hold as they start; workers
+    that are threads of this process leave its collector alone."""
+    import gc
+
+    client, cluster = start(ClusterConfig(kind="local", n_workers=1, processes=processes, dashboard_address=None))
+    try:
+        frozen = client.run(lambda: (gc.get_freeze_count(), "distprice.cluster.tasks" in __import__("sys").modules))
+        (count, imported), = frozen.values()
+        assert imported
+        assert (count > 10_000) == processes
+        assert gc.get_freeze_count() == 0
+    finally:
+        client.close()
+        cluster.close()
+
+
 def test_a_workers_tasks_read_parquet_on_as_many_arrow_threads_as_the_worker_has():
     """Dask's nannies start workers with OMP_NUM_THREADS=1, which sizes Arrow's thread pool at one thread; the
     tasks of a two-thread worker give it two, as they give numba's parallel loops."""
