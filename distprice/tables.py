@@ -133,7 +133,7 @@ def factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
     into the labels, each as ``raw.astype("string")`` writes it (a Categorical of text: its codes and categories
     as they are)."""
     if isinstance(raw.dtype, pd.CategoricalDtype) and raw.dtype.categories.inferred_type in ("string", "empty"):
-        return raw.cat.codes.to_numpy(dtype=np.int64), list(raw.dtype.categories)
+        return raw.array.codes.astype(np.int64), list(raw.dtype.categories)
     if isinstance(raw.dtype, pd.StringDtype):
         codes, uniques = pd.factorize(raw)
         return codes, list(uniques)

@@ -19,6 +19,7 @@ import pandas as pd
 from ..curves import ZeroCurve
 from ..dates import NO_DATE
 from ..stopwatch import stage
+from ..tables import factorized
 from .dated import dated_events
 from .events import EXERCISE_CODES, EventTable, time_form_events
 from .geometry import TreeGeometry
@@ -66,18 +67,10 @@ def _curve_knots(keys, curves: dict[str, ZeroCurve]) -> dict:
             "curve_z": curve_z.astype(np.float64)}
 
 
-def _label_codes(column: pd.Series) -> tuple[np.ndarray, list]:
-    """A column of labels as codes into its labels (-1: missing): a Categorical's own codes and categories, as
-    the canonical table holds them (no text hashed again per piece), else those of ``pd.factorize``."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.array.codes, list(column.dtype.categories)
-    codes, labels = pd.factorize(column)
-    return codes, list(labels)
-
-
 def _mapped(column: pd.Series, mapping: dict) -> np.ndarray:
-    """The code ``mapping`` gives each row's label (int64; every label present must have one; missing: -1)."""
-    codes, labels = _label_codes(column)
+    """The code ``mapping`` gives each row's label (int64; every label present must have one; missing: -1). A
+    label column of the canonical table is a Categorical: its codes are taken as they are, not hashed again."""
+    codes, labels = factorized(column)
     used = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0
     return np.array([mapping[label] if hit else -1 for label, hit in zip(labels, used)] + [-1],
                     dtype=np.int64)[codes]
@@ -85,7 +78,7 @@ def _mapped(column: pd.Series, mapping: dict) -> np.ndarray:
 
 def _is(column: pd.Series, label: str) -> np.ndarray:
     """Where a column of labels holds ``label`` (missing: false)."""
-    codes, labels = _label_codes(column)
+    codes, labels = factorized(column)
     return np.array([value == label for value in labels] + [False], dtype=bool)[codes]
 
 
@@ -139,7 +132,7 @@ def _curve_keys(names: pd.Series, valuation: np.ndarray, curves: dict[str, ZeroC
     """Each row's curve as an index into the distinct (curve id, valuation date) pairs, in order of first
     appearance, and those pairs (the date only for curves with knots by date: other curves are the same on
     every date)."""
-    codes, labels = _label_codes(names)
+    codes, labels = factorized(names)
     codes, used = pd.factorize(codes)  # the labels present, in order of first appearance
     labels = [str(labels[k]) for k in used]
     by_date = np.array([curves[name].dates is not None for name in labels], dtype=bool)
