@@ -50,7 +50,8 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     from distributed import Nanny
     from distributed.security import Security as DaskSecurity
 
-    from distprice.cluster.start import WORKER_SETUP, gpu_cluster_spec, gpu_worker_threads, workers_per_gpu
+    from distprice.cluster.start import gpu_cluster_spec, gpu_worker_threads, workers_per_gpu
+    from distprice.cluster.worker import PRELOAD
 
     security = DaskSecurity()
     config = ClusterConfig(kind="local-cuda", workers_per_gpu=2, threads_per_worker=3, memory_limit="8GiB",
@@ -63,7 +64,7 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
         assert options["env"] == {"CUDA_VISIBLE_DEVICES": "0" if name.startswith("gpu0") else "GPU-5e1f"}
         assert (options["nthreads"], options["memory_limit"], options["protocol"]) == (3, 8 * 2**30, "tls://")
         assert options["host"] == "127.0.0.1" and options["security"] is security
-        assert options["preload"] == [WORKER_SETUP]  # as a local cluster's worker processes start
+        assert options["preload"] == [PRELOAD]  # as a local cluster's worker processes start
     assert scheduler["options"]["dashboard"] is False and scheduler["options"]["protocol"] == "tls://"
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     defaults = ClusterConfig(kind="local-cuda")

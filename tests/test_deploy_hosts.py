@@ -60,3 +60,12 @@ def test_every_dask_command_takes_the_options_it_is_given(compose, manifests):
             assert {w.split("=")[0] for w in words if w.startswith("--")} <= options, words
             checked += 1
     assert checked >= 4  # at least the schedulers and the CPU worker
+
+
+def test_every_deployed_worker_starts_with_the_worker_preload(compose, manifests):
+    from distprice.cluster.worker import PRELOAD
+
+    workers = [words for words in dask_commands(compose, manifests) if "worker" in words[1:3]]
+    assert len(workers) == 7  # compose: two GPU services and the CPU one; the operator's three pods; the unit
+    for words in workers:
+        assert words[words.index("--preload") + 1] == PRELOAD == "distprice.cluster.worker", words

@@ -40,6 +40,7 @@ def test_slurm_gpu_example_renders_its_job_script():
     words = lines[worker].split()
     assert words[words.index("--nthreads") + 1] == "8" and words[words.index("--memory-limit") + 1] == "64.00GiB"
     assert words[words.index("--local-directory") + 1] == "$TMPDIR" and "--nworkers" not in words
+    assert words[words.index("--preload") + 1] == "distprice.cluster.worker"
 
 
 def test_pbs_example_renders_its_job_script():
@@ -48,8 +49,8 @@ def test_pbs_example_renders_its_job_script():
         assert f"#PBS {directive}" in lines
     (worker,) = [line for line in lines if " -m distributed.cli.dask_worker " in line]
     words = worker.split()
-    assert [words[words.index(flag) + 1] for flag in ("--nworkers", "--nthreads", "--memory-limit")] == \
-        ["8", "4", "16.00GiB"]
+    assert [words[words.index(flag) + 1] for flag in ("--nworkers", "--nthreads", "--memory-limit", "--preload")] == \
+        ["8", "4", "16.00GiB", "distprice.cluster.worker"]
 
 
 def test_pbs_gpu_jobs_ask_for_ngpus_and_run_dask_cuda_worker():

@@ -2,8 +2,9 @@
 
 The scheduler runs in the submitting process (a login node); each batch job starts workers that connect back
 to it. A job with ``gpus_per_job`` runs ``dask cuda worker`` (one worker per GPU it was given), a CPU job runs
-Dask's default worker. A job's cores and memory are shared evenly by its worker processes. The workers run
-the submitting process's Python, so distprice must be installed where the compute nodes see it too.
+Dask's default worker, each with distprice's worker preload (:mod:`~.worker`). A job's cores and memory are
+shared evenly by its worker processes. The workers run the submitting process's Python, so distprice must be
+installed where the compute nodes see it too.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dask.utils import parse_bytes
 
 from ..errors import ClusterError, OptionError
 from .config import ClusterConfig
+from .worker import PRELOAD
 
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
 GPU_WORKER_COMMAND = "dask cuda worker"
@@ -65,7 +67,8 @@ def _options(config: ClusterConfig) -> dict:
                    cores=queue.cores, memory=queue.memory, processes=queue.processes or gpus or 1,
                    interface=queue.interface, local_directory=queue.local_directory,
                    job_script_prologue=list(queue.job_script_prologue), job_extra_directives=directives,
-                   security=config.dask_security(), scheduler_options=http)
+                   security=config.dask_security(), scheduler_options=http,
+                   worker_extra_args=["--preload", PRELOAD])
     if gpus:
         options["worker_command"] = GPU_WORKER_COMMAND
         if config.kind == "slurm":

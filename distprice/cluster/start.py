@@ -11,6 +11,7 @@ import dask
 from ..cuda import gpu_available
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
+from .worker import PRELOAD
 
 
 def default_cluster() -> ClusterConfig:
@@ -70,7 +71,7 @@ def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[
                                                "dashboard_address": config.dashboard_address}}
     threads = gpu_worker_threads(config, len(gpus))
     workers = {f"gpu{gpu}-{k}": {"cls": Nanny, "options": {**common, "nthreads": threads,
-                                                           "memory_limit": memory, "preload": [WORKER_SETUP],
+                                                           "memory_limit": memory, "preload": [PRELOAD],
                                                            "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
                for gpu, k in names}
     return scheduler, workers
@@ -133,7 +134,7 @@ def start(config: ClusterConfig):
             return LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
                                 threads_per_worker=config.threads_per_worker or 1, memory_limit=config.memory_limit,
                                 dashboard_address=config.dashboard_address, security=security, protocol="tls",
-                                preload=[WORKER_SETUP] if config.processes else [])
+                                preload=[PRELOAD] if config.processes else [])
     try:
         with dask.config.set(_freed_memory_kept()):
             cluster = start()
@@ -142,21 +143,6 @@ def start(config: ClusterConfig):
             raise
         raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
     return Client(cluster, security=security), cluster
-
-
-WORKER_SETUP = """
-import gc
-gc.disable()  # the imports make objects that live as long as the worker: no collections over them meanwhile
-try:
-    import distprice.cluster.tasks
-finally:
-    gc.freeze()
-    gc.enable()
-"""
-"""What each worker process of a local cluster runs as it starts (a Dask preload; not for workers that are threads
-of this process): distprice's tasks imported, then every object alive (pandas, numba, Dask, distprice) kept out of
-the garbage collector's full passes. A full pass over them took about 0.1 s of a task, once or twice a job, in
-each process."""
 
 
 TRIM_SETTING = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
