@@ -5,6 +5,7 @@ import datetime
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,39 @@ def test_non_dates_are_named_in_a_column_read_in_chunks():
     days, bad = parse_dates(pd.Series(pd.arrays.ArrowStringArray(chunks)))
     assert bad.tolist() == [1, 4]
     assert days.tolist() == [20781, NO_DATE, NO_DATE, 20782, NO_DATE, NO_DATE]
+
+
+_TEXT = st.one_of(
+    st.none(),
+    st.dates(datetime.date(1, 1, 1), datetime.date(9999, 12, 31)).map(lambda d: d.isoformat()),
+    st.sampled_from(["", " 2026-11-24", "2026-11-24 ", "2026-1-05", "2026-02-30", "2026-13-01", "0000-03-01",
+                     "2026/11/24", "2026-11-2x", "2026-11-2/", "2026-11-2:", "2026-11-2 ", "20261124",
+                     "２０２６-11-24", "2026-11-24T00:00"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.lists(_TEXT, max_size=6), min_size=1, max_size=3), large=st.booleans(),
+       skip=st.integers(0, 2))
+def test_text_dates_read_from_their_bytes_as_arrow_reads_them(parts, large, skip):
+    """A text column of ISO dates and nulls is read straight from its Arrow buffers (chunks, slices, string or
+    large_string); any other value sends the whole column the way Arrow's cast and the checks read it: the same
+    day numbers and the same positions named either way."""
+    kind = pa.large_string() if large else pa.string()
+    chunks = [pa.array(p, kind).slice(min(skip, len(p))) for p in parts]
+    text = pa.chunked_array(chunks, kind)
+    days, bad = parse_dates(text)
+    values = text.to_pylist()
+    want = [NO_DATE if v is None or v.strip() == "" else _arrow_day(v.strip()) for v in values]
+    assert days.tolist() == [NO_DATE if w is None else w for w in want]
+    assert bad.tolist() == [i for i, w in enumerate(want) if w is None]
+
+
+def _arrow_day(text: str):
+    """Arrow's own reading of one text date (None: not a date)."""
+    try:
+        return pc.cast(pa.array([text]), pa.date32()).cast(pa.int32())[0].as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
 
 
 @pytest.mark.parametrize("values", [[20261124, None, 3], [3.5, np.nan, 20261124.0], [True, None, False]])

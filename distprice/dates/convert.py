@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import datetime
 
+import numba
 import numpy as np
+from numba import int64, uint64
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from .civil import day_number, month_length
 
 EPOCH = np.datetime64("1970-01-01", "D")
 """Day number 0."""
@@ -111,8 +115,63 @@ def _from_date32(dates: pa.Array) -> np.ndarray:
     return days
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _number(data, at, n):
+    """The number written by the ``n`` bytes ``data[at:at + n]``, -1 if one is not a digit (``at`` unsigned:
+    numba checks signed indices for wraparound)."""
+    value = 0
+    for k in range(n):
+        digit = int64(data[at + uint64(k)]) - 48  # "0"
+        if digit < 0 or digit > 9:
+            return -1
+        value = value * 10 + digit
+    return value
+
+
+@numba.njit(cache=True, nogil=True)
+def _iso_days(offsets, data, valid, days) -> bool:
+    """Day numbers into ``days`` of an Arrow text array's values (``offsets`` into the bytes ``data``; ``valid``
+    per value, or empty: all valid), each ``YYYY-MM-DD`` of a real date from year 1 on; False at the first value
+    of any other form."""
+    for i in range(len(days)):
+        if len(valid) and not valid[i]:
+            days[i] = NO_DATE
+            continue
+        lo = uint64(offsets[i])
+        if offsets[i + 1] - offsets[i] != 10 or data[lo + uint64(4)] != 45 or data[lo + uint64(7)] != 45:  # "-"
+            return False
+        y, m, d = _number(data, lo, 4), _number(data, lo + uint64(5), 2), _number(data, lo + uint64(8), 2)
+        if y < 1 or not 1 <= m <= 12 or not 1 <= d <= month_length(y, m):
+            return False
+        days[i] = day_number(y, m, d)
+    return True
+
+
+def _strict_iso(text) -> np.ndarray | None:
+    """Day numbers of a text column (Arrow, string or large_string, chunked or not) whose values are all
+    ``YYYY-MM-DD`` dates or null, read from its buffers (no string objects); None when any value is otherwise
+    (:func:`_parse_iso` then reads it as Arrow does)."""
+    chunks = text.chunks if isinstance(text, pa.ChunkedArray) else [text]
+    days = np.empty(len(text), dtype=np.int64)
+    start = 0
+    for chunk in chunks:
+        n = len(chunk)
+        _, offsets, data = chunk.buffers()
+        width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + n + 1] if n else np.zeros(1, width)
+        data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False) if chunk.null_count else np.zeros(0, dtype=bool)
+        if not _iso_days(offsets, data, valid, days[start:start + n]):
+            return None
+        start += n
+    return days
+
+
 def _parse_iso(text: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    try:  # a clean column (dates and nulls only) casts as it is, without the trimmed copies below
+    days = _strict_iso(text)  # the usual column: dates and nulls only, read straight from its bytes
+    if days is not None:
+        return days, np.zeros(0, np.int64)
+    try:  # a clean column that Arrow reads in other forms too, without the trimmed copies below
         return _from_date32(pc.cast(text, pa.date32())), np.zeros(0, np.int64)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
