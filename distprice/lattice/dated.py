@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ..dates import NO_DATE, BondTerms, adjust_days, parse_dates, settle
 from ..dates.calendars import adjust, business_address, business_count, business_view, is_business
-from ..dates.cashflows import coupon_period, payment_date
+from ..dates.cashflows import coupon_period, first_live, payment_date
 from ..dates.civil import day_before, ymd
 from ..dates.csr import offsets_of
 from ..dates.daycounts import accrual_anchor, accrual_fraction, thirty_fraction
@@ -454,7 +454,8 @@ def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
 def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, schedule_day, address, issue,
                      maturity, coupon, frequency, calendar, accrual, payment, end_of_month, live):
     """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted; an
-    american row's business days counted in its calendar's bits)."""
+    american row's business days counted in its calendar's bits; a bermudan row's coupons paid from its start
+    to its expiry found by two binary searches, the payment dates increasing)."""
     business = business_view(address)
     counts = np.zeros(len(code), dtype=np.int64)
     for r in numba.prange(len(code)):
@@ -466,6 +467,11 @@ def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, 
         row = shape(business, issue[r], maturity[r], coupon[r] if on_coupons else 0.0, frequency[r], calendar[r],
                     accrual[r], end_of_month[r])
         first = row.periods + 1 - live[r]
+        if on_coupons:  # the live coupons i with start <= payment(i) <= expiry
+            lo = first_live(business, row, issue[r], calendar[r], accrual[r], payment[r], start[r] - 1)
+            hi = first_live(business, row, issue[r], calendar[r], accrual[r], payment[r], expiry[r])
+            counts[r] = max(hi - max(lo, first), 0)
+            continue
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], schedule_offsets, row)
         while True:
             day, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
