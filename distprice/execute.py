@@ -24,11 +24,11 @@ from .planner import cut_by_cost
 from .precision import precision_name
 from .tuning import current_model
 
-HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 8e9}
+HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 16e9}
 """Node-steps (full rectangles) of a piece of a host part: about a second of the reference engine; for the CPU
-engine a few seconds of a core's work (under a second of a whole machine's: trees that share a forward pass and
-stop at their first exercise do less than their rectangles), so that each piece's fixed costs (its layout, its
-forward passes) stay small beside its pricing."""
+engine a few seconds of a core's work (about a second of a 2-core machine's on the dated desk book: trees that
+share a forward pass and stop at their first exercise do less than their rectangles), so that each piece's fixed
+costs (taking its rows, its event table and layout, its forward passes) stay small beside its pricing."""
 HOST_PIECE_ROWS = {"reference": 1, "cpu": 512}
 """Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
 HOST_PIECE_MAX_ROWS = 1 << 18
