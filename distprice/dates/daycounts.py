@@ -111,13 +111,19 @@ def accrual_anchor(day_count, d1, r1, r2):
     (the full count); for the others (0, 0)."""
     if day_count == THIRTY_360 or day_count == THIRTY_E_360:
         y1, m1, a = ymd(d1)
-        if a == 31:
-            a = 30
-        return 360 * y1 + 30 * m1 + a, a
+        return thirty_anchor(y1, m1, a)
     if day_count == ACT_ACT_ICMA:
         m = _months(r1, r2)
         return 0, m if m > 0 and d1 >= r1 else -1
     return 0, 0
+
+
+@numba.njit(cache=True, inline="always")
+def thirty_anchor(y1, m1, a):
+    """:func:`accrual_anchor` of the 30/360 counts for a period starting on ``y1-m1-a`` (its year, month and day)."""
+    if a == 31:
+        a = 30
+    return 360 * y1 + 30 * m1 + a, a
 
 
 @numba.njit(cache=True, inline="always")

@@ -31,7 +31,7 @@ from ..dates.calendars import adjust, business_address, business_count, business
 from ..dates.cashflows import coupon_period, first_live, payment_date
 from ..dates.civil import day_before, ymd
 from ..dates.csr import offsets_of
-from ..dates.daycounts import accrual_anchor, accrual_fraction, thirty_fraction
+from ..dates.daycounts import accrual_anchor, accrual_fraction, thirty_anchor, thirty_fraction
 from ..dates.registry import THIRTY_360, THIRTY_E_360
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
@@ -589,6 +589,8 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
             dc = adjust(business, calendar[r], d1, payment[r])
         period, anchor, aux = -1, 0, 0  # the coupon whose accrual_anchor is at hand
         american = code[r] == AMERICAN
+        thirty = dc_r == THIRTY_360 or dc_r == THIRTY_E_360
+        y1, m1, a1 = 0, 0, 0  # of the end of the coupon merged next, on the 30/360 counts
         e, end = offsets[r], offsets[r + 1]
         while e < end:
             if walk:
@@ -623,8 +625,18 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                 walk = True
             else:
                 # coupon i becomes the one merged last: its anchor serves the exercises before its end
-                period, (anchor, aux) = i, accrual_anchor(dc_r, d0, b, d1)
-                d, kind[e], amount[e] = dc, COUPON, accruing * accrual_fraction(dc_r, anchor, aux, d0, d1, b, d1)
+                period = i
+                if thirty:  # the start's year, month and day are those of coupon i - 1's end
+                    y0, m0, a0 = ymd(d0)
+                    anchor, aux = thirty_anchor(y0, m0, a0)
+                    if i == row.periods:
+                        y1, m1, a1 = ymd(d1)
+                    fraction = thirty_fraction(dc_r, anchor, aux, y1, m1, a1)
+                    y1, m1, a1 = y0, m0, a0
+                else:
+                    anchor, aux = accrual_anchor(dc_r, d0, b, d1)
+                    fraction = accrual_fraction(dc_r, anchor, aux, d0, d1, b, d1)
+                d, kind[e], amount[e] = dc, COUPON, accruing * fraction
                 n0, n1, nb = d0, d1, b
                 i -= 1
                 dc = NONE_DAY
