@@ -41,6 +41,14 @@ def gpu_available() -> bool:
     return True
 
 
+def device_place() -> str:
+    """Where the current CUDA device is: this host's name and the device's PCI bus id (``host/0000:1B:00.0``),
+    the same for every process that uses that device, whatever ``CUDA_VISIBLE_DEVICES`` numbers it."""
+    import socket
+
+    return f"{socket.gethostname()}/{require_cupy().cuda.Device().pci_bus_id}"
+
+
 def kernel_dir() -> Path:
     """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
     try:

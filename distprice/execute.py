@@ -45,14 +45,17 @@ def fixed_plan(engine: str, n: int) -> Plan:
     return Plan([Part(engine, np.arange(n), float("nan"), "named by the caller")] if n else [], float("nan"), None)
 
 
-def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None) -> Plan:
+def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None,
+                gpu_processes: int = 1) -> Plan:
     """The plan for ``instruments``: the inspector's for ``auto`` (with ``model``, or this machine's tuned
-    model), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one)."""
+    model), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one),
+    ``gpu_processes`` how many processes price on that GPU at once (:func:`~distprice.inspector.plan`)."""
     if engine != AUTO:
         return fixed_plan(engine, len(instruments))
     gpu = gpu_available() if gpu is None else gpu
     geometry = instruments.geometry
-    return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu)
+    return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu,
+                gpu_processes)
 
 
 def _price_on_host(instruments: Instruments, part: Part, curve_sets, real, bond: np.ndarray,

@@ -130,6 +130,9 @@ def test_gpu_parts_are_pipelined_in_waves_when_the_host_work_is_large():
     # host threads that lay out waves at once shorten the pipeline and never favour fewer waves
     threaded = plan(width, height, dataclasses.replace(model, pack_parallel=3.0), gpu=True)
     assert threaded.seconds < 0.8 * chosen.seconds and threaded.parts[0].waves >= part.waves
+    # a GPU that other processes keep busy meanwhile: one wave, the same engine
+    (shared,) = plan(width, height, model, gpu=True, gpu_processes=8).parts
+    assert shared.engine == part.engine and shared.waves == 1
 
 
 def test_the_planned_flat_shape_fits_a_rare_wide_tree():

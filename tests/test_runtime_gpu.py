@@ -1,4 +1,6 @@
 """Pricing on a local-cuda cluster, worker processes sharing each GPU (``-m gpu``; skipped without a GPU)."""
+import collections
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,6 +12,7 @@ from distprice.lattice import datasets
 from distprice.cluster.config import ClusterConfig
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import default_cluster
+from distprice.cluster.tasks import describe_worker
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")]
 
@@ -49,6 +52,10 @@ def test_local_cuda_cluster_prices_like_the_cpu_engine(used, per_gpu, book, expe
         shifted = pricer.price(str(path), shifts_bp=[-25, 0, 25])
         # the same job written by the workers as a folder of parts
         pricer.run(str(path), shifts_bp=[-25, 0, 25], output=f"{tmp_path / 'parts'}/")
+        # each GPU's worker processes know they share it: their chunks are planned in one wave
+        places = collections.Counter(d["place"] for d in pricer.client.run(describe_worker, "fp64").values())
+        assert sorted(places.values()) == [per_gpu] * used
+        assert pricer._workers["fp64"]["gpu_processes"] == per_gpu
     scale = np.maximum(expected["bond_price"].abs(), 1.0)
     for column in ("price", "bond_price", "option_price"):
         assert (np.abs(priced[column] - expected[column]) <= 1e-12 * scale).all(), column

@@ -18,6 +18,7 @@ away stops with its own error, and an interrupted job's tasks are cancelled.
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -257,8 +258,9 @@ class Pricer:
         return self._price_job(job, options.engine, worker, watch, name)
 
     def _worker(self, precision: str, watch: Watch) -> dict:
-        """The device and model of the cluster's workers (the first to answer speaks for all); waits up to
-        ``no_workers_timeout`` seconds for one to join."""
+        """The device and model of the cluster's workers (the first to answer speaks for all), and
+        ``gpu_processes``: the most workers that share one GPU; waits up to ``no_workers_timeout`` seconds for
+        one to join."""
         if precision not in self._workers:
             try:
                 self.client.wait_for_workers(1, timeout=self.no_workers_timeout)
@@ -266,7 +268,9 @@ class Pricer:
                 raise NoWorkersError(f"no worker joined the cluster at {self.client.scheduler.address} within "
                                      f"{self.no_workers_timeout:g} s (cluster.no_workers_timeout)") from None
             watch.check()
-            self._workers[precision] = next(iter(self.client.run(describe_worker, precision).values()))
+            described = list(self.client.run(describe_worker, precision).values())
+            places = collections.Counter(d["place"] for d in described if d["place"] is not None)
+            self._workers[precision] = {**described[0], "gpu_processes": max(places.values(), default=1)}
         return self._workers[precision]
 
     def _read_on_workers(self, portfolio) -> bool:
@@ -302,7 +306,8 @@ class Pricer:
         model, token = CostModel.from_json(worker["model"]), watch.job
         pieces = [instruments.take(p) for p in chunks]
         quotes = job.valid_quotes()
-        plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"]) for piece in pieces]
+        plans = [choose_plan(piece, engine, job.real, model=model, gpu=worker["gpu"],
+                             gpu_processes=worker["gpu_processes"]) for piece in pieces]
         self._post(token, name=name, rows=len(job.table), invalid=len(job.table) - len(instruments), scenarios=len(sets),
                    chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
                    predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(self.workers, 1))
@@ -347,7 +352,7 @@ class Pricer:
                        predicted_seconds=0.0)
         self._post(token, **figures)
         read = [watch.submit(read_chunk, piece, market, options, worker["model"], worker["gpu"],
-                                   key=f"read-chunk-{i}-{token}", priority=-i)
+                             worker["gpu_processes"], key=f"read-chunk-{i}-{token}", priority=-i)
                 for i, piece in enumerate(slices)]
         written = None
         if folder is not None:  # each slice priced and written as soon as it is read, while the rest are checked

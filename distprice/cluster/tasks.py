@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cuda import gpu_available
+from ..cuda import device_place, gpu_available
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
@@ -31,12 +31,14 @@ from .metrics import log_pricing
 
 
 def describe_worker(precision: str) -> dict:
-    """The device of the worker this runs on and the inspector's model for it."""
+    """The device of the worker this runs on, where it is (:func:`~distprice.cuda.device_place`; None without a
+    GPU) and the inspector's model for it."""
     gpu = gpu_available()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = current_model(precision, gpu)
-    return {"gpu": gpu, "device": device_name() if gpu else "cpu", "model": model.to_json()}
+    return {"gpu": gpu, "device": device_name() if gpu else "cpu", "place": device_place() if gpu else None,
+            "model": model.to_json()}
 
 
 def _use_worker_threads() -> None:
@@ -111,8 +113,10 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
     return table
 
 
-def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool) -> ReadChunk:
-    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers."""
+def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool,
+               gpu_processes: int = 1) -> ReadChunk:
+    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers (``gpu`` and
+    ``gpu_processes``: :func:`~distprice.execute.choose_plan`'s)."""
     _use_worker_threads()
     table = read_slice(piece)
     schedule = exercise_table(options.exercise_schedule)
@@ -123,7 +127,7 @@ def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json
     prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
     job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
     plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
-                       gpu=gpu)
+                       gpu=gpu, gpu_processes=gpu_processes)
     return ReadChunk(job, plan.parts, lines)
 
 
