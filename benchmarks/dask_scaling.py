@@ -14,9 +14,10 @@ The portfolio is ``--copies`` copies of the dataset at full size (other seeds, i
 (``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices
 every row under each parallel shift of the curves. "job s" is ``Pricer.run`` from the file to the priced Parquet
 file (read, checks, pricing, writing), the median of ``--repeat`` runs after a warm-up run on each cluster. From the
-pricing metrics, per worker, the longest: "kernel s", the sum of its GPU kernel times (CUDA events; on CPU workers
-the CPU engine's pricing loops), and "tasks s", the sum of its pricing tasks' own time (kernels plus the host
-layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's overhead (reading,
+pricing metrics: "kernel s", each GPU's kernel time, the GPU kernel times of all the worker processes (CUDA events)
+summed and divided by the GPUs (a GPU's processes launch in turns, so their kernels do not overlap; on CPU workers,
+the longest worker's time in the CPU engine's pricing loops), and "tasks s", per worker, the longest sum of its
+pricing tasks' own time (kernels plus the host layout: event tables, bin packing, copies). "outside kernels s" = job s - kernel s: Dask's overhead (reading,
 checks, scheduling, transfers, the writing of the output) and the host layout. Dask's task stream splits the job's
 wall time into phases: until the last read task ends ("read"), until the last pricing task ends ("price"), and the
 rest ("tail": the last results' transfer and the end of the writing). With ``--folder`` the priced table is a folder
@@ -75,9 +76,10 @@ def measure(path: Path, workers: int, threads: int, cpu: bool, shifts_bp, repeat
             end = time.time()
             after = pricer.client.run_on_scheduler(_pricing_totals)
 
-            def longest(key):
-                return max(after[w][key] - before.get(w, {}).get(key, 0.0) for w in after)
-            jobs.append({"job_s": end - start, "pricing_s": longest("seconds"), "kernel_s": longest("kernel_seconds"),
+            def spent(key):
+                return [after[w][key] - before.get(w, {}).get(key, 0.0) for w in after]
+            kernel_s = max(spent("kernel_seconds")) if cpu else sum(spent("kernel_seconds")) / workers
+            jobs.append({"job_s": end - start, "pricing_s": max(spent("seconds")), "kernel_s": kernel_s,
                          "node_steps": summary.node_steps, "engines": summary.engines,
                          **phases(stream.data, start, end)})
     middle = sorted(jobs, key=lambda j: j["job_s"])[(len(jobs) - 1) // 2]

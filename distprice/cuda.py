@@ -8,9 +8,11 @@ is therefore compiled with a define naming a digest of every source in the folde
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.resources
+import os
 from pathlib import Path
 
 from .errors import GpuUnavailableError
@@ -47,6 +49,35 @@ def device_place() -> str:
     import socket
 
     return f"{socket.gethostname()}/{require_cupy().cuda.Device().pci_bus_id}"
+
+
+def mps_running() -> bool:
+    """Whether NVIDIA's Multi-Process Service serves this host's GPUs: its control daemon's pipe is in
+    ``CUDA_MPS_PIPE_DIRECTORY`` (default ``/tmp/nvidia-mps``)."""
+    return (Path(os.environ.get("CUDA_MPS_PIPE_DIRECTORY") or "/tmp/nvidia-mps") / "control").exists()
+
+
+@contextlib.contextmanager
+def gpu_turn():
+    """This process's turn on the current CUDA device, held by one process (and thread) of this host at a time: a
+    lock on a file named by the device's PCI bus id in the temporary folder. Processes that share a GPU and
+    launch in turns, each waiting for its kernels before it lets go, run their kernels whole, one after another;
+    launched at once, they would share the GPU by time slices (R1 on an H200 shared by eight processes: 0.84 s
+    of kernels against 0.75 s in turns). Under MPS (:func:`mps_running`) their kernels run side by side, and
+    every turn is free."""
+    import fcntl
+    import tempfile
+
+    if mps_running():
+        yield
+        return
+    bus = require_cupy().cuda.Device().pci_bus_id.replace(":", "-")
+    with open(Path(tempfile.gettempdir()) / f"distprice-gpu-{bus}.lock", "a") as lock:  # a file of its own per turn
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def kernel_dir() -> Path:

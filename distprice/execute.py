@@ -6,18 +6,19 @@ A plan (:mod:`distprice.inspector`) is a list of parts, each a set of rows and t
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import time
 
 import numpy as np
 
-from .cuda import gpu_available
+from .cuda import gpu_available, gpu_turn
 from .curves import ZeroCurve
 from .inspector import Part, Plan, plan
 from .lattice.batch import pack, pack_parts
 from .lattice.cpu import price_cpu
 from .lattice.engines import AUTO, GPU_ENGINES
-from .lattice.gpu import start_gpu, upload
+from .lattice.gpu import layout_run, start_gpu, upload
 from .lattice.instruments import Instruments
 from .lattice.reference import price_reference
 from .planner import cut_by_cost
@@ -40,9 +41,11 @@ GPU_IN_FLIGHT = 2
 enough that a job under many scenarios holds the device memory of two runs, not of all."""
 
 
-def fixed_plan(engine: str, n: int) -> Plan:
-    """The plan of a named engine: one part of all ``n`` rows, one wave."""
-    return Plan([Part(engine, np.arange(n), float("nan"), "named by the caller")] if n else [], float("nan"), None)
+def fixed_plan(engine: str, n: int, turns: bool = False) -> Plan:
+    """The plan of a named engine: one part of all ``n`` rows, one wave (GPU engines: launched in turns with
+    the GPU's other processes if ``turns``, :attr:`~distprice.inspector.Part.turns`)."""
+    part = Part(engine, np.arange(n), float("nan"), "named by the caller", turns=turns and engine in GPU_ENGINES)
+    return Plan([part] if n else [], float("nan"), None)
 
 
 def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None,
@@ -51,7 +54,7 @@ def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bo
     model), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one),
     ``gpu_processes`` how many processes price on that GPU at once (:func:`~distprice.inspector.plan`)."""
     if engine != AUTO:
-        return fixed_plan(engine, len(instruments))
+        return fixed_plan(engine, len(instruments), gpu_processes > 1)
     gpu = gpu_available() if gpu is None else gpu
     geometry = instruments.geometry
     return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu,
@@ -120,7 +123,9 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
     scenario copies only its knots). A GPU part in several waves is pipelined: host threads lay out
     (:func:`~.lattice.batch.pack_parts`) the next waves while the GPU prices wave k, so most of the host work
     hides behind the kernels; at most GPU_IN_FLIGHT launches wait on the GPU at once. Waves take every k-th
-    row, so each is a sample of the whole part and packs into bins as well as the whole would.
+    row, so each is a sample of the whole part and packs into bins as well as the whole would. A part with
+    ``turns`` (a GPU that other processes share) launches each scenario in its turn on the GPU
+    (:func:`~.cuda.gpu_turn`), laid out and uploaded before it, and waits there for its kernels.
 
     ``progress(node_steps)`` is called as each piece (host parts) or launch (GPU parts) is priced; whatever
     it raises (a timeout, Ctrl-C) stops the pricing there.
@@ -137,12 +142,17 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
         waves = [part.rows[j::part.waves] for j in range(part.waves)]
         in_flight = collections.deque()
         for rows, batch in zip(waves, pack_parts(instruments, waves, curve_sets[0], real)):
-            on_device, layouts = upload(batch), None
+            on_device = upload(batch)
+            layouts = layout_run(batch, kernel, **block) if part.turns else None  # laid out before the turn
             node_steps = float(2.0 * (batch.geometry.width * batch.geometry.height).sum())
             for s, curves in enumerate(curve_sets):
                 scenario = batch.with_curves(curves) if s else batch
-                launched = start_gpu(scenario, kernel, device_batch=on_device.with_curves(scenario) if s else on_device,
-                                     layouts=layouts, check_finite=False, **block)  # the job names such rows
+                device_batch = on_device.with_curves(scenario) if s else on_device
+                with gpu_turn() if part.turns else contextlib.nullcontext():  # unchecked: the job names such rows
+                    launched = start_gpu(scenario, kernel, device_batch=device_batch, layouts=layouts,
+                                         check_finite=False, **block)
+                    if part.turns:
+                        launched.wait()
                 layouts = launched.layouts
                 in_flight.append((rows, s, node_steps, launched))
                 while len(in_flight) > GPU_IN_FLIGHT:

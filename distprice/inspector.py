@@ -28,7 +28,8 @@ which wait for the kernel before them, and ``gpu_wave`` of fixed host work per w
 of a small table). The plan picks k from 1 to 8. Where several processes price on one GPU at once (the worker
 processes of a ``local-cuda`` cluster), the others' kernels keep the GPU busy while one lays out its rows,
 and waves would only cut its kernels smaller: fewer rows to share each tree, one more tail a launch (R1 on an
-H200: 10⁶ rows in 64 launches take 0.87 s of kernels, in 16 launches 0.74 s). A GPU part is then one wave.
+H200: 10⁶ rows in 64 launches take 0.87 s of kernels, in 16 launches 0.74 s). A GPU part is then one wave,
+launched in turns with the other processes (:attr:`Part.turns`).
 
 Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gpu-outer`` with the rest on
 ``gpu-flat`` at a few width thresholds (parts run one after the other). The cheapest plan wins. Plans with
@@ -147,6 +148,8 @@ class Part:
     """Figures behind the prediction (nodes per thread, share of busy nodes, ...)."""
     waves: int = 1
     """GPU parts: how many pipelined waves (see the module docstring)."""
+    turns: bool = False
+    """GPU parts: launches taken in turn with the other processes on the GPU (:func:`~distprice.cuda.gpu_turn`)."""
 
 
 @dataclass
@@ -222,6 +225,7 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu
                 seconds += host + part.seconds
                 continue
             copies = len(part.rows) * model.gpu_upload_row
+            part.turns = gpu_processes > 1
             best = None
             for waves in (1, 2, 3, 4, 6, 8) if gpu_processes == 1 else (1,):
                 h, k = host / waves, part.seconds / waves

@@ -53,3 +53,56 @@ def test_the_digest_ignores_files_that_are_not_sources(sources):
     (sources / "notes.txt").write_text("not compiled")
     cuda.sources_digest.cache_clear()
     assert cuda.sources_digest() == digest
+
+
+class OneGpu:
+    """Stands in for CuPy: one device, at a PCI bus id."""
+
+    class cuda:
+        class Device:
+            pci_bus_id = "0000:1B:00.0"
+
+
+def test_turns_on_a_gpu_never_overlap(monkeypatch, tmp_path):
+    """Four threads (each turn opens the device's lock file anew, as another process would) take three turns
+    each: no two turns overlap, and the lock is a file named by the device's bus id."""
+    import tempfile
+    import threading
+    import time
+
+    monkeypatch.setattr(cuda, "require_cupy", lambda: OneGpu)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "no-mps"))
+    held = []
+
+    def turns():
+        for _ in range(3):
+            with cuda.gpu_turn():
+                start = time.perf_counter()
+                time.sleep(0.005)
+                held.append((start, time.perf_counter()))
+
+    threads = [threading.Thread(target=turns) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    held.sort()
+    assert len(held) == 12
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(held, held[1:]))
+    assert [p.name for p in tmp_path.iterdir()] == ["distprice-gpu-0000-1B-00.0.lock"]
+
+
+def test_under_mps_turns_are_free(monkeypatch, tmp_path):
+    """With MPS's control pipe in its folder, kernels of several processes run side by side: no lock is taken."""
+    import tempfile
+
+    monkeypatch.setattr(cuda, "require_cupy", lambda: OneGpu)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "mps").mkdir()
+    (tmp_path / "mps" / "control").touch()
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "mps"))
+    assert cuda.mps_running()
+    with cuda.gpu_turn(), cuda.gpu_turn():  # no lock: the same thread may nest them
+        pass
+    assert not (tmp_path / "temp").exists()

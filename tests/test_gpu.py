@@ -189,10 +189,11 @@ def test_auto_puts_the_bulk_on_the_faster_kernel(name, size):
     assert bulk.engine == "gpu-" + min(kernel, key=kernel.get), (kernel, chosen.considered)
 
 
-@pytest.mark.parametrize("engine", ["gpu-flat", "gpu-outer"])
-def test_scenarios_in_pipelined_waves_match_the_cpu_engine(engine):
+@pytest.mark.parametrize("engine, turns", [("gpu-flat", False), ("gpu-outer", False), ("gpu-flat", True)])
+def test_scenarios_in_pipelined_waves_match_the_cpu_engine(engine, turns):
     """One upload and layout per wave, each scenario's curve knots swapped in: every (scenario, row) equals
-    the CPU engine's price under that scenario, with more launches than are ever in flight at once."""
+    the CPU engine's price under that scenario, with more launches than are ever in flight at once (or each
+    launch in its turn on the GPU, waited for there)."""
     from distprice.execute import GPU_IN_FLIGHT, price_parts
     from distprice.inspector import Part
     from distprice.lattice.cpu import price_cpu
@@ -200,7 +201,7 @@ def test_scenarios_in_pipelined_waves_match_the_cpu_engine(engine):
 
     instruments, curves = batch_of(datasets.generate("R1+S2", 3000, seed=3))
     curve_sets = list(shifted(curves, (-50.0, 0.0, 35.0, 100.0)).values())
-    part = Part(engine, np.arange(len(instruments)), float("nan"), "test", waves=3)
+    part = Part(engine, np.arange(len(instruments)), float("nan"), "test", waves=3, turns=turns)
     assert part.waves * len(curve_sets) > GPU_IN_FLIGHT
     bond, option, kernel_seconds = price_parts(instruments, curve_sets, [part], np.float64)
     assert kernel_seconds > 0

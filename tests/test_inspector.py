@@ -11,6 +11,7 @@ import distprice
 from distprice.cli import main
 from distprice.cuda import gpu_available
 from distprice.curves import load_curves
+from distprice.execute import fixed_plan
 from distprice.inspector import describe, plan
 from distprice.lattice import datasets
 from distprice.lattice.instruments import prepare
@@ -130,9 +131,11 @@ def test_gpu_parts_are_pipelined_in_waves_when_the_host_work_is_large():
     # host threads that lay out waves at once shorten the pipeline and never favour fewer waves
     threaded = plan(width, height, dataclasses.replace(model, pack_parallel=3.0), gpu=True)
     assert threaded.seconds < 0.8 * chosen.seconds and threaded.parts[0].waves >= part.waves
-    # a GPU that other processes keep busy meanwhile: one wave, the same engine
+    # a GPU that other processes keep busy meanwhile: one wave, the same engine, launched in turns with them
     (shared,) = plan(width, height, model, gpu=True, gpu_processes=8).parts
-    assert shared.engine == part.engine and shared.waves == 1
+    assert shared.engine == part.engine and shared.waves == 1 and shared.turns and not part.turns
+    assert fixed_plan("gpu-outer", 10, turns=True).parts[0].turns
+    assert not fixed_plan("cpu", 10, turns=True).parts[0].turns
 
 
 def test_the_planned_flat_shape_fits_a_rare_wide_tree():

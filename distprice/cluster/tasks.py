@@ -146,7 +146,7 @@ def _price_slice(chunk: ReadChunk, problems: list[Problem]):
     instruments = job.instruments()
     parts = chunk.parts
     if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
-        parts = fixed_plan(parts[0].engine, len(instruments)).parts if parts else []
+        parts = fixed_plan(parts[0].engine, len(instruments), parts[0].turns).parts if parts else []
     return job, price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk, job.valid_quotes())
 
 

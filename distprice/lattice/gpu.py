@@ -354,8 +354,12 @@ class PendingRun:
     layouts: RunLayout
     """The launches, for another run of the same batch (:func:`start_gpu`'s ``layouts``)."""
 
-    def finish(self) -> GpuRun:
+    def wait(self) -> None:
+        """Waits for the kernels."""
         self.stopped.synchronize()
+
+    def finish(self) -> GpuRun:
+        self.wait()
         seconds = dict(self.seconds, kernel=self.cupy.cuda.get_elapsed_time(self.started, self.stopped) / 1e3)
         tick = time.perf_counter()
         bond, option = self.cupy.asnumpy(self.bond), self.cupy.asnumpy(self.option)
