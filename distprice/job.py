@@ -372,7 +372,7 @@ def exercise_table(source) -> pd.DataFrame | None:
     if source is None or isinstance(source, pd.DataFrame):
         return source
     key = _file_key(source)
-    return read_table(source, labels=SCHEDULE_LABELS, arrow_text=True) if key is None else _read_exercise_table(*key)
+    return read_table(source, labels=SCHEDULE_LABELS) if key is None else _read_exercise_table(*key)
 
 
 def exercise_lines(source, portfolio: pd.DataFrame) -> np.ndarray | None:
@@ -399,7 +399,7 @@ def _file_key(source) -> tuple[str, int, int] | None:
 @functools.lru_cache(maxsize=1)
 def _read_exercise_table(path: str, modified: int, size: int) -> pd.DataFrame:
     """The table of ``path`` as it was when last modified at ``modified`` (ns) with ``size`` bytes."""
-    return read_table(path, labels=SCHEDULE_LABELS, arrow_text=True)
+    return read_table(path, labels=SCHEDULE_LABELS)
 
 
 @functools.lru_cache(maxsize=1)

@@ -91,35 +91,41 @@ def part_name(number: int) -> str:
     return f"part-{number:06d}.parquet"
 
 
-def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = (),
-               arrow_text: bool = False) -> pd.DataFrame:
-    """Read a CSV or Parquet file, or a folder of Parquet parts, into a DataFrame, the ``text`` columns of a CSV
-    file as strings and the ``labels`` columns (text) of either as categories; :class:`InvalidInputError` for a
-    file that cannot be read as one. With ``arrow_text``, text stays in Arrow (``string[pyarrow]``) where pandas
-    would make Python strings of it (pandas 2): for tables that are read, not echoed."""
+def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read a CSV or Parquet file, or a folder of Parquet parts, into a DataFrame (:func:`to_pandas`), the
+    ``text`` columns of a CSV file as strings and the ``labels`` columns (text) of either as categories;
+    :class:`InvalidInputError` for a file that cannot be read as one."""
     fmt = table_format(path)
-    mapper = _ARROW_TEXT.get if arrow_text and text_dtype() == object else None
     try:
         if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
             raise ValueError("the folder holds no part-*.parquet")
         if fmt in ("parquet", FOLDER):
             named = text_columns(pq.read_schema(parquet_files(path)[0]), labels)
-            return pq.read_table(path, read_dictionary=named or None).to_pandas(types_mapper=mapper)
+            return to_pandas(pq.read_table(path, read_dictionary=named or None))
         types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
         options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
                                       column_types=types)
-        return pcsv.read_csv(path, convert_options=options).to_pandas(types_mapper=mapper)
+        return to_pandas(pcsv.read_csv(path, convert_options=options))
     except (OSError, ValueError, pa.ArrowException) as error:
         raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
 
 
-_ARROW_TEXT = {pa.string(): pd.StringDtype("pyarrow"), pa.large_string(): pd.StringDtype("pyarrow")}
+def to_pandas(table: pa.Table | pa.Array | pa.ChunkedArray):
+    """An Arrow table (or column) as pandas, its text as pandas 3's ``str`` (held in Arrow, missing as NaN) on
+    pandas 2 too, where Arrow would make Python strings of it: each text cell is not made an object to be read,
+    checked, echoed and written back to Arrow."""
+    return table.to_pandas(types_mapper=_ARROW_TEXT.get if text_dtype() == object else None)
+
+
+STR = pd.StringDtype("pyarrow", na_value=np.nan)
+"""pandas 3's ``str``: text held in Arrow, missing as NaN (pandas 2.3 has it too, though not as its default)."""
+_ARROW_TEXT = dict.fromkeys((pa.string(), pa.large_string()), STR)
 
 
 @functools.cache
 def text_dtype():
-    """The type pandas gives a column of text: ``str`` (pandas 3, held in Arrow) or ``object`` (pandas 2, Python
-    strings)."""
+    """The type pandas gives a column of text it makes: ``str`` (pandas 3, held in Arrow) or ``object`` (pandas
+    2, Python strings)."""
     return pd.Series(np.array(["x"], dtype=object)).dtype
 
 

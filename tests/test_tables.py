@@ -132,16 +132,16 @@ def test_a_portfolio_reads_its_label_columns_as_categories(tmp_path, suffix):
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", "/"])
-def test_a_table_read_for_its_values_keeps_its_text_in_arrow(tmp_path, suffix):
-    """read_table(arrow_text=True), as the exercise schedule is read: text columns are Arrow-backed strings on
-    pandas 2 as on pandas 3 (no Python string per cell), missing cells missing, labels still categories."""
+def test_a_table_read_keeps_its_text_in_arrow(tmp_path, suffix):
+    """read_table's text columns are pandas 3's ``str`` (Arrow-backed, missing as NaN) on pandas 2 as on pandas 3:
+    no Python string per cell; missing cells missing, labels still categories."""
     table = pd.DataFrame({"id": ["a", None, "c"], "date": ["2030-01-01", "2030-02-01", None],
                           "price": [100.0, 101.0, 99.5], "price_type": ["clean", "dirty", None]})
     path = f"{tmp_path / 'schedule'}{suffix}"
     write_tables([table], path)
-    read = read_table(path, labels=("price_type",), arrow_text=True)
+    read = read_table(path, labels=("price_type",))
     for column in ("id", "date"):
-        assert isinstance(read[column].dtype, pd.StringDtype) and read[column].dtype.storage == "pyarrow", column
+        assert read[column].dtype == pd.StringDtype("pyarrow", na_value=np.nan), column
         assert read[column].isna().tolist() == table[column].isna().tolist()
         assert read[column].dropna().tolist() == table[column].dropna().tolist()
     assert isinstance(read["price_type"].dtype, pd.CategoricalDtype)

@@ -38,8 +38,8 @@ from ..lattice.instruments import DUPLICATE_ID, duplicated_ids
 from ..models import heston_surfaces, heston_tables, model_table, read_quotes, swaption_sets
 from ..montecarlo import combine, read_inputs, validate, with_options
 from ..planner import FileSlice, chunk_count, partition, table_slices, work_grid
-from ..tables import (FOLDER, check_output, new_folder, parquet_files, read_table, table_format, write_parts,
-                      write_tables)
+from ..tables import (FOLDER, check_output, new_folder, parquet_files, read_table, table_format, to_pandas,
+                      write_parts, write_tables)
 from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
@@ -449,7 +449,7 @@ def _duplicate_problems(path: str, hashes: np.ndarray, slices: list[FileSlice]) 
     import pyarrow.parquet as pq
 
     def ids_at(positions):  # a folder's files are read in parquet_files' order, the order its slices number rows
-        return pq.read_table(path, columns=["id"]).column("id").take(positions).to_pandas()
+        return to_pandas(pq.read_table(path, columns=["id"]).column("id").take(positions))
 
     duplicated = duplicated_ids(hashes, ids_at)
     if not len(duplicated):

@@ -25,7 +25,7 @@ from ..montecarlo import Partial, price_range
 from ..planner import FileSlice
 from ..precision import precision_name
 from ..scenarios import Market
-from ..tables import LABEL_COLUMNS, text_columns, write_part
+from ..tables import LABEL_COLUMNS, text_columns, to_pandas, write_part
 from ..tuning import current_model
 from .metrics import log_pricing
 
@@ -108,7 +108,7 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
 
     labels = text_columns(pq.read_schema(piece.path), LABEL_COLUMNS)
     file = pq.ParquetFile(piece.path, read_dictionary=labels or None)
-    table = file.read_row_groups(list(piece.groups)).slice(piece.start, piece.rows).to_pandas()
+    table = to_pandas(file.read_row_groups(list(piece.groups)).slice(piece.start, piece.rows))
     table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
     return table
 

@@ -22,7 +22,7 @@ from ..curves import ZeroCurve, builtin_curves
 from ..dates import NO_DATE, parse_dates
 from ..errors import Problem
 from ..stopwatch import stage
-from ..tables import factorized, text_dtype
+from ..tables import STR, factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry
@@ -318,11 +318,11 @@ def _present(raw: pd.Series | None, n: int) -> np.ndarray:
 
 
 def _ids(raw: pd.Series | None, n: int, missing: np.ndarray):
-    """The canonical id column: a text column as it is (pandas' string type), anything else as Python objects
-    (from which the table infers its type, as for any object column)."""
+    """The canonical id column: a column of pandas 3's ``str`` as it is, anything else as Python objects (from
+    which the table infers its type, as for any object column)."""
     if raw is None:
         return np.full(n, None, dtype=object)
-    if raw.dtype == text_dtype() and raw.dtype != object and not missing.all():
+    if raw.dtype == STR and not missing.all():
         return raw.array
     return raw.to_numpy(dtype=object, copy=True)
 
