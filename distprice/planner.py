@@ -79,18 +79,29 @@ class FileSlice:
         return self.stop - self.start
 
 
-def table_slices(files: list[tuple[str, list[int]]], chunks: int) -> list[FileSlice]:
+def table_slices(files: list[tuple[str, list[int]]], chunks: int, opening: int = 0) -> list[FileSlice]:
     """Slices of a table held by Parquet files read one after the other (a folder's parts), each file given
     as ``(path, rows of each row group)``: about ``chunks`` of equal rows, none crossing a file. A slice may
     span row groups or share one with its neighbours, so that the slices are equal however the file was
-    written (row groups of unequal rows would otherwise make some workers' share twice others')."""
+    written (row groups of unequal rows would otherwise make some workers' share twice others').
+
+    The first ``opening`` slices (those the workers take first) hold half a slice's rows each, the others of
+    their file share the rest: a GPU's first kernels wait for their slices to be read and laid out, and wait
+    less for smaller ones."""
     total = sum(sum(groups) for _, groups in files)
     per_slice = max(1.0, total / max(1, chunks))
     slices, first = [], 0
     for path, group_rows in files:
         starts = np.concatenate([[0], np.cumsum(group_rows, dtype=np.int64)])
         rows = int(starts[-1])
-        bounds = np.linspace(0, rows, max(1, round(rows / per_slice)) + 1).round().astype(np.int64)
+        count = max(1, round(rows / per_slice))
+        small = int(np.clip(opening - len(slices), 0, count))  # this file's opening slices
+        sizes = np.full(count, rows / count)
+        if 0 < small < count:
+            sizes[:small] = min(per_slice / 2, rows / count)
+            sizes[small:] = (rows - sizes[0] * small) / (count - small)
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).round().astype(np.int64)
+        bounds[-1] = rows
         for a, b in zip(bounds[:-1], bounds[1:]):
             if b > a:
                 lo = int(np.searchsorted(starts, a, side="right")) - 1  # the group holding row a

@@ -97,3 +97,18 @@ def test_table_slices_are_equal_and_cover_every_row_once_in_order(files, chunks,
     assert all(max(v) - min(v) <= 1 for v in by_file.values())
     if len(files) == 1:
         assert max(sizes) <= -(-total // chunks)
+
+
+@pytest.mark.parametrize("files, chunks, opening, sizes", [
+    ([("book.parquet", [65_536, 34_464] * 10)], 16, 8, [31_250] * 8 + [93_750] * 8),
+    ([("book.parquet", [65_536, 34_464] * 10)], 8, 8, [125_000] * 8),  # every slice opens: equal
+    ([("book.parquet", [65_536, 34_464] * 10)], 4, 1, [125_000] + [291_667, 291_666, 291_667]),
+    ([("a.parquet", [400]), ("b.parquet", [400])], 4, 3, [200, 200, 100, 300]),  # a's slices all open: equal
+])
+def test_opening_slices_hold_half_a_slice(files, chunks, opening, sizes):
+    """The first ``opening`` slices hold half a slice's rows, the others of their file share the rest; every row
+    is still read once, in order."""
+    slices = table_slices(files, chunks, opening)
+    assert [s.rows for s in slices] == sizes
+    total = sum(sum(g) for _, g in files)
+    assert np.array_equal(np.concatenate(slice_rows(files, slices)), np.arange(total))

@@ -345,8 +345,10 @@ class Pricer:
         rows = sum(map(sum, groups))
         check_columns({name for _, m in files for name in m.schema.names}, rows, options)
         market = options.market()  # read and checked here, before any task, and shipped to the workers
+        workers = self.workers
         slices = table_slices([(part, sizes) for (part, _), sizes in zip(files, groups)],
-                              chunk_count(rows, self.workers, self.chunks_per_worker))
+                              chunk_count(rows, workers, self.chunks_per_worker),
+                              opening=workers if worker["gpu"] else 0)
         token = watch.job
         figures = dict(name=path, rows=rows, chunks=len(slices), scenarios=len(market.curve_sets),
                        predicted_seconds=0.0)
