@@ -75,9 +75,10 @@ constexpr int RISK_NODES = RISK_BLOCK_NODES / 32;
 // risk_forward's pass, one block per group of trees that share one (distprice/lattice/groups.py: its tallest
 // tree, the group's leader, at most `span` nodes wide; threads over the nodes, double-buffered state prices in
 // shared memory): exp(-alpha_m dt) at alphas[alpha_at[tree] + m], the state prices at each of the group's cut
-// steps keep_steps[keep_lo[tree] .. keep_hi[tree]) (increasing) in consecutive rows of w + 2 reals from
-// saved[keep_row[tree]]. Its sums S_m = sum_j Q(m, j) exp(-j dr dt) are added up by warps (in a fixed order,
-// not node by node), so its exp(-alpha_m dt) can differ from risk_forward's in the last bits.
+// steps m = keep_steps[k], k in keep_lo[tree] .. keep_hi[tree] (increasing), their nodes |j| <= min(m, jmax)
+// only, node p at saved[keep_row[k] + p] (distprice/lattice/groups.py's KeptStates). Its sums
+// S_m = sum_j Q(m, j) exp(-j dr dt) are added up by warps (in a fixed order, not node by node), so its
+// exp(-alpha_m dt) can differ from risk_forward's in the last bits.
 extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long* order, int span,
                                               const long long* tree_row, const double* tree_dr,
                                               const long long* alpha_at, real* alphas, const long long* keep_lo,
@@ -116,8 +117,9 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
     int hint = 0;
     for (int m = 0;; ++m) {
         if (keep < keep_hi[tree_id] && keep_steps[keep] == m) {
-            real* row = saved + keep_row[tree_id] + (keep - keep_lo[tree_id]) * (w + 2);
-            for (int p = t; p < w; p += threads) row[p] = Q[p];
+            real* row = saved + keep_row[keep];
+            const int reach = min(m, tree.jmax);
+            for (int p = tree.jmax - reach + t; p <= tree.jmax + reach; p += threads) row[p] = Q[p];
             ++keep;
         }
         if (t == 0) {
@@ -184,8 +186,10 @@ __device__ void finish_item(const Portfolio& book, const Tree& tree, long long r
     double value = 0.0;
     if (cut == 0) {
         value = double(rolled[tree.jmax * stride]);
-    } else {
-        for (int p = 0; p < tree.width; ++p) value += double(q[(long long)p * q_lanes]) * double(rolled[p * stride]);
+    } else {  // the state prices at the cut reach the nodes |j| <= min(cut, jmax)
+        const int reach = min(cut, tree.jmax);
+        for (int p = tree.jmax - reach; p <= tree.jmax + reach; ++p)
+            value += double(q[(long long)p * q_lanes]) * double(rolled[p * stride]);
     }
     value *= exp(-bump_exponent(cut * tree.dt, grid, bump, knots));
     double bond = 0.0, tail = 0.0;  // the cash flows, and those from the cut on, discounted on the bumped curve

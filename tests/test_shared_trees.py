@@ -16,10 +16,11 @@ from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice import cpu, datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu, run_cpu
+from distprice.lattice.sweeps import cut_steps
 from distprice.lattice.desk import AS_OF, MODELS, desk
 from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.gpu import C_TYPES, LEADER_ARGS, kernel_arrays, layout_run
-from distprice.lattice.groups import batch_groups, instrument_groups, node_steps, row_node_steps
+from distprice.lattice.groups import batch_groups, instrument_groups, kept_states, node_steps, row_node_steps
 from distprice.lattice.instruments import prepare
 from distprice.lattice.reference import price_reference
 
@@ -62,6 +63,18 @@ def mixed_rows():
     table["curve"] = np.where(np.arange(len(table)) % 3 == 0, "flat", "hull")
     curves = load_curves(pd.DataFrame(dict(curve=["flat"] * 2, t=[0.0, 30.0], zero_rate=[0.03, 0.035])))
     return instruments_of(table, curves), curves
+
+
+@pytest.fixture(scope="module")
+def short_rows():
+    """Trees of four steps on wide grids (mean reversions of 1-3 %: jmax 25-75) on three models, exercised from
+    today: their cuts lie at steps 0-3, far inside their grids."""
+    table = datasets.generate("R1", 120, seed=5)
+    rng = np.random.default_rng(6)
+    table = few_models(table.assign(mean_reversion=rng.uniform(0.01, 0.03, len(table))), 3)
+    table = table.assign(maturity=1.0, expiry=rng.integers(1, 5, len(table)) / 4.0, first_exercise=0.0,
+                         steps_per_year=4)
+    return instruments_of(table), builtin_curves()
 
 
 # ---- the groups ----
@@ -145,6 +158,38 @@ def test_cpu_shared_equals_every_row_alone_bit_for_bit(book, real, request):
     g = batch.geometry
     assert alone.node_steps == node_steps(g.width, g.height)
     assert shared.node_steps == node_steps(g.width, g.height, batch_groups(batch).group) < 0.8 * alone.node_steps
+
+
+def test_kept_state_rows_hold_the_nodes_their_step_reaches(short_rows):
+    """A group keeps, per step m at which its trees' cuts lie, its nodes |j| <= min(m, jmax) alone: the rows'
+    nodes fill the table between its two margins without overlap, and each tree finds its cut's row."""
+    instruments, curves = short_rows
+    batch = pack(instruments, curves)
+    groups, g, cut = batch_groups(batch), batch.geometry, cut_steps(batch)
+    jmax = g.jmax[groups.leader].astype(np.int64)
+    assert (g.jmax > 6 * g.height).all() and set(cut) == {0, 1, 2, 3}
+    kept = kept_states(groups.group, cut, jmax)
+    save_group = np.repeat(np.arange(len(jmax)), np.diff(kept.offsets))
+    reach = np.minimum(kept.steps, jmax[save_group])
+    nodes = np.concatenate([kept.rows[s] + jmax[k] + 1 + np.arange(-reach[s], reach[s] + 1)
+                            for s, k in enumerate(save_group)])
+    margin = jmax.max() + 1
+    np.testing.assert_array_equal(nodes, np.arange(margin, margin + (2 * reach + 1).sum()))
+    assert kept.size == 2 * margin + len(nodes)
+    for r in np.flatnonzero(cut):
+        at = kept.offsets[groups.group[r]] + np.searchsorted(kept.steps[kept.offsets[groups.group[r]]:
+                                                                        kept.offsets[groups.group[r] + 1]], cut[r])
+        assert kept.steps[at] == cut[r] and kept.row_at[r] == kept.rows[at]
+
+
+@pytest.mark.parametrize("real", [np.float64, np.float32])
+def test_cpu_shared_short_trees_equal_every_row_alone_bit_for_bit(short_rows, real):
+    instruments, curves = short_rows
+    batch = pack(instruments, curves, real)
+    shared, alone = run_cpu(batch), run_cpu(batch, share=False)
+    np.testing.assert_array_equal(shared.bond, alone.bond)
+    np.testing.assert_array_equal(shared.option, alone.option)
+    assert len(batch_groups(batch)) == 3
 
 
 def test_cpu_shared_matches_the_reference_engine(mixed_rows):

@@ -177,10 +177,11 @@ def _clear(rows, jmax, reach):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, saved):
+def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, save_rows, saved):
     """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2. The state
-    prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n) are copied to the rows ``saved[c]``
-    (their nodes ``|j| <= min(m, jmax)``).
+    prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n), their nodes ``|j| <= min(m, jmax)``, are
+    copied to the rows of ``saved`` at ``save_rows`` (node j of row c at ``saved[save_rows[c] + j + jmax + 1]``:
+    :class:`~.groups.KeptStates`).
 
     ``s`` carries ``sum_j Q(m, j) exp(-j dr dt)``, accumulated while row m is written.
     """
@@ -193,8 +194,9 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_a
     for m in range(n):
         while c < len(save_at) and save_at[c] == m:
             lo, hi = _span(jmax, min(m, jmax))
+            row = save_rows[c]
             for p in range(lo, hi):
-                saved[c, p] = Q[p]
+                saved[row + p] = Q[p]
             c += 1
         P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
         ea[m] = P / s
@@ -339,21 +341,21 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
         size = max_width + 2
         scratch = np.zeros((11, size), dtype=real)  # coefficients (4), bond and option rows (6), own state prices
         own = np.zeros(max_height + 1, dtype=real)
-        step = np.zeros(1, dtype=np.int64)
+        step, at = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)  # its cut, kept at own_state's start
         _price_rows(thread_offsets[t], thread_offsets[t + 1], order, jmax, height, dt, dr, M, is_call, curve_index,
                     curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut,
-                    alpha_at, table, q_at, states, scratch, own, step, bond_out, option_out)
+                    alpha_at, table, q_at, states, scratch, own, step, at, bond_out, option_out)
 
 
 @numba.njit(cache=True, _nrt=False)
 def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t, curve_z,
                 e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states, scratch,
-                own, step, bond_out, option_out):
+                own, step, at, bond_out, option_out):
     """Prices rows ``order[start:stop]``: a row's ``exp(-alpha_m dt)`` are ``table[alpha_at[r] + m]`` (its
     group's forward pass) and its state prices at its cut ``states[q_at[r]:...]``, or with ``alpha_at[r] < 0``
     its own forward pass's (into ``own`` and the last row of ``scratch``). A row without an exercise is its
     cash flows."""
-    coef, rows, own_state = scratch[0:4], scratch[4:10], scratch[10:11]
+    coef, rows, own_state = scratch[0:4], scratch[4:10], scratch[10]
     for q in range(start, stop):
         r = order[q]
         jm, n = jmax[r], height[r]
@@ -376,9 +378,9 @@ def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_inde
         Q = states[q_at[r]:q_at[r] + w + 2]
         if first < 0:
             step[0] = cut[r]
-            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)],
-                     own_state[:, :w + 2])
-            source, first, Q = own, 0, own_state[0]
+            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)], at,
+                     own_state)
+            source, first, Q = own, 0, own_state
         b, o = _backward(jm, n, cut[r], dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2],
                          rows[3], rows[4], rows[5], Q, ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
                          e_amount[lo:hi], option_from[r])
@@ -490,7 +492,7 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
             order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
             _forward_all(order, thread_offsets, leaders, g.dr[leaders], g.jmax, g.height, g.dt, g.M, batch.curve_index,
                          batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table,
-                         kept.offsets, kept.steps, kept.group_at, states)
+                         kept.offsets, kept.steps, kept.rows, states)
         alpha_at = np.full(n, -1, dtype=np.int64)
         alpha_at[rows] = row_offset
         passes = np.where(row_offset < 0, 2.0, 1.0)
@@ -520,22 +522,22 @@ one, most of them a few steps above the last call, and keeping every one of them
 
 @numba.njit(cache=True, parallel=True, nogil=True)
 def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
-                 curve_t, curve_z, max_width, alpha_offsets, ea_out, save_offsets, save_at, q_at, q_out):
+                 curve_t, curve_z, max_width, alpha_offsets, ea_out, save_offsets, save_at, save_rows, q_out):
     """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
     ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``; its state prices
-    at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in rows of w + 2 values one
-    after another from ``q_out[q_at[k]]``. Trees ``order[thread_offsets[t]:thread_offsets[t + 1]]`` run on
-    thread t."""
+    at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in the rows of ``q_out`` at
+    ``save_rows`` of the same positions (:class:`~.groups.KeptStates`). Trees
+    ``order[thread_offsets[t]:thread_offsets[t + 1]]`` run on thread t."""
     for t in numba.prange(len(thread_offsets) - 1):
         scratch = np.zeros((6, max_width + 2), dtype=ea_out.dtype)  # coefficients (4), state prices (2)
         _forward_trees(thread_offsets[t], thread_offsets[t + 1], order, task_row, task_dr, jmax, height, dt, M,
                        curve_index, curve_offsets, curve_t, curve_z, alpha_offsets, ea_out, save_offsets, save_at,
-                       q_at, q_out, scratch)
+                       save_rows, q_out, scratch)
 
 
 @numba.njit(cache=True, _nrt=False)
 def _forward_trees(start, stop, order, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets, curve_t,
-                   curve_z, alpha_offsets, ea_out, save_offsets, save_at, q_at, q_out, scratch):
+                   curve_z, alpha_offsets, ea_out, save_offsets, save_at, save_rows, q_out, scratch):
     """:func:`_forward_all`'s trees ``order[start:stop]``."""
     coef, rows = scratch[0:4], scratch[4:6]
     for q in range(start, stop):
@@ -548,10 +550,9 @@ def _forward_trees(start, stop, order, task_row, task_dr, jmax, height, dt, M, c
         c = curve_index[r]
         ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
         cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
-        steps = save_at[save_offsets[k]:save_offsets[k + 1]]
-        saved = q_out[q_at[k]:q_at[k] + len(steps) * (2 * jm + 3)].reshape((len(steps), 2 * jm + 3))
+        saves = slice(save_offsets[k], save_offsets[k + 1])
         _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
-                 ea_out[alpha_offsets[k]:alpha_offsets[k] + n], steps, saved)
+                 ea_out[alpha_offsets[k]:alpha_offsets[k] + n], save_at[saves], save_rows[saves], q_out)
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
@@ -970,7 +971,7 @@ class CpuRisk:
                                             numba.get_num_threads())
             _forward_all(order, thread_offsets, rows[leaders], dr[leaders], g.jmax, g.height, g.dt, g.M,
                          b.curve_index, b.curve_offsets, b.curve_t, b.curve_z, int(shape.width.max()), alpha_offsets,
-                         ea, kept.offsets, kept.steps, kept.group_at, q)
+                         ea, kept.offsets, kept.steps, kept.rows, q)
         alpha_at = alpha_offsets[groups.group]
         chosen = np.flatnonzero(self.bonded[rows])
         z_at = np.full(len(rows), -1, dtype=np.int64)

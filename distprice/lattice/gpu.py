@@ -555,9 +555,10 @@ class GpuRisk:
         kept = kept_states(groups.group, cut[shared], g.jmax[rows[leaders]])
         runs, alpha_total = exclusive_cumsum(height[leaders].astype(np.int64))
         alpha_at[shared] = layout.alpha_elements + runs[groups.group]
-        q_at[shared] = layout.row_elements + kept.row_at
-        keep = np.zeros((3, len(rows)), dtype=np.int64)  # per leader: its group's kept steps and first row
-        keep[:, leaders] = kept.offsets[:-1], kept.offsets[1:], layout.row_elements + kept.group_at
+        # the kernels index nodes j + jmax, the kept rows j + jmax + 1 (KeptStates): their rows start one later
+        q_at[shared] = layout.row_elements + kept.row_at + 1
+        keep = np.zeros((2, len(rows)), dtype=np.int64)  # per leader: its group's kept steps
+        keep[:, leaders] = kept.offsets[:-1], kept.offsets[1:]
         device = _Device(cupy)
         alphas = device.empty(max(layout.alpha_elements + alpha_total, 1), np.float64)
         state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
@@ -570,7 +571,8 @@ class GpuRisk:
                  np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
                  device.empty(max(layout.row_elements, 1), np.float64), alphas, state["cut"], state["saved"]))
         kernel = _risk_kernel("risk_forward_block")
-        keeping = (device.put(keep[0]), device.put(keep[1]), device.put(kept.steps), device.put(keep[2]))
+        keeping = (device.put(keep[0]), device.put(keep[1]), device.put(kept.steps),
+                   device.put(layout.row_elements + kept.rows + 1))
         for span, threads, chosen in _block_launches(width, height, leaders):
             _launch_blocks(kernel, chosen, threads, RISK_FORWARD_ROWS * span * 8,
                            (*self._leading(), device.put(chosen), np.int32(span), state["rows"], state["dr"],
