@@ -45,7 +45,7 @@ from distprice.cluster.metrics import PLUGIN_NAME
 from distprice.cluster.pricer import Pricer
 from distprice.cuda import gpu_available
 from distprice.lattice.datasets import DEFAULT_SIZES
-from distprice.lattice.gpu import device_name
+from distprice.cuda import device_name
 from distprice.scenarios import parse_shifts
 
 DESK_COPY_ROWS = 100_000

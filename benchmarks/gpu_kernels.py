@@ -30,7 +30,8 @@ from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
 from distprice.cuda import require_cupy
-from distprice.lattice.gpu import device_name, price_gpu
+from distprice.cuda import device_name
+from distprice.lattice.gpu import price_gpu
 from distprice.lattice.instruments import prepare
 
 FMA_KERNEL = r"""

@@ -28,7 +28,8 @@ from common import instruments, save
 from distprice.execute import price_plan
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
-from distprice.lattice.gpu import device_name, price_gpu
+from distprice.cuda import device_name
+from distprice.lattice.gpu import price_gpu
 from distprice.tuning import current_model
 
 DEFAULT = "U1,U2,R1,R2,R3,S1,S2,U1+S1,R1+S2,B1"

@@ -51,7 +51,8 @@ def r1_few_models(size: int, models: int):
 
 def gpu_kernels(batch, repeat: int) -> dict:
     """Median kernel seconds of each GPU engine, alone and shared, and the largest price difference."""
-    from distprice.lattice.gpu import device_name, price_gpu
+    from distprice.cuda import device_name
+    from distprice.lattice.gpu import price_gpu
 
     out = {"device": device_name()}
     for kernel in ("flat", "outer"):

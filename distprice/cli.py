@@ -466,7 +466,8 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
         click.echo("plan: " + "; ".join(f"{p.engine} {len(p.rows)} rows" for p in plan.parts)
                    + f" (predicted {plan.seconds:.4f} s, {plan.model.source})")
     if engine in GPU_ENGINES:
-        from .lattice.gpu import device_name, price_gpu
+        from .cuda import device_name
+        from .lattice.gpu import price_gpu
 
         runs = [price_gpu(batch, engine.removeprefix("gpu-")) for _ in range(repeat)]
         part = {name: statistics.median(r.seconds[name] for r in runs) for name in runs[0].seconds}
@@ -590,7 +591,7 @@ def inspect(portfolio, curves, precision, as_json, plot):
 @reports_errors
 def tune(precision, repeat):
     """Measure this machine (GPU and CPU engines) and store the inspector's cost model for it."""
-    from .lattice.gpu import device_name
+    from .cuda import device_name
     from .tuning import CPU_DEVICE, save_model, tune as measure
 
     gpu = gpu_available()

@@ -80,6 +80,19 @@ def gpu_turn():
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def device_name() -> str:
+    """The name of the current CUDA device (e.g. ``NVIDIA H100 80GB HBM3``)."""
+    return _device_name(require_cupy().cuda.Device().id)
+
+
+@functools.cache
+def _device_name(device_id: int) -> str:
+    # cudaGetDeviceProperties reads every property, some slowly (milliseconds): once per device
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
+
+
 def kernel_dir() -> Path:
     """The CUDA sources: the installed package data, or ``kernels/`` beside the package in a source checkout."""
     try:

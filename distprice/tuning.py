@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .cuda import device_name
 from .curves import builtin_curves
 from .inspector import CostModel
 from .lattice.batch import PACK_THREADS, pack, pack_parts
 from .lattice.cpu import price_cpu
 from .lattice.datasets import with_shapes
-from .lattice.gpu import device_name
 from .lattice.instruments import prepare
 from .precision import real_dtype
 

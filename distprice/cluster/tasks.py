@@ -10,13 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..cuda import device_place, gpu_available
+from ..cuda import device_name, device_place, gpu_available
 from ..errors import Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel
 from ..job import (Job, JobOptions, Risk, Tally, exercise_lines, exercise_schedule, exercise_table, model_table,
                    read_risk)
-from ..lattice.gpu import device_name
 from ..lattice.instruments import Instruments, id_hashes, prepare
 from ..lattice.quotes import Quotes
 from ..models import HestonFit, HullWhiteFit, Surface, Swaptions, fit_hull_white, fit_surface

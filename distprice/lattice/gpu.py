@@ -63,19 +63,6 @@ CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
 ADJUST_THREADS = 128
 
 
-def device_name() -> str:
-    """The name of the current CUDA device (e.g. ``NVIDIA H100 80GB HBM3``)."""
-    return _device_name(require_cupy().cuda.Device().id)
-
-
-@functools.cache
-def _device_name(device_id: int) -> str:
-    # cudaGetDeviceProperties reads every property, some slowly (milliseconds): once per device
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceProperties(device_id)["name"].decode()
-
-
 @functools.cache
 def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
     """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
