@@ -39,8 +39,8 @@ class TreeGeometry:
 
     @property
     def node_steps(self) -> np.ndarray:
-        """Node-steps of each tree: forward plus backward over the full rectangle, ``2 * width * height``."""
-        return 2 * self.width * self.height
+        """:func:`node_steps` of each tree."""
+        return node_steps(self.width, self.height)
 
     def take(self, positions) -> "TreeGeometry":
         """The geometry of the trees at ``positions`` (an index array or a boolean mask; consecutive positions:
@@ -48,6 +48,13 @@ class TreeGeometry:
         positions = consecutive(positions)
         return TreeGeometry(**{f.name: np.asarray(getattr(self, f.name))[positions]
                                for f in dataclasses.fields(self)})
+
+
+def node_steps(width, height) -> np.ndarray:
+    """Node-steps of trees of ``width`` and ``height`` (arrays or scalars): a forward and a backward pass over
+    the full rectangle, ``2 width height`` per tree, as float64 (whole numbers: their sums are exact below
+    2**53)."""
+    return 2.0 * np.asarray(width, dtype=np.float64) * np.asarray(height, dtype=np.float64)
 
 
 def consecutive(positions):
