@@ -31,7 +31,8 @@ import numpy as np
 from common import instruments as book, median_times, save
 
 from distprice.lattice.batch import pack
-from distprice.lattice.cpu import CpuRisk, price_cpu
+from distprice.lattice.cpu import price_cpu
+from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.gpu import price_gpu
 from distprice.lattice.groups import instrument_groups, node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
@@ -77,7 +78,7 @@ def floor(instruments, curves, evaluations: float) -> dict:
     """Node-steps (full rectangles) of a pricing and of each part of the measure set, as the CPU engines compute
     them: a forward pass per tree group (the base trees' and each volatility bump's), every backward pass from
     its start step (a pricing's from the top; a bump's at most from the last exercise where the tree has a
-    discount bond there, :class:`~distprice.lattice.cpu.CpuRisk`, rolled back once per tree) down to the row's
+    discount bond there, :class:`~distprice.lattice.cpu_risk.CpuRisk`, rolled back once per tree) down to the row's
     first exercise; plain bonds none (they are valued off the tree)."""
     g = instruments.geometry
     option = np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy())

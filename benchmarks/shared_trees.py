@@ -33,7 +33,8 @@ from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.lattice import datasets
 from distprice.lattice.batch import pack
-from distprice.lattice.cpu import CpuRisk, run_cpu
+from distprice.lattice.cpu import run_cpu
+from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.groups import batch_groups, node_steps
 from distprice.lattice.instruments import prepare
 

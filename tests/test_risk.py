@@ -236,7 +236,7 @@ def test_plain_bonds_off_the_tree_equal_their_trees():
     """A plain bond's measures come from its discounted cash flows: its tree gives the same values under
     every bump (coupons off the tree's grid too: 5 steps a year, quarterly coupons, and a dated bond)."""
     from distprice.curves import load_curves
-    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.cpu_risk import CpuRisk
     from distprice.lattice.instruments import prepare
     from distprice.lattice.straight import Straight
 
@@ -266,7 +266,7 @@ def test_cpu_risk_shares_trees_and_stops_at_the_first_exercise():
     row's first exercise, the option valued there on the state prices, and a callable or puttable bond rolls its
     holder's value back alone: the reference engine's values (every bump priced anew), bumps that start above,
     at and below that step alike."""
-    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.cpu_risk import CpuRisk
     from distprice.lattice.reference import ReferenceRisk
 
     table = random_portfolio(np.random.default_rng(7), 30, max_steps_per_year=12)
@@ -306,7 +306,7 @@ def test_cpu_risk_rolls_two_bumps_from_one_step_in_one_sweep():
     values per sweep of the node weights: each gets what it gets rolled alone with bump 0, bond options (bond
     and option rows) and callable or puttable bonds (one row) alike, from the top and from bump 0's kept
     rows."""
-    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.cpu_risk import CpuRisk
 
     rows = instruments_of(random_portfolio(np.random.default_rng(11), 30, max_steps_per_year=12))
     curves = builtin_curves()
@@ -335,7 +335,7 @@ def test_cpu_risk_starts_bumps_at_the_last_exercise_from_a_discount_bond():
     rolls the discount bond of that step back to the last exercise once, and every bump that starts at or above
     it starts there from that row: the reference engine's values and the engine's own without that row, bumps
     from the bond, from bump 0's kept rows below it and from the cut alike."""
-    from distprice.lattice.cpu import CpuRisk
+    from distprice.lattice.cpu_risk import CpuRisk
     from distprice.lattice.reference import ReferenceRisk
 
     table = random_portfolio(np.random.default_rng(5), 30, max_steps_per_year=12)

@@ -11,7 +11,7 @@ import pytest
 
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
-from distprice.lattice.cpu import CpuRisk
+from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.sweeps import bump_exponent
 from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.sweeps import key_rate_bumps, start_steps
@@ -104,7 +104,7 @@ def test_gpu_risk_engine_equals_the_cpus(held):
 def engines_agree(instruments, batch, embedded, grid, rolls):
     """The CPU and GPU risk engines' trees of every row, and of every row at a volatility 1 bp higher (tasks n
     and up), rolled back as ``rolls`` say (``(tasks, dz)`` each): the same prices."""
-    from distprice.lattice.gpu import GpuRisk
+    from distprice.lattice.gpu_risk import GpuRisk
 
     n = len(instruments)
     rows = np.r_[np.arange(n), np.arange(n)]
@@ -132,10 +132,10 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window, part_byte
     each. The same values to the last bits of a price of ~100: the block's forward pass adds a
     step's state prices up by warps, and the compiler may fuse a multiply and an add in one kernel and not in
     the other (a held bond's option is a difference of two such values)."""
-    import distprice.lattice.gpu as gpu
+    import distprice.lattice.gpu_risk as gpu_risk
 
-    monkeypatch.setattr(gpu, "RISK_EVENT_WINDOW", window)
-    monkeypatch.setattr(gpu, "RISK_ROW_BYTES", part_bytes)
+    monkeypatch.setattr(gpu_risk, "RISK_EVENT_WINDOW", window)
+    monkeypatch.setattr(gpu_risk, "RISK_ROW_BYTES", part_bytes)
     rng = np.random.default_rng(12)
     instruments = instruments_of(random_portfolio(rng, 150))
     batch = pack(instruments, builtin_curves())
@@ -145,15 +145,15 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window, part_byte
     n = len(instruments)
     dz = np.broadcast_to(0.001 + bumps, (n, *bumps.shape))
     width = instruments.geometry.width
-    assert width.min() < 32 and width.max() > gpu.RISK_BLOCK_NODES  # one and several warps a block
+    assert width.min() < 32 and width.max() > gpu_risk.RISK_BLOCK_NODES  # one and several warps a block
     starts = start_steps(grid, dz, instruments.geometry.dt, instruments.geometry.height)
     assert (starts[:, 1:] < instruments.geometry.height[:, None]).mean() > 0.3  # bumps taking bump 0's rows
     row = np.repeat(np.arange(n), np.diff(batch.events.offsets))
     assert np.unique(np.c_[row, batch.events.step], axis=0, return_counts=True)[1].max() > 2  # a step of 3+
     results = []
     for widths in ((1, 10**9), (10**9, 10**9)):  # every tree by blocks, then every tree by threads
-        monkeypatch.setattr(gpu, "RISK_BLOCK_WIDTHS", widths)
-        engine = gpu.GpuRisk(batch, embedded)
+        monkeypatch.setattr(gpu_risk, "RISK_BLOCK_WIDTHS", widths)
+        engine = gpu_risk.GpuRisk(batch, embedded)
         trees = engine.trees(np.arange(n), instruments.table["volatility"].to_numpy(), instruments.geometry.dr)
         results.append(engine.roll(trees, np.arange(n), grid, dz))
     for blocks, threads in zip(*results):
@@ -164,7 +164,7 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window, part_byte
 def test_kept_rows_list_each_task_and_step_once_in_the_order_bump_0_meets_them():
     """Where bump 0 keeps its rows for the block rolls: one entry per (task, step) some other bump starts
     from, by task and steps decreasing (bump 0 rolls down), and each such bump pointed at its entry."""
-    from distprice.lattice.gpu import _kept_rows
+    from distprice.lattice.gpu_risk import _kept_rows
 
     height = np.array([10, 7, 12])
     top = np.array([[10, 4, 4, 10, 2],    # bumps 1 and 2 take step 4, bump 4 step 2

@@ -11,7 +11,7 @@ only below the top of its triangle; where a row's cash flows after its last exer
 bump only below that exercise, from that step's discount bond there (rolled back once per tree); a callable or
 puttable bond rolls its holder's value back, one row of values where bond and option are two. The GPU engine
 does the same but for the pairs and the discount bonds: each forward pass and every (tree, bump) a block of
-threads (a thread per tree, each bump from the top, for the narrowest and widest trees: :class:`~.gpu.GpuRisk`).
+threads (a thread per tree, each bump from the top, for the narrowest and widest trees: :class:`~.gpu_risk.GpuRisk`).
 A plain bond has no option: its tree reprices its discounted cash flows exactly under every curve and sigma, so
 it is valued off the tree (:mod:`~.straight`) and its vega is zero.
 """
@@ -24,11 +24,11 @@ from ..cuda import gpu_available
 from ..curves import ZeroCurve
 from ..errors import OptionError
 from .batch import pack
-from .cpu import CpuRisk
+from .cpu_risk import CpuRisk
 from .engines import AUTO, GPU_ENGINES, resolve
 from .events import accrued
 from .geometry import tree_geometry
-from .gpu import GpuRisk
+from .gpu_risk import GpuRisk
 from .instruments import Instruments
 from .measures import (BP, DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, MEASURES, OAS_BRACKET, OAS_TOLERANCE, VEGA_BUMP,
                        check_bump, krd_column, measure_columns, parse_key_rates, parse_measures)
