@@ -28,6 +28,7 @@ import pandas as pd
 import distprice
 from distprice.inspector import CostModel, plan
 from distprice.lattice import datasets
+from distprice.lattice.geometry import node_steps
 from distprice.report import render_report, write_report
 
 from common import median_seconds, save
@@ -55,7 +56,7 @@ def facts(priced: pd.DataFrame) -> dict:
     valid = priced["price"].notna()
     width, height = (priced.loc[valid, c].to_numpy(dtype=np.int64) for c in ("width", "height"))
     chosen = plan(width, height, CostModel("cpu"), gpu=False)
-    steps = float((2.0 * width * height).sum())
+    steps = float(node_steps(width, height).sum())
     workers = {f"tcp://10.0.0.{i}:40000": dict(rows=int(valid.sum()) // 2, node_steps=steps / 2, seconds=4.5,
                                                kernel_seconds=4.1, device="cpu") for i in (1, 2)}
     return dict(plan=chosen, plan_seconds=[chosen.seconds * 1.1 for _ in chosen.parts], chunks=64,

@@ -34,7 +34,7 @@ from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
 from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.gpu import price_gpu
-from distprice.lattice.groups import instrument_groups, node_steps
+from distprice.lattice.groups import instrument_groups, shared_node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
 from distprice.lattice import risk
@@ -93,8 +93,8 @@ def floor(instruments, curves, evaluations: float) -> dict:
     rolled = np.maximum(np.minimum(start, top[:, None]) - cut[:, None], 0)
     full = (w * rolled[:, 0]).sum()
     groups = instrument_groups(instruments, curves).group
-    forward = node_steps(g.width[option], n, groups[option]) - (w * n).sum()
-    shared = node_steps(g.width, g.height, groups) - (g.width.astype(np.float64) * g.height).sum()
+    forward = shared_node_steps(g.width[option], n, groups[option]) - (w * n).sum()
+    shared = shared_node_steps(g.width, g.height, groups) - (g.width.astype(np.float64) * g.height).sum()
     parts = {"pricing": shared + (w * (n - cut)).sum(), "forward": forward + bond, "parallel": 3 * full,
              "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + bond + full),
              "oas": evaluations * full}

@@ -6,7 +6,7 @@ their group's forward pass; writes ``shared_trees.json`` and ``shared_trees.md``
 Books: ``desk`` (three currency models), ``R1 few`` (R1's trees with a and sigma drawn from ``--models`` of
 its rows' pairs: a book of a few models) and ``R1`` as the papers draw it (sigma rounded to 1e-4, so rows of
 one width and sigma share already). The floor is counted in node-steps over full rectangles
-(:func:`distprice.lattice.groups.node_steps`): alone, 2 w h per row; shared, w h per row plus w H per group
+(:func:`distprice.lattice.groups.shared_node_steps`): alone, 2 w h per row; shared, w h per row plus w H per group
 (H its tallest). The CPU engine (this machine) is timed alone and shared, wall and process CPU seconds
 (medians after a warm-up); on a machine with a GPU both GPU engines' kernels are timed too (CUDA events).
 
@@ -35,7 +35,7 @@ from distprice.lattice import datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import run_cpu
 from distprice.lattice.cpu_risk import CpuRisk
-from distprice.lattice.groups import batch_groups, node_steps
+from distprice.lattice.groups import batch_groups, shared_node_steps
 from distprice.lattice.instruments import prepare
 
 
@@ -76,8 +76,9 @@ def measure(name: str, rows, curves, repeat: int) -> dict:
     groups = batch_groups(batch)
     g = batch.geometry
     report = {"book": name, "rows": len(batch), "groups": len(groups), "pack_s": pack_s,
-              "node_steps_alone": node_steps(g.width, g.height),
-              "node_steps_shared": node_steps(g.width, g.height, groups.group), "load_before": os.getloadavg()[0]}
+              "node_steps_alone": shared_node_steps(g.width, g.height),
+              "node_steps_shared": shared_node_steps(g.width, g.height, groups.group),
+              "load_before": os.getloadavg()[0]}
     results = {}
     for share in (False, True):
         wall, cpu, run = median_times(lambda: run_cpu(batch, share), repeat)

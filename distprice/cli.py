@@ -536,7 +536,7 @@ def inspect(portfolio, curves, precision, as_json, plot):
     import pandas as pd
 
     from .inspector import describe, plan
-    from .lattice.groups import instrument_groups, node_steps
+    from .lattice.groups import instrument_groups, shared_node_steps
     from .tuning import current_model
 
     market = load_curves(curves)
@@ -555,7 +555,7 @@ def inspect(portfolio, curves, precision, as_json, plot):
                  f"this process: the CPU engine on {numba.get_num_threads()} threads")
     report = {
         "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
-        "shared": {"groups": len(groups), "node_steps": node_steps(width, height, groups.group)},
+        "shared": {"groups": len(groups), "node_steps": shared_node_steps(width, height, groups.group)},
         "model": {"device": chosen.model.device, "precision": precision, "source": chosen.model.source},
         "plan": {"predicted_seconds": chosen.seconds,
                  "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),

@@ -18,6 +18,7 @@ from .inspector import Part, Plan, plan
 from .lattice.batch import pack, pack_parts
 from .lattice.cpu import price_cpu
 from .lattice.engines import AUTO, GPU_ENGINES
+from .lattice.geometry import node_steps
 from .lattice.gpu import layout_run, start_gpu, upload
 from .lattice.instruments import Instruments
 from .lattice.reference import price_reference
@@ -90,7 +91,7 @@ def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list
     HOST_PIECE_ROWS rows and at most about HOST_PIECE_MAX_ROWS, so that a long job in this process shows
     progress and answers Ctrl-C between pieces."""
     g = instruments.geometry
-    cost = 2.0 * g.width[rows] * g.height[rows]
+    cost = node_steps(g.width[rows], g.height[rows])
     pieces = max(min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]),
                      math.ceil(len(rows) / HOST_PIECE_ROWS[engine])),
                  math.ceil(len(rows) / HOST_PIECE_MAX_ROWS))
@@ -144,7 +145,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
         for rows, batch in zip(waves, pack_parts(instruments, waves, curve_sets[0], real)):
             on_device = upload(batch)
             layouts = layout_run(batch, kernel, **block) if part.turns else None  # laid out before the turn
-            node_steps = float(2.0 * (batch.geometry.width * batch.geometry.height).sum())
+            steps = float(batch.geometry.node_steps.sum())
             for s, curves in enumerate(curve_sets):
                 scenario = batch.with_curves(curves) if s else batch
                 device_batch = on_device.with_curves(scenario) if s else on_device
@@ -154,7 +155,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
                     if part.turns:
                         launched.wait()
                 layouts = launched.layouts
-                in_flight.append((rows, s, node_steps, launched))
+                in_flight.append((rows, s, steps, launched))
                 while len(in_flight) > GPU_IN_FLIGHT:
                     kernel_seconds += _finish(in_flight.popleft(), bond, option, progress)
         while in_flight:

@@ -25,6 +25,7 @@ from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan, host_pieces
 from .lattice.engines import AUTO, resolve
 from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, ScheduleRuns, read_exercise_schedule, schedule_lines
+from .lattice.geometry import node_steps
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
 from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
     parse_measures
@@ -529,7 +530,7 @@ class Tally:
     def add(self, priced: pd.DataFrame) -> pd.DataFrame:
         done = priced["price"].notna()
         self.prices += int(done.sum())
-        self.node_steps += float((2 * priced["width"][done].astype(float) * priced["height"][done].astype(float)).sum())
+        self.node_steps += float(node_steps(priced["width"][done], priced["height"][done]).sum())
         for name, count in priced["engine"].value_counts().items():
             self.engines[name] = self.engines.get(name, 0) + int(count)
         value = priced["value"].to_numpy(dtype=np.float64, na_value=np.nan)

@@ -25,6 +25,7 @@ from .inspector import CostModel
 from .lattice.batch import PACK_THREADS, pack, pack_parts
 from .lattice.cpu import price_cpu
 from .lattice.datasets import with_shapes
+from .lattice.geometry import node_steps
 from .lattice.instruments import prepare
 from .precision import real_dtype
 
@@ -120,7 +121,7 @@ def tune_cpu(model: CostModel, repeat: int = 3) -> CostModel:
             return time.perf_counter() - tick
 
         seconds.append(_median_seconds(run, repeat))
-        work.append([(2.0 * width * height).sum(), 2.0 * height.sum(), len(width)])
+        work.append([node_steps(width, height).sum(), 2.0 * height.sum(), len(width)])
     node_step, step, row = np.maximum(np.linalg.solve(np.array(work), np.array(seconds)), 0.0)
 
     # the host layout every plan starts with (event tables), per row and per tree step: from short trees
@@ -176,9 +177,10 @@ def tune_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     uniform = _batch(width, height, real)
     flat_node_step = (kernel_seconds(uniform, "flat") - launch) / run
     flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one, real), "flat") - launch) / 2400
-    wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one, real), "flat") - launch) / (2 * 4419 * 600)
+    wide_node_step = ((kernel_seconds(_batch(4419 * one, 600 * one, real), "flat") - launch)
+                      / float(node_steps(4419, 600)))
     # outer: rows beyond the L2 cache, rows inside it, one lone thread
-    outer_node_step = (kernel_seconds(uniform, "outer") - launch) / float((2 * width * height).sum())
+    outer_node_step = (kernel_seconds(uniform, "outer") - launch) / float(node_steps(width, height).sum())
     narrow = np.full(100_000, 7)
     outer_cached = ((kernel_seconds(_batch(narrow, np.full(100_000, 600), real), "outer") - launch)
                     / (2 * 7 * 600 * 100_000))

@@ -20,7 +20,8 @@ from distprice.lattice.sweeps import cut_steps
 from distprice.lattice.desk import AS_OF, MODELS, desk
 from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.gpu import C_TYPES, LEADER_ARGS, kernel_arrays, layout_run
-from distprice.lattice.groups import batch_groups, instrument_groups, kept_states, node_steps, row_node_steps
+from distprice.lattice.groups import (batch_groups, instrument_groups, kept_states, row_shared_node_steps,
+                                     shared_node_steps)
 from distprice.lattice.instruments import prepare
 from distprice.lattice.reference import price_reference
 
@@ -91,9 +92,9 @@ def test_the_desk_has_one_group_per_currency_led_by_its_tallest_tree(desk_rows):
         assert groups.leader[g] == members[np.argmax(batch.geometry.height[members])]
     w, h = batch.geometry.width.astype(float), batch.geometry.height
     forward = sum(w[leader] * h[leader] for leader in groups.leader)
-    assert node_steps(w, h, groups.group) == (w * h).sum() + forward
-    assert node_steps(w, h) == 2 * (w * h).sum()
-    assert 1.95 < node_steps(w, h) / node_steps(w, h, groups.group) < 2.0
+    assert shared_node_steps(w, h, groups.group) == (w * h).sum() + forward
+    assert shared_node_steps(w, h) == 2 * (w * h).sum()
+    assert 1.95 < shared_node_steps(w, h) / shared_node_steps(w, h, groups.group) < 2.0
 
 
 def test_groups_key_on_what_the_forward_pass_reads():
@@ -133,13 +134,13 @@ def test_a_chunks_node_steps_are_what_pricing_the_chunk_computes(mixed_rows):
     instruments, curves = mixed_rows
     groups = batch_groups(pack(instruments, curves))
     g = instruments.geometry
-    whole = node_steps(g.width, g.height, groups.group)
+    whole = shared_node_steps(g.width, g.height, groups.group)
     parts = np.array_split(np.random.default_rng(0).permutation(len(instruments)), 3)
-    chunks = [node_steps(g.width[p], g.height[p], groups.group[p]) for p in parts]
-    assert whole < sum(chunks) < node_steps(g.width, g.height)
+    chunks = [shared_node_steps(g.width[p], g.height[p], groups.group[p]) for p in parts]
+    assert whole < sum(chunks) < shared_node_steps(g.width, g.height)
     for part, expected in zip(parts, chunks):
         assert run_cpu(pack(instruments.take(part), curves)).node_steps == expected
-    per_row = row_node_steps(g.width, g.height, groups.group)
+    per_row = row_shared_node_steps(g.width, g.height, groups.group)
     leads = np.zeros(len(per_row), bool)
     leads[groups.leader] = True
     np.testing.assert_array_equal(per_row, np.where(leads, 2.0, 1.0) * g.width * g.height)
@@ -156,8 +157,8 @@ def test_cpu_shared_equals_every_row_alone_bit_for_bit(book, real, request):
     np.testing.assert_array_equal(shared.bond, alone.bond)
     np.testing.assert_array_equal(shared.option, alone.option)
     g = batch.geometry
-    assert alone.node_steps == node_steps(g.width, g.height)
-    assert shared.node_steps == node_steps(g.width, g.height, batch_groups(batch).group) < 0.8 * alone.node_steps
+    assert alone.node_steps == shared_node_steps(g.width, g.height)
+    assert shared.node_steps == shared_node_steps(g.width, g.height, batch_groups(batch).group) < 0.8 * alone.node_steps
 
 
 def test_kept_state_rows_hold_the_nodes_their_step_reaches(short_rows):
@@ -379,10 +380,10 @@ def test_every_follower_finds_its_leaders_alphas(mixed_rows, kernel, options):
             read = alphas[launch.kernel][run.leader_at[row] + m * run.leader_stride[row]]
             np.testing.assert_array_equal(read, 1000 * groups.leader_of[row] + m)
         assert launch.followers == bool((groups.leader_of[launch.rows] != launch.rows).all())
-    assert run.node_steps == run.detail["node_steps"] == node_steps(batch.geometry.width, height, groups.group)
+    assert run.node_steps == run.detail["node_steps"] == shared_node_steps(batch.geometry.width, height, groups.group)
     alone = layout_run(batch, kernel, share=False, **options)
     assert [launch.followers for launch in alone.launches] == [False] * len(alone.launches)
-    assert alone.node_steps == node_steps(batch.geometry.width, height)
+    assert alone.node_steps == shared_node_steps(batch.geometry.width, height)
     default = layout_run(batch, kernel, **options)  # the flat engine shares unless told, the outer does not
     assert default.node_steps == (run if kernel == "flat" else alone).node_steps
 
@@ -463,6 +464,6 @@ def test_inspect_counts_the_node_steps_shared_trees_compute(tmp_path):
     instruments, curves = instruments_of(table), builtin_curves()
     groups = batch_groups(pack(instruments, curves))
     g = instruments.geometry
-    assert report["shared"] == {"groups": len(groups), "node_steps": node_steps(g.width, g.height, groups.group)}
+    assert report["shared"] == {"groups": len(groups), "node_steps": shared_node_steps(g.width, g.height, groups.group)}
     assert len(groups) < len(table) / 10
     assert 0.5 <= report["shared"]["node_steps"] / report["shape"]["node_steps"] < 0.6

@@ -467,7 +467,7 @@ whose leaders' heights add up to more are priced in waves."""
 @dataclass
 class CpuRun:
     """Prices of one CPU engine call (float64 arrays, batch order) and the node-steps it computed (full
-    rectangles: :func:`~.groups.node_steps`)."""
+    rectangles: :func:`~.groups.shared_node_steps`)."""
 
     bond: np.ndarray
     option: np.ndarray
@@ -532,7 +532,7 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
                    events.kind, events.amount, batch.option_from, cut, alpha_at, table, q_at, states, max_width,
                    int(g.height[rows].max()), bond, option)
     return CpuRun(bond.astype(np.float64, copy=False), option.astype(np.float64, copy=False),
-                  groups.node_steps(g.width, g.height))
+                  groups.shared_node_steps(g.width, g.height))
 
 
 def price_cpu(batch: Batch, share: bool = True):

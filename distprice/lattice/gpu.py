@@ -29,7 +29,7 @@ import numpy as np
 from ..cuda import compile_module, require_cupy
 from ..errors import Fp32OverflowError
 from .batch import Batch
-from .groups import TreeGroups, batch_groups, node_steps
+from .groups import TreeGroups, batch_groups, shared_node_steps
 from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
                       flat_shared_bytes, outer_layout)
 
@@ -195,7 +195,7 @@ class Launch:
 class RunLayout:
     """What a run of a batch launches, in order (leaders first), and where each follower finds its leader's
     ``exp(-alpha_m dt)``: at ``leader_at[r] + m * leader_stride[r]`` of the alphas of its kernel's launch of
-    leaders (batch row r). ``node_steps``: what the run computes (:func:`~.groups.node_steps`)."""
+    leaders (batch row r). ``node_steps``: what the run computes (:func:`~.groups.shared_node_steps`)."""
 
     launches: tuple[Launch, ...]
     leader_at: np.ndarray
@@ -276,14 +276,14 @@ def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: i
             leader_at[launch.rows], leader_stride[launch.rows] = _alpha_places(launch)
     leader_of = groups.leader_of
     leader_at, leader_stride = leader_at[leader_of], leader_stride[leader_of]
-    detail = {"node_steps": groups.node_steps(width, height), "leaders": int(leads.sum())}
+    detail = {"node_steps": groups.shared_node_steps(width, height), "leaders": int(leads.sum())}
     flat = [launch for launch in launches if launch.kernel == "flat"]
     if flat:
         flat_rows = kinds["flat"]
         run = sum(launch.layout.thread_steps() // (2 if launch.followers else 1) for launch in flat)
+        computed = shared_node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows])
         detail.update(nodes=shape[0], threads=shape[1], bins=sum(launch.layout.bins for launch in flat),
-                      flat_rows=len(flat_rows),
-                      occupancy=node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows]) / max(run, 1))
+                      flat_rows=len(flat_rows), occupancy=computed / max(run, 1))
     if "outer" in kinds:
         detail.update(outer_rows=n)
     if len(kinds.get("wide", ())):

@@ -12,7 +12,7 @@ this halves the work.
 
 Work is counted as the rest of the package counts it, over full rectangles: a forward pass of width x height
 node-steps per group (its leader's) and a backward pass of width x height per row, where pricing every row
-alone costs 2 x width x height per row.
+alone costs 2 x width x height per row (:func:`~.geometry.node_steps`).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import pandas as pd
 
 from ..curves import ZeroCurve
 from .batch import Batch
-from .geometry import TreeGeometry
+from .geometry import TreeGeometry, node_steps
 from .instruments import Instruments
 
 
@@ -60,8 +60,8 @@ class TreeGroups:
         """Per row: the row whose forward pass it uses (itself for a leader)."""
         return self.leader[self.group]
 
-    def node_steps(self, width, height) -> float:
-        """:func:`node_steps` of all the rows these groups hold (trees of ``width`` and ``height``): a backward
+    def shared_node_steps(self, width, height) -> float:
+        """:func:`shared_node_steps` of all the rows these groups hold (trees of ``width`` and ``height``): a backward
         pass per row and a forward pass per group, its leader's."""
         area = np.asarray(width, dtype=np.float64) * np.asarray(height, dtype=np.float64)
         return float(area.sum() + area[self.leader].sum())
@@ -157,27 +157,27 @@ def instrument_groups(instruments: Instruments, curves: dict[str, ZeroCurve] | N
     return tree_groups(instruments.geometry, _combine(names, valuation))
 
 
-def row_node_steps(width, height, group=None) -> np.ndarray:
+def row_shared_node_steps(width, height, group=None) -> np.ndarray:
     """Node-steps each of these rows costs with shared forward passes: its backward pass, ``width x height``,
     plus, for the leader of each group among these rows, the group's forward pass (``width x`` its height).
     ``group``: per row, its group (e.g. ``TreeGroups.group``, or its values at a chunk's rows: a chunk's rows
-    share only among themselves); None: every row alone, ``2 x width x height``."""
+    share only among themselves); None: every row alone, :func:`~.geometry.node_steps`."""
+    if group is None:
+        return node_steps(width, height)
     width = np.asarray(width, dtype=np.float64)
     height = np.asarray(height, dtype=np.int64)
     backward = width * height
-    if group is None:
-        return 2.0 * backward
     local = pd.factorize(np.asarray(group))[0].astype(np.int64)
     leads = np.zeros(len(local), dtype=bool)
     leads[_leaders(local, height)] = True
     return np.where(leads, 2.0 * backward, backward)
 
 
-def node_steps(width, height, group=None) -> float:
+def shared_node_steps(width, height, group=None) -> float:
     """Node-steps that pricing these rows computes, forward and backward passes (full rectangles), with the
-    forward passes shared within each group (``group`` as for :func:`row_node_steps`; None: every row alone,
-    ``sum 2 x width x height``, the figure the rest of the package quotes)."""
-    return float(row_node_steps(width, height, group).sum())
+    forward passes shared within each group (``group`` as for :func:`row_shared_node_steps`; None: every row
+    alone, the sum of :func:`~.geometry.node_steps`, the figure the rest of the package quotes)."""
+    return float(row_shared_node_steps(width, height, group).sum())
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,19 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ..lattice.geometry import node_steps
 from . import plots
 from .document import Figure, Section, Table
 from .inputs import PHASES, WORKER_TOTALS, JobRecord, invalid_mask, priced_mask
 
 
-def node_steps(frame: pd.DataFrame) -> float:
-    """Σ 2 · width · height over the priced rows of ``frame`` (every scenario's rows count)."""
+def priced_node_steps(frame: pd.DataFrame) -> float:
+    """Node-steps (:func:`~distprice.lattice.geometry.node_steps`) of the priced rows of ``frame``, summed (every
+    scenario's rows count)."""
     done = priced_mask(frame)
     width = pd.to_numeric(frame["width"], errors="coerce").to_numpy(dtype=np.float64, na_value=0.0)
     height = pd.to_numeric(frame["height"], errors="coerce").to_numpy(dtype=np.float64, na_value=0.0)
-    return float((2.0 * width[done] * height[done]).sum())
+    return float(node_steps(width[done], height[done]).sum())
 
 
 def wall_seconds(record: JobRecord) -> float | None:
@@ -36,7 +38,7 @@ def devices(workers: dict[str, dict]) -> str | None:
 
 def job_section(record: JobRecord) -> Section:
     book = record.book
-    steps = node_steps(record.priced)
+    steps = priced_node_steps(record.priced)
     wall = wall_seconds(record)
     section = Section("job", "The job")
     figures = [Figure("rows", "rows", len(book)),

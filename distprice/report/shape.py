@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..errors import OptionError
 from ..inspector import Plan, describe
+from ..lattice.geometry import node_steps
 from ..planner import partition
 from ..tables import write_file
 from . import plots
@@ -121,7 +122,7 @@ def plan_table(width: np.ndarray, height: np.ndarray, plan: Plan, actual: tuple[
     rows = []
     for i, part in enumerate(plan.parts):
         row = dict(part=i, engine=part.engine, rows=len(part.rows),
-                   node_steps=float((2.0 * width[part.rows] * height[part.rows]).sum()),
+                   node_steps=float(node_steps(width[part.rows], height[part.rows]).sum()),
                    predicted_seconds=float(part.seconds), waves=part.waves, reason=part.reason)
         if actual is not None:
             row.update(actual_seconds=actual[i], actual_over_predicted=actual[i] / part.seconds
