@@ -29,7 +29,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic, overload
 
-PRECISIONS = (np.dtype(np.float64), np.dtype(np.float32))
+from ..precision import PRECISIONS
+
 _INTEGER = {np.dtype(np.float64): np.dtype(np.int64), np.dtype(np.float32): np.dtype(np.int32)}
 
 TAYLOR, ATANH = 0, 14
@@ -66,7 +67,7 @@ CONSTANTS = _constants()
 def by_precision(make):
     """A function ``table(x)`` giving ``make(dtype)`` for x's precision: for numpy values a lookup, in
     compiled code a constant array frozen into the function (its loads fold into the instructions)."""
-    tables = {dtype: make(dtype) for dtype in PRECISIONS}
+    tables = {dtype: make(dtype) for dtype in PRECISIONS.values()}
     for table in tables.values():
         table.setflags(write=False)
 

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..precision import PRECISIONS
 from .bridge import Bridge
 from .contracts import Contract
 
-PRECISIONS = {"fp64": np.float64, "fp32": np.float32}
 BATCHES = 32
 """Equal contiguous path batches of the ``stderr_batches`` estimate."""
 
@@ -54,7 +54,8 @@ class Job:
 
     @property
     def dtype(self):
-        return PRECISIONS[self.precision]
+        """The scalar type of the job's precision (``np.float64`` or ``np.float32``)."""
+        return PRECISIONS[self.precision].type
 
     @property
     def logarithmic(self) -> bool:

@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInputError, OptionError, Problem
+from ..precision import PRECISIONS
 from . import bridge as bridges
 from . import contracts, sobol
 from .bridge import Bridge
 from .inputs import complete
-from .job import PRECISIONS, Job
+from .job import Job
 
 MISSING_LISTED = 10
 """Missing rows spelled out per job and table; the rest are counted in one more problem."""
