@@ -21,7 +21,8 @@ from .heston import LOWER, PARAMETERS, UPPER
 from .heston_quotes import Surface, heston_surfaces, read_quotes
 from .heston_reference import QUADRATURES, ReferenceEngine
 
-ENGINES = ("auto", "reference", "cpu", "gpu")
+ENGINE_NAMES = ("auto", "reference", "cpu", "gpu")
+"""What a fit may name: ``auto`` or an engine (:func:`heston_engine`)."""
 NOT_FINITE_RESIDUAL = 1e3
 """The polish reads a price the pricer could not compute as this residual (far worse than any fit)."""
 
@@ -67,8 +68,8 @@ def heston_engine(surface: Surface, quadrature: str = "gl20", engine: str = "aut
     ``auto`` takes the GPU for ``gl20`` when one is usable, else the CPU."""
     if quadrature not in QUADRATURES:
         raise OptionError(f"quadrature must be one of {', '.join(QUADRATURES)}, not {quadrature!r}")
-    if engine not in ENGINES:
-        raise OptionError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine not in ENGINE_NAMES:
+        raise OptionError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {engine!r}")
     if engine == "reference":
         return ReferenceEngine(surface, quadrature)
     from ..cuda import gpu_available
