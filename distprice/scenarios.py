@@ -56,19 +56,24 @@ def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, Ze
     return sets
 
 
+def parse_list(value, what: str, example: str, kind: str = "a list") -> list:
+    """The items of an option given as a comma-separated string (each stripped; a blank string: none) or as
+    any other iterable but bytes or a mapping (its items as they are). :class:`OptionError` for anything else,
+    saying that ``what`` must be ``kind`` or a string such as ``example``."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",")] if value.strip() else []
+    if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        return list(value)
+    raise OptionError(f"{what} must be {kind} or a string such as {example!r}, not {shown(value)}")
+
+
 def parse_shifts(text_or_list) -> tuple[float, ...]:
     """Parallel curve shifts in basis points from ``"-100,-50,0,50,100"`` or a list of numbers.
 
     Raises :class:`OptionError` unless there is at least one shift and every shift is a finite number, given
     once.
     """
-    if isinstance(text_or_list, str):
-        items = [item.strip() for item in text_or_list.split(",")] if text_or_list.strip() else []
-    elif isinstance(text_or_list, Iterable) and not isinstance(text_or_list, (bytes, Mapping)):
-        items = list(text_or_list)
-    else:
-        raise OptionError(f"shifts must be a list of numbers or a string such as '-100,0,100', "
-                          f"not {shown(text_or_list)}")
+    items = parse_list(text_or_list, "shifts", "-100,0,100", "a list of numbers")
     if not items:
         raise OptionError("shifts must hold at least one shift")
     shifts = []

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
 
 from ..errors import OptionError, shown
+from ..scenarios import parse_list
 
 MEASURES = ("dv01", "duration", "convexity", "krd", "vega", "oas")
 """What a job may ask for (``--measures``)."""
@@ -64,18 +64,10 @@ def measure_columns(measures, key_rates=DEFAULT_KEY_RATES) -> tuple[str, ...]:
     return tuple(columns)
 
 
-def _items(value, what: str, example: str) -> list:
-    if isinstance(value, str):
-        return [item.strip() for item in value.split(",")] if value.strip() else []
-    if isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
-        return list(value)
-    raise OptionError(f"{what} must be a list or a string such as {example!r}, not {shown(value)}")
-
-
 def parse_measures(value) -> tuple[str, ...]:
     """Measure names from ``"dv01,duration,krd"`` or a list; :class:`OptionError` for an unknown or repeated
     name or none at all."""
-    items = [str(item).strip().lower() for item in _items(value, "measures", "dv01,duration,convexity")]
+    items = [str(item).strip().lower() for item in parse_list(value, "measures", "dv01,duration,convexity")]
     if not items:
         raise OptionError(f"measures must name at least one of {', '.join(MEASURES)}")
     for item in items:
@@ -89,7 +81,7 @@ def parse_measures(value) -> tuple[str, ...]:
 def parse_key_rates(value) -> tuple[float, ...]:
     """Key times (years) from ``"1,2,5,10"`` or a list: finite, > 0, strictly increasing; :class:`OptionError`
     otherwise."""
-    items = _items(value, "key rates", "1,2,3,5,7,10,20,30")
+    items = parse_list(value, "key rates", "1,2,3,5,7,10,20,30")
     if not items:
         raise OptionError("key rates must hold at least one time")
     keys = []
