@@ -7,6 +7,7 @@ the day count ``ACT/365F`` (the default) or 360 for ``ACT/360``, and the curve o
 ``t(d) = (d - V) / D`` there. A curve set maps a curve id to a :class:`ZeroCurve`; the built-in curve ``hull``
 (Hull's Table 30.2 example) is always available unless the curves input defines a curve of that name itself.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,9 +21,11 @@ from .errors import InvalidInputError, Problem
 from .tables import read_table
 
 _HULL_DAYS = np.array([3, 31, 62, 94, 185, 367, 731, 1096, 1461, 1826, 2194, 2558, 2922, 3287, 3653])
+# fmt: off
 _HULL_RATES = np.array([0.0501772, 0.0498284, 0.0497234, 0.0496157, 0.0499058, 0.0509389, 0.0579733,
                         0.0630595, 0.0673464, 0.0694816, 0.0708807, 0.0727527, 0.0730852, 0.0739790,
                         0.0749015])
+# fmt: on
 HULL_CURVE = (_HULL_DAYS / 365.0, _HULL_RATES)
 """Knots of the built-in ``hull`` curve: (t in years, zero rate continuously compounded)."""
 
@@ -48,14 +51,14 @@ class ZeroCurve:
         """D of the curve's day count."""
         return DAYS_PER_YEAR[self.day_count]
 
-    def at(self, valuation: int) -> "ZeroCurve":
+    def at(self, valuation: int) -> ZeroCurve:
         """This curve seen from the valuation date ``valuation`` (a day number): dated knots at
         ``(date - valuation) / D`` years; a curve with knots in years is the same on every date."""
         if self.dates is None or valuation == self.valuation:
             return self
         return dataclasses.replace(self, t=(self.dates - valuation) / self.days_per_year, valuation=valuation)
 
-    def shifted(self, shift: float) -> "ZeroCurve":
+    def shifted(self, shift: float) -> ZeroCurve:
         """The same knots with ``shift`` (decimal) added to every zero rate."""
         return dataclasses.replace(self, zero_rate=self.zero_rate + shift)
 
@@ -86,19 +89,31 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
     if "t" not in table.columns and "date" not in table.columns:
         missing.append("t")
     if missing:
-        return curves, [Problem(None, "curves input", col, "curves input must have this column" +
-                                (" (or date)" if col == "t" else "")) for col in missing]
+        return curves, [
+            Problem(
+                None, "curves input", col, "curves input must have this column" + (" (or date)" if col == "t" else "")
+            )
+            for col in missing
+        ]
     problems: list[Problem] = []
     n = len(table)
     rows = np.arange(1, n + 1)
     ids = table["curve"]
-    t = (pd.to_numeric(table["t"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-         if "t" in table.columns else np.full(n, np.nan))
-    days, not_dates = parse_dates(table["date"]) if "date" in table.columns else (np.full(n, NO_DATE), [])
+    t = (
+        pd.to_numeric(table["t"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        if "t" in table.columns
+        else np.full(n, np.nan)
+    )
+    days, not_dates = (
+        parse_dates(table["date"]) if "date" in table.columns else (np.full(n, NO_DATE), np.zeros(0, np.int64))
+    )
     dated = days != NO_DATE
     z = pd.to_numeric(table["zero_rate"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    day_count = (table["day_count"].astype("string").str.strip().str.upper().fillna("ACT/365F").to_numpy(dtype=object)
-                 if "day_count" in table.columns else np.full(n, "ACT/365F", dtype=object))
+    day_count = (
+        table["day_count"].astype("string").str.strip().str.upper().fillna("ACT/365F").to_numpy(dtype=object)
+        if "day_count" in table.columns
+        else np.full(n, "ACT/365F", dtype=object)
+    )
 
     def flag(mask, column, rule):
         for r in rows[mask]:
@@ -110,35 +125,53 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
     flag(dated & np.isfinite(t), "t", "give t or date, not both")
     flag(~dated & np.isfinite(t) & (t < 0), "t", "must be >= 0")
     flag(~np.isfinite(z), "zero_rate", "must be a finite number")
-    flag(~pd.Series(day_count).isin(list(DAYS_PER_YEAR)).to_numpy(), "day_count",
-         f"must be one of {', '.join(DAYS_PER_YEAR)}")
-    good = (dated ^ np.isfinite(t)) & ~(~dated & (t < 0)) & np.isfinite(z) & pd.Series(day_count).isin(
-        list(DAYS_PER_YEAR)).to_numpy()
+    flag(
+        ~pd.Series(day_count).isin(list(DAYS_PER_YEAR)).to_numpy(),
+        "day_count",
+        f"must be one of {', '.join(DAYS_PER_YEAR)}",
+    )
+    good = (
+        (dated ^ np.isfinite(t))
+        & ~(~dated & (t < 0))
+        & np.isfinite(z)
+        & pd.Series(day_count).isin(list(DAYS_PER_YEAR)).to_numpy()
+    )
     bad_curves = set(ids[~good].dropna().astype(str))
-    frame = pd.DataFrame({"curve": ids, "_t": t, "_days": days, "_dated": dated, "_z": z, "_dc": day_count,
-                          "_row": rows}).dropna(subset=["curve"])
+    frame = pd.DataFrame(
+        {"curve": ids, "_t": t, "_days": days, "_dated": dated, "_z": z, "_dc": day_count, "_row": rows}
+    ).dropna(subset=["curve"])
     for name, group in frame.groupby(frame["curve"].astype(str), sort=False):
         if name in bad_curves:
             continue
         knots_dated = group["_dated"].to_numpy()
         if knots_dated.any() and not knots_dated.all():
-            flag(np.isin(rows, group["_row"].to_numpy()[1:]), "date", f"curve '{name}' gives some knots by t and "
-                 "some by date: give them all one way")
+            flag(
+                np.isin(rows, group["_row"].to_numpy()[1:]),
+                "date",
+                f"curve '{name}' gives some knots by t and some by date: give them all one way",
+            )
             continue
         if len(set(group["_dc"])) > 1:
-            flag(np.isin(rows, group["_row"].to_numpy()[1:]), "day_count",
-                 f"must be the same on every row of curve '{name}'")
+            flag(
+                np.isin(rows, group["_row"].to_numpy()[1:]),
+                "day_count",
+                f"must be the same on every row of curve '{name}'",
+            )
             continue
         key = group["_days"].to_numpy() if knots_dated.all() else group["_t"].to_numpy()
         increasing = np.diff(key) > 0
         if not increasing.all():
-            flag(np.isin(rows, group["_row"].to_numpy()[1:][~increasing]), "date" if knots_dated.all() else "t",
-                 f"must be strictly increasing within curve '{name}'")
+            flag(
+                np.isin(rows, group["_row"].to_numpy()[1:][~increasing]),
+                "date" if knots_dated.all() else "t",
+                f"must be strictly increasing within curve '{name}'",
+            )
             continue
         day_count_name = group["_dc"].iloc[0]
         if knots_dated.all():
-            curves[name] = ZeroCurve(np.zeros(len(key)), group["_z"].to_numpy().copy(), day_count_name,
-                                     key.astype(np.int64))
+            curves[name] = ZeroCurve(
+                np.zeros(len(key)), group["_z"].to_numpy().copy(), day_count_name, key.astype(np.int64)
+            )
         else:
             curves[name] = ZeroCurve(key.copy(), group["_z"].to_numpy().copy(), day_count_name)
     problems.sort(key=lambda p: int(p.where.removeprefix("curves row ")))

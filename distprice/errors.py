@@ -4,6 +4,7 @@ A caller that catches ``DistpriceError`` catches what distprice means to say (ba
 use, a device or cluster it cannot reach); anything else is a defect. The command line prints the message of
 a ``DistpriceError`` (never a traceback) and exits with the error's ``exit_status``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

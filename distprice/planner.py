@@ -8,6 +8,7 @@ There are several chunks per worker so that a slow or lost worker does not hold 
 under many scenarios is cut into blocks of consecutive scenarios first, so that the priced table can be
 written block by block while later blocks are priced.
 """
+
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """A progress bar for people at a terminal: drawn on stderr, only when stderr is a terminal, a few times a
 second at most, so that a job run by a scheduler logs lines, not frames."""
+
 from __future__ import annotations
 
 import sys
@@ -43,12 +44,13 @@ class Bar:
     def _draw(self, now: float) -> None:
         share = min(1.0, self.done / self.total) if self.total > 0 else 1.0
         filled = int(round(share * WIDTH))
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] {share:4.0%} "
-                          f"{now - self.start:6.1f} s\x1b[K")
+        self.stream.write(
+            f"\r{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] {share:4.0%} {now - self.start:6.1f} s\x1b[K"
+        )
         self.stream.flush()
         self._drawn, self._drew = now, True
 
-    def __enter__(self) -> "Bar":
+    def __enter__(self) -> Bar:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,6 +1,7 @@
 """Seconds a job spends in named stages deep in its calls (the dated rows' schedules, the engines' layout),
 summed over every thread, for whoever watches (:func:`watching`): the stage table of
 :func:`distprice.timing.job_stages`. Nobody watching, a stage costs nothing."""
+
 from __future__ import annotations
 
 import threading

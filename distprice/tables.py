@@ -14,6 +14,7 @@ A *folder* (a name ending in ``/``, or a folder that exists) holds a table as Pa
 and Dask read them in). Its parts are encoded on several threads, or by the workers of a cluster job, each its
 own; the folder is built beside its target and renamed into place once complete.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,28 +24,60 @@ import shutil
 import stat
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
 
 from .errors import InvalidInputError, OptionError, Problem
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
-TEXT_COLUMNS = ("id", "instrument", "option_type", "exercise", "curve", "day_count", "calendar", "accrual_convention",
-                "payment_convention", "maturity_date", "issue_date", "expiry_date", "first_exercise_date",
-                "valuation_date", "market_price_type", "date", "price_type", "scenario", "model", "surface", "job",
-                "contract", "directions", "precision", "volatility_type")
+TEXT_COLUMNS = (
+    "id",
+    "instrument",
+    "option_type",
+    "exercise",
+    "curve",
+    "day_count",
+    "calendar",
+    "accrual_convention",
+    "payment_convention",
+    "maturity_date",
+    "issue_date",
+    "expiry_date",
+    "first_exercise_date",
+    "valuation_date",
+    "market_price_type",
+    "date",
+    "price_type",
+    "scenario",
+    "model",
+    "surface",
+    "job",
+    "contract",
+    "directions",
+    "precision",
+    "volatility_type",
+)
 """Columns read as text from CSV, whatever their cells look like."""
-LABEL_COLUMNS = ("instrument", "option_type", "exercise", "curve", "day_count", "calendar", "accrual_convention",
-                 "payment_convention", "market_price_type", "model")
+LABEL_COLUMNS = (
+    "instrument",
+    "option_type",
+    "exercise",
+    "curve",
+    "day_count",
+    "calendar",
+    "accrual_convention",
+    "payment_convention",
+    "market_price_type",
+    "model",
+)
 """A portfolio's text columns of a few distinct names, read as categories (pandas Categorical)."""
 LABEL_TYPE = pa.dictionary(pa.int32(), pa.string())
 """The Arrow type of a label column read from CSV."""
@@ -82,8 +115,10 @@ def table_format(path) -> str:
     try:
         return FORMATS[suffix]
     except KeyError:
-        raise OptionError(f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}, or a folder "
-                          f"of Parquet parts (a name ending in /)") from None
+        raise OptionError(
+            f"{path}: unknown table format {suffix!r}; use one of {', '.join(FORMATS)}, or a folder "
+            f"of Parquet parts (a name ending in /)"
+        ) from None
 
 
 def part_name(number: int) -> str:
@@ -103,8 +138,9 @@ def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ..
             named = text_columns(pq.read_schema(parquet_files(path)[0]), labels)
             return to_pandas(pq.read_table(path, read_dictionary=named or None))
         types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
-        options = pcsv.ConvertOptions(null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True,
-                                      column_types=types)
+        options = pcsv.ConvertOptions(
+            null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
+        )
         return to_pandas(pcsv.read_csv(path, convert_options=options))
     except (OSError, ValueError, pa.ArrowException) as error:
         raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
@@ -114,7 +150,8 @@ def to_pandas(table: pa.Table | pa.Array | pa.ChunkedArray):
     """An Arrow table (or column) as pandas, its text as pandas 3's ``str`` (held in Arrow, missing as NaN) on
     pandas 2 too, where Arrow would make Python strings of it: each text cell is not made an object to be read,
     checked, echoed and written back to Arrow."""
-    return table.to_pandas(types_mapper=_ARROW_TEXT.get if text_dtype() == object else None)
+    # a dtype compared with object (numpy's dtype('O') equals it), not a type
+    return table.to_pandas(types_mapper=_ARROW_TEXT.get if text_dtype() == object else None)  # noqa: E721
 
 
 STR = pd.StringDtype("pyarrow", na_value=np.nan)
@@ -153,8 +190,9 @@ def factorized(raw: pd.Series) -> tuple[np.ndarray, list[str]]:
 
 def text_columns(schema: pa.Schema, names) -> list[str]:
     """Those of ``names`` that ``schema`` holds as text (the columns a Parquet reader can return as categories)."""
-    return [f.name for f in schema
-            if f.name in names and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))]
+    return [
+        f.name for f in schema if f.name in names and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type))
+    ]
 
 
 def check_output(path, create_dirs: bool = False, inputs: dict | None = None) -> Path:
@@ -170,8 +208,10 @@ def check_output(path, create_dirs: bool = False, inputs: dict | None = None) ->
     if path.is_dir():
         others = sorted(p.name for p in path.iterdir() if not (p.name.startswith("part-") and p.suffix == ".parquet"))
         if others:
-            raise OptionError(f"{path}: the folder holds files that are not parts of a table ({', '.join(others[:3])}"
-                              f"{', ...' if len(others) > 3 else ''}); name a new folder, or one of parts to replace")
+            raise OptionError(
+                f"{path}: the folder holds files that are not parts of a table ({', '.join(others[:3])}"
+                f"{', ...' if len(others) > 3 else ''}); name a new folder, or one of parts to replace"
+            )
     elif path.exists():
         raise OptionError(f"{path}: is a file, not a folder")
     return check_place(path, create_dirs, folder=True)
@@ -290,8 +330,13 @@ def _writer(path, table: pa.Table) -> pq.ParquetWriter:
     a third of the writing)."""
     repeated = _repeated_columns(table)
     compression = {f.name: "snappy" if f.name in repeated or _is_text(f) else "none" for f in table.schema}
-    return pq.ParquetWriter(path, table.schema, use_dictionary=repeated, compression=compression,
-                            write_statistics=[f.name for f in table.schema if not _is_text(f)])
+    return pq.ParquetWriter(
+        path,
+        table.schema,
+        use_dictionary=repeated,
+        compression=compression,
+        write_statistics=[f.name for f in table.schema if not _is_text(f)],
+    )
 
 
 def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
@@ -375,8 +420,10 @@ def to_arrow(table: pd.DataFrame, schema: pa.Schema | None = None) -> pa.Table:
     if schema is not None:
         return pa.Table.from_pandas(table, schema=schema, preserve_index=False)
     arrow = pa.Table.from_pandas(table, preserve_index=False)
-    fields = [f.with_type(pa.dictionary(pa.int32(), f.type.value_type)) if pa.types.is_dictionary(f.type) else f
-              for f in arrow.schema]
+    fields = [
+        f.with_type(pa.dictionary(pa.int32(), f.type.value_type)) if pa.types.is_dictionary(f.type) else f
+        for f in arrow.schema
+    ]
     wide = pa.schema(fields, metadata=arrow.schema.metadata)
     return arrow if wide.equals(arrow.schema) else arrow.cast(wide)
 
@@ -396,7 +443,7 @@ def write_parts(tables: Iterable[pd.DataFrame], folder) -> int:
     are produced; returns the rows written. Every table has the columns and types of the first."""
     rows, number, schema, empty = 0, 0, None, None
     with ThreadPoolExecutor(PART_WRITERS, thread_name_prefix="distprice-write") as pool:
-        pending = []
+        pending: list[Future[None]] = []
 
         def put(table: pd.DataFrame) -> None:
             nonlocal number, schema
@@ -411,7 +458,7 @@ def write_parts(tables: Iterable[pd.DataFrame], folder) -> int:
             for table in tables:
                 empty = table if not len(table) else empty
                 for start in range(0, len(table), PART_ROWS):
-                    put(table.iloc[start:start + PART_ROWS])
+                    put(table.iloc[start : start + PART_ROWS])
                 rows += len(table)
             if number == 0 and empty is not None:
                 put(empty)

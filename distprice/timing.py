@@ -21,6 +21,7 @@ its parts priced, the priced table built and written) and returns the seconds of
 
 Rows per second of the host path are rows / (every stage but ``engine`` and ``kernel``).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -36,22 +37,43 @@ from .lattice.engines import AUTO, GPU_ENGINES
 from .stopwatch import Stopwatch, watching
 from .tables import read_portfolio, write_table
 
-STAGES = ("read", "validate", "schedules", "plan", "events", "layout", "transfer", "kernel", "engine", "priced",
-          "write")
+STAGES = (
+    "read",
+    "validate",
+    "schedules",
+    "plan",
+    "events",
+    "layout",
+    "transfer",
+    "kernel",
+    "engine",
+    "priced",
+    "write",
+)
 """The stages of a job, in the order they run."""
 DEVICE_STAGES = ("kernel", "engine")
 """The stages that price: every other one is host work around the engines."""
 
 
-def job_stages(portfolio, curves=None, *, engine: str = AUTO, precision: str = "fp64", exercise_schedule=None,
-               as_of=None, output=None, repeat: int = 1) -> dict[str, float]:
+def job_stages(
+    portfolio,
+    curves=None,
+    *,
+    engine: str = AUTO,
+    precision: str = "fp64",
+    exercise_schedule=None,
+    as_of=None,
+    output=None,
+    repeat: int = 1,
+) -> dict[str, float]:
     """Seconds of each stage (:data:`STAGES`) of pricing ``portfolio`` (a DataFrame or a CSV/Parquet path) on
     ``curves`` in this process, as :func:`distprice.price` and ``distprice run --in-process`` do, writing the
     priced table to ``output`` when given. ``engine``, ``precision``, ``exercise_schedule`` and ``as_of`` are
     the job options of those names. With ``repeat`` > 1 the job runs that many times and each stage's median
     is returned. Raises what the job raises (e.g. :class:`~distprice.errors.InvalidInputError`)."""
-    options = JobOptions.of(curves=curves, engine=engine, precision=precision, exercise_schedule=exercise_schedule,
-                            as_of=as_of)
+    options = JobOptions.of(
+        curves=curves, engine=engine, precision=precision, exercise_schedule=exercise_schedule, as_of=as_of
+    )
     runs = [_run(portfolio, options, output) for _ in range(max(1, int(repeat)))]
     return {stage: statistics.median(run[stage] for run in runs) for stage in STAGES}
 
@@ -106,4 +128,3 @@ def _run(portfolio, options: JobOptions, output) -> dict[str, float]:
         with clock("write"):
             write_table(frame, output)
     return seconds
-

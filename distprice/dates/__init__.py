@@ -13,10 +13,19 @@ Typical use::
     flows = cash_flows(terms, valuation)                 # the same and the live coupons' table
     accrued(terms, flows.coupons, rows, exercise_days)  # accrued at any dates on or after settlement
 """
-from .calendars import (adjust_days, advance_days, business_days, business_table, is_business_day,
-                        last_business_days)
-from .cashflows import (CashFlows, Coupons, Settled, accrued, cash_flows, coupons, redemption_dates, settle,
-                        settlement_dates)
+
+from .calendars import adjust_days, advance_days, business_days, business_table, is_business_day, last_business_days
+from .cashflows import (
+    CashFlows,
+    Coupons,
+    Settled,
+    accrued,
+    cash_flows,
+    coupons,
+    redemption_dates,
+    settle,
+    settlement_dates,
+)
 from .convert import EPOCH, NO_DATE, day_numbers, parse_dates, to_arrow, to_datetime64, to_iso
 from .csr import DateTable
 from .daycounts import year_fractions
@@ -25,9 +34,44 @@ from .registry import CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES, Registry
 from .schedules import Schedule, schedule
 from .terms import DEFAULTS, BondTerms, bond_terms, check_terms, terms_from_frame
 
-__all__ = ["adjust_days", "advance_days", "business_days", "business_table", "is_business_day", "last_business_days",
-           "CashFlows", "Coupons", "Settled", "accrued", "cash_flows", "coupons", "redemption_dates", "settle",
-           "settlement_dates", "EPOCH", "NO_DATE", "day_numbers", "parse_dates", "to_arrow", "to_datetime64",
-           "to_iso", "DateTable", "year_fractions", "FIRST_DAY", "LAST_DAY", "quantlib_calendar", "CALENDARS",
-           "CONVENTIONS", "DAY_COUNTS", "FREQUENCIES", "Registry", "Schedule", "schedule", "DEFAULTS", "BondTerms",
-           "bond_terms", "check_terms", "terms_from_frame"]
+__all__ = [
+    "adjust_days",
+    "advance_days",
+    "business_days",
+    "business_table",
+    "is_business_day",
+    "last_business_days",
+    "CashFlows",
+    "Coupons",
+    "Settled",
+    "accrued",
+    "cash_flows",
+    "coupons",
+    "redemption_dates",
+    "settle",
+    "settlement_dates",
+    "EPOCH",
+    "NO_DATE",
+    "day_numbers",
+    "parse_dates",
+    "to_arrow",
+    "to_datetime64",
+    "to_iso",
+    "DateTable",
+    "year_fractions",
+    "FIRST_DAY",
+    "LAST_DAY",
+    "quantlib_calendar",
+    "CALENDARS",
+    "CONVENTIONS",
+    "DAY_COUNTS",
+    "FREQUENCIES",
+    "Registry",
+    "Schedule",
+    "schedule",
+    "DEFAULTS",
+    "BondTerms",
+    "bond_terms",
+    "check_terms",
+    "terms_from_frame",
+]

@@ -7,6 +7,7 @@ lists and the Saturday-Sunday weekend; outside 1901-2199, where no holidays are 
 ``is_business_day``, ``adjust_days``, ``advance_days``, ``last_business_days`` and ``business_days`` take calendar
 names or codes (one, or one per date) and arrays of day numbers, and return arrays.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,8 +47,10 @@ def business_table() -> np.ndarray:
         table[CALENDARS.code(name)] = row
     for code, row in enumerate(table):
         if longest_closure(row) > LONGEST_CLOSURE:
-            raise ValueError(f"calendar {CALENDARS.name(code)} has more than {LONGEST_CLOSURE} non-business days "
-                             "in a row: its schedules would need QuantLib's rule for duplicate dates")
+            raise ValueError(
+                f"calendar {CALENDARS.name(code)} has more than {LONGEST_CLOSURE} non-business days "
+                "in a row: its schedules would need QuantLib's rule for duplicate dates"
+            )
     return np.packbits(table, axis=1, bitorder="little")
 
 
@@ -66,6 +69,7 @@ def business_address() -> int:
 def _bytes_at(typingctx, address):
     def codegen(context, builder, signature, arguments):
         return builder.inttoptr(arguments[0], context.get_value_type(types.CPointer(types.uint8)))
+
     return types.CPointer(types.uint8)(types.intp), codegen
 
 
@@ -74,10 +78,12 @@ def business_view(address):
     """:func:`business_table` seen from a kernel through its address: the same array, but one that no
     reference count follows. The row kernels here pass it on rather than the table itself, whose count every
     call would change, an atomic operation on a counter that every thread shares (costlier than the lookup)."""
-    return numba.carray(_bytes_at(address), (CALENDAR_COUNT, ROW_BYTES))
+    # numba's stubs count an intrinsic's typing context among its call's arguments
+    return numba.carray(_bytes_at(address), (CALENDAR_COUNT, ROW_BYTES))  # type: ignore[call-arg, unused-ignore]
 
 
 # ---- kernels: one date; ``business`` is :func:`business_table` or its :func:`business_view` ----
+
 
 @numba.njit(cache=True, inline="always")
 def is_business(business, calendar, day):
@@ -174,6 +180,7 @@ def business_count(business, calendar, lo, hi):
 
 # ---- vectorised ----
 
+
 @numba.njit(cache=True, nogil=True)
 def _apply(lo, hi, address, calendars, days, arguments, what, out):
     business = business_view(address)
@@ -193,8 +200,10 @@ def _vectorised(calendar, days, argument, what) -> np.ndarray:
     codes = CALENDARS.codes(calendar)
     days = np.asarray(days, dtype=np.int64)
     shape = np.broadcast_shapes(codes.shape, days.shape, np.shape(argument))
-    flat = [np.ascontiguousarray(np.broadcast_to(a, shape).ravel())
-            for a in (codes, days, np.asarray(argument, dtype=np.int64))]
+    flat = [
+        np.ascontiguousarray(np.broadcast_to(a, shape).ravel())
+        for a in (codes, days, np.asarray(argument, dtype=np.int64))
+    ]
     out = np.empty(shape, dtype=np.int64)
     over_rows(_apply, out.size, business_address(), *flat, what, out.reshape(-1))
     return out

@@ -13,6 +13,7 @@ units.
 - Accrued at d: with i the first coupon paid after d (none: 0), 0 if d <= d(i-1), else
   ``face * coupon * yf(d(i-1), min(d, d(i)); reference)`` (QuantLib's ``Bond.accruedAmount(d)`` times face / 100).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -105,8 +106,9 @@ def coupon_period(business, row, i, d1, issue, calendar, convention, end_of_mont
 @numba.njit(cache=True, inline="always")
 def payment_date(business, row, i, issue, calendar, accrual_convention, payment_convention):
     """The payment date of coupon i (1..N): d(i) moved by the payment convention."""
-    return adjust(business, calendar, schedule_date(business, row, i, issue, calendar, accrual_convention),
-                  payment_convention)
+    return adjust(
+        business, calendar, schedule_date(business, row, i, issue, calendar, accrual_convention), payment_convention
+    )
 
 
 @numba.njit(cache=True, inline="always")
@@ -123,40 +125,93 @@ def first_live(business, row, issue, calendar, accrual_convention, payment_conve
 
 
 @numba.njit(cache=True, nogil=True)
-def _settle(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
-            end_of_month, day_count, face, after, live, redemption, accrued):
+def _settle(
+    lo,
+    hi,
+    address,
+    issue,
+    maturity,
+    coupon,
+    frequency,
+    calendar,
+    accrual_convention,
+    payment_convention,
+    end_of_month,
+    day_count,
+    face,
+    after,
+    live,
+    redemption,
+    accrued,
+):
     business = business_view(address)
     for r in range(lo, hi):
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
-                    end_of_month[r])
+        row = shape(
+            business,
+            issue[r],
+            maturity[r],
+            coupon[r],
+            frequency[r],
+            calendar[r],
+            accrual_convention[r],
+            end_of_month[r],
+        )
         a = first_live(business, row, issue[r], calendar[r], accrual_convention[r], payment_convention[r], after[r])
         live[r] = row.periods + 1 - a
         accrued[r] = 0.0
         if a <= row.periods:
             d1 = schedule_date(business, row, a, issue[r], calendar[r], accrual_convention[r])
-            d0, b = coupon_period(business, row, a, d1, issue[r], calendar[r], accrual_convention[r],
-                                  end_of_month[r])
+            d0, b = coupon_period(business, row, a, d1, issue[r], calendar[r], accrual_convention[r], end_of_month[r])
             if after[r] > d0:
                 accrued[r] = face[r] * coupon[r] * year_fraction(day_count[r], d0, min(after[r], d1), b, d1)
-        last = schedule_date(business, row, row.periods, issue[r], calendar[r], accrual_convention[r]) \
-            if row.periods > 0 else maturity[r]
+        last = (
+            schedule_date(business, row, row.periods, issue[r], calendar[r], accrual_convention[r])
+            if row.periods > 0
+            else maturity[r]
+        )
         redemption[r] = adjust(business, calendar[r], last, payment_convention[r])
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual_convention, payment_convention,
-          end_of_month, day_count, face, offsets, start, end, payment, amount, reference):
+def _fill(
+    lo,
+    hi,
+    address,
+    issue,
+    maturity,
+    coupon,
+    frequency,
+    calendar,
+    accrual_convention,
+    payment_convention,
+    end_of_month,
+    day_count,
+    face,
+    offsets,
+    start,
+    end,
+    payment,
+    amount,
+    reference,
+):
     business = business_view(address)
     for r in range(lo, hi):
         k, n = offsets[r], offsets[r + 1] - offsets[r]
         if n == 0:
             continue
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual_convention[r],
-                    end_of_month[r])
+        row = shape(
+            business,
+            issue[r],
+            maturity[r],
+            coupon[r],
+            frequency[r],
+            calendar[r],
+            accrual_convention[r],
+            end_of_month[r],
+        )
         for i in range(row.periods + 1 - n, row.periods + 1):
             d1 = schedule_date(business, row, i, issue[r], calendar[r], accrual_convention[r])
-            d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual_convention[r],
-                                  end_of_month[r])
+            d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual_convention[r], end_of_month[r])
             start[k], end[k], reference[k] = d0, d1, b
             payment[k] = adjust(business, calendar[r], d1, payment_convention[r])
             amount[k] = face[r] * coupon[r] * year_fraction(day_count[r], d0, d1, b, d1)
@@ -165,8 +220,18 @@ def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, accrual
 
 def _rules(terms: BondTerms) -> tuple:
     """The columns that fix a row's schedule and payments (:func:`_settle`'s and :func:`_fill`'s)."""
-    return (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
-            terms.payment_convention, terms.end_of_month, terms.day_count, terms.face)
+    return (
+        terms.issue,
+        terms.maturity,
+        terms.coupon,
+        terms.frequency,
+        terms.calendar,
+        terms.accrual_convention,
+        terms.payment_convention,
+        terms.end_of_month,
+        terms.day_count,
+        terms.face,
+    )
 
 
 def settle(terms: BondTerms, valuation=None, *, after=None) -> Settled:
@@ -182,8 +247,13 @@ def settle(terms: BondTerms, valuation=None, *, after=None) -> Settled:
     after = np.ascontiguousarray(np.broadcast_to(np.asarray(after, dtype=np.int64), (n,)))
     live, redemption, accrued_s = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
     over_rows(_settle, n, business_address(), *_rules(terms), after, live, redemption, accrued_s)
-    return Settled(settlement=after, accrued=accrued_s, live=live, redemption_date=redemption,
-                   redemption_amount=terms.face * terms.redemption / 100.0)
+    return Settled(
+        settlement=after,
+        accrued=accrued_s,
+        live=live,
+        redemption_date=redemption,
+        redemption_amount=terms.face * terms.redemption / 100.0,
+    )
 
 
 def _coupons(terms: BondTerms, settled: Settled) -> Coupons:
@@ -191,7 +261,8 @@ def _coupons(terms: BondTerms, settled: Settled) -> Coupons:
     offsets = offsets_of(settled.live)
     columns = [np.empty(offsets[-1], dtype=dtype) for dtype in (np.int64,) * 3 + (np.float64, np.int64)]
     over_rows(_fill, len(terms), business_address(), *_rules(terms), offsets, *columns)
-    return Coupons(offsets, *columns, settled.settlement)
+    accrual_start, accrual_end, payment, amount, reference_start = columns
+    return Coupons(offsets, accrual_start, accrual_end, payment, amount, reference_start, settled.settlement)
 
 
 def coupons(terms: BondTerms, after=None) -> Coupons:
@@ -211,7 +282,7 @@ def _accrued(lo, hi, offsets, start, end, payment, reference, rows, days, day_co
         r, d = rows[j], days[j]
         out[j] = 0.0
         a, b = offsets[r], offsets[r + 1]
-        while a < b:                      # the first coupon paid after d
+        while a < b:  # the first coupon paid after d
             m = (a + b) // 2
             if payment[m] > d:
                 b = m
@@ -230,11 +301,26 @@ def accrued(terms: BondTerms, table: Coupons, rows, days) -> np.ndarray:
     rows, days = np.ascontiguousarray(rows.ravel()), np.ascontiguousarray(days.ravel())
     early = days < table.after[rows]
     if np.any(early):
-        raise ValueError(f"{int(early.sum())} date(s) precede the coupons kept for their row (first at position "
-                         f"{int(np.flatnonzero(early)[0])}): use a coupon table cut at or before them")
+        raise ValueError(
+            f"{int(early.sum())} date(s) precede the coupons kept for their row (first at position "
+            f"{int(np.flatnonzero(early)[0])}): use a coupon table cut at or before them"
+        )
     out = np.empty(dims, dtype=np.float64)
-    over_rows(_accrued, len(days), table.offsets, table.accrual_start, table.accrual_end, table.payment,
-              table.reference_start, rows, days, terms.day_count, terms.face, terms.coupon, out.reshape(-1))
+    over_rows(
+        _accrued,
+        len(days),
+        table.offsets,
+        table.accrual_start,
+        table.accrual_end,
+        table.payment,
+        table.reference_start,
+        rows,
+        days,
+        terms.day_count,
+        terms.face,
+        terms.coupon,
+        out.reshape(-1),
+    )
     return out
 
 

@@ -6,6 +6,7 @@ year is split at 1 March so that the leap day ends it, and 400-year eras of 146 
 arithmetic is unsigned (every quantity is >= 0 from that date on), so divisions by constants stay cheap; from
 1900 to 2200, a table of month starts (29 KB, in cache) answers faster still.
 """
+
 from __future__ import annotations
 
 import numba
@@ -22,10 +23,10 @@ _SHIFT = 719_468
 def _ymd(day):
     z = uint64(day + _SHIFT)
     era = z // uint64(_ERA_DAYS)
-    doe = z - era * uint64(_ERA_DAYS)                                          # day of era, 0..146096
+    doe = z - era * uint64(_ERA_DAYS)  # day of era, 0..146096
     yoe = (doe - doe // uint64(1460) + doe // uint64(36524) - doe // uint64(146096)) // uint64(365)  # 0..399
-    doy = doe - (uint64(365) * yoe + yoe // uint64(4) - yoe // uint64(100))   # day of March-based year
-    mp = (uint64(5) * doy + uint64(2)) // uint64(153)                          # month from March, 0..11
+    doy = doe - (uint64(365) * yoe + yoe // uint64(4) - yoe // uint64(100))  # day of March-based year
+    mp = (uint64(5) * doy + uint64(2)) // uint64(153)  # month from March, 0..11
     d = int64(doy - (uint64(153) * mp + uint64(2)) // uint64(5)) + 1
     m = int64(mp) + 3 if mp < 10 else int64(mp) - 9
     return int64(era * uint64(400) + yoe) + (1 if m <= 2 else 0), m, d
@@ -44,8 +45,9 @@ def _day_number(y, m, d):
 _FIRST_YEAR = 1900
 _MONTHS = 12 * 301
 """The month table covers 1900-01 .. 2200-12."""
-MONTH_STARTS = (np.datetime64(f"{_FIRST_YEAR}-01", "M") + np.arange(_MONTHS + 1)).astype("datetime64[D]") \
-    .astype(np.int64)
+MONTH_STARTS = (
+    (np.datetime64(f"{_FIRST_YEAR}-01", "M") + np.arange(_MONTHS + 1)).astype("datetime64[D]").astype(np.int64)
+)
 """Day number of the first of each month from 1900-01 on, and of 2201-01-01 last (numpy's calendar, the same
 proleptic Gregorian one): dates in the table's years convert with a lookup, others with the arithmetic."""
 
@@ -56,7 +58,7 @@ def ymd(day):
     t = uint64(day - MONTH_STARTS[0])
     if t >= uint64(MONTH_STARTS[_MONTHS] - MONTH_STARTS[0]):
         return _ymd(day)
-    k = int64(t * uint64(4800) // uint64(_ERA_DAYS))   # 4800 months in 146097 days: off by one at most
+    k = int64(t * uint64(4800) // uint64(_ERA_DAYS))  # 4800 months in 146097 days: off by one at most
     if MONTH_STARTS[k + 1] <= day:
         k += 1
     elif MONTH_STARTS[k] > day:

@@ -5,16 +5,17 @@ unit; times of day are dropped), pandas or Arrow date / timestamp columns, Pytho
 ``YYYY-MM-DD``; integer arrays are taken as day numbers already. They go out as ``datetime64[D]``, ISO
 strings or an Arrow ``date32`` column.
 """
+
 from __future__ import annotations
 
 import datetime
 
 import numba
 import numpy as np
-from numba import int64, uint64
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import int64, uint64
 
 from .civil import day_number, month_length
 
@@ -158,10 +159,10 @@ def _strict_iso(text) -> np.ndarray | None:
         n = len(chunk)
         _, offsets, data = chunk.buffers()
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + n + 1] if n else np.zeros(1, width)
+        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset : chunk.offset + n + 1] if n else np.zeros(1, width)
         data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
         valid = chunk.is_valid().to_numpy(zero_copy_only=False) if chunk.null_count else np.zeros(0, dtype=bool)
-        if not _iso_days(offsets, data, valid, days[start:start + n]):
+        if not _iso_days(offsets, data, valid, days[start : start + n]):
             return None
         start += n
     return days

@@ -3,6 +3,7 @@
 
 Kernels fill arrays that numpy allocated rather than arrays of their own: numpy asks the operating system for
 huge pages, and a fresh array then takes a small fraction of the page faults."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ class DateTable:
 
     def row(self, r: int) -> np.ndarray:
         """The dates of row ``r``."""
-        return self.dates[self.offsets[r]:self.offsets[r + 1]]
+        return self.dates[self.offsets[r] : self.offsets[r + 1]]
 
     @property
     def counts(self) -> np.ndarray:

@@ -11,6 +11,7 @@ reference period (used by ACT/ACT-ICMA only).
   before r1 (a long first period) is counted in the periods before, ``(r1 - m months, r1)`` and so on; a
   reference period of 15 days or less (m = 0) is replaced by the year from d1.
 """
+
 from __future__ import annotations
 
 import numba
@@ -18,8 +19,7 @@ import numpy as np
 
 from .civil import add_months, day_number, is_leap, ymd
 from .parallel import over_rows
-from .registry import (ACT_360, ACT_365F, ACT_ACT_ICMA, ACT_ACT_ISDA, DAY_COUNTS, THIRTY_360,
-                       THIRTY_E_360)
+from .registry import ACT_360, ACT_365F, ACT_ACT_ICMA, ACT_ACT_ISDA, DAY_COUNTS, THIRTY_360, THIRTY_E_360
 
 
 @numba.njit(cache=True)
@@ -61,11 +61,11 @@ def _earlier(r1, r2, m, j):
 @numba.njit(cache=True)
 def _icma(d1, d2, r1, r2):
     m = _months(r1, r2)
-    if m == 0:                       # a reference period of 15 days or less: one year from d1 instead
+    if m == 0:  # a reference period of 15 days or less: one year from d1 instead
         r1, r2, m = d1, add_months(d1, 12), 12
-    while d1 < r1 and d2 <= r1:      # the whole of (d1, d2) lies before the reference period
+    while d1 < r1 and d2 <= r1:  # the whole of (d1, d2) lies before the reference period
         r1, r2, m = _earlier(r1, r2, m, 1)
-    back = 0                         # periods before (r1, r2) that (d1, r1) reaches into
+    back = 0  # periods before (r1, r2) that (d1, r1) reaches into
     a, b, k = r1, r2, m
     while d1 < a:
         a, b, k = _earlier(a, b, k, 1)

@@ -5,6 +5,7 @@ The lists are QuantLib's calendars (the range of its dates) exported once by :fu
 installed QuantLib. Every calendar here has Saturday and Sunday as its weekend, which is a rule, not a list.
 Re-export after a QuantLib release that changes a calendar (new public holidays are announced every year).
 """
+
 from __future__ import annotations
 
 import functools
@@ -43,15 +44,19 @@ def quantlib_holidays(name: str) -> np.ndarray:
     import QuantLib as ql
 
     calendar = quantlib_calendar(name)
-    weekend = [calendar.isWeekend(day) for day in
-               (ql.Monday, ql.Tuesday, ql.Wednesday, ql.Thursday, ql.Friday, ql.Saturday, ql.Sunday)]
+    weekend = [
+        calendar.isWeekend(day)
+        for day in (ql.Monday, ql.Tuesday, ql.Wednesday, ql.Thursday, ql.Friday, ql.Saturday, ql.Sunday)
+    ]
     if weekend != [False] * 5 + [True] * 2:
         raise ValueError(f"QuantLib's calendar {name} does not have a Saturday-Sunday weekend")
     offset = ql.Date(1, 1, 1970).serialNumber()
     last = ql.Date(LAST_DAY + offset)
     # QuantLib's holidayList steps one day past its end date, so the last date is looked at apart
-    days = [d.serialNumber() - offset for d in
-            ql.Calendar.holidayList(calendar, ql.Date(FIRST_DAY + offset), last - 1, False)]
+    days = [
+        d.serialNumber() - offset
+        for d in ql.Calendar.holidayList(calendar, ql.Date(FIRST_DAY + offset), last - 1, False)
+    ]
     if calendar.isHoliday(last) and not calendar.isWeekend(last.weekday()):
         days.append(LAST_DAY)
     return np.array(days, dtype=np.int64)
@@ -61,8 +66,10 @@ def export(path=HOLIDAYS_FILE) -> None:
     """Write the holiday lists of the installed QuantLib to ``path`` (CSV: ``calendar,date``)."""
     import QuantLib as ql
 
-    lines = [f"# weekday holidays 1901-01-01..2199-12-31 from QuantLib {ql.__version__}: "
-             "distprice.dates.holidays.export", "calendar,date"]
+    lines = [
+        f"# weekday holidays 1901-01-01..2199-12-31 from QuantLib {ql.__version__}: distprice.dates.holidays.export",
+        "calendar,date",
+    ]
     for name in LISTED:
         lines += [f"{name},{iso}" for iso in to_iso(quantlib_holidays(name))]
     Path(path).write_text("\n".join(lines) + "\n")

@@ -3,6 +3,7 @@
 threads (``NUMBA_NUM_THREADS`` or ``numba.set_num_threads`` set it; one thread in a worker that should use one
 core). A nogil kernel compiles in a fraction of the time a ``parallel=True`` one takes, and several blocks a
 thread balance rows of uneven cost."""
+
 from __future__ import annotations
 
 import functools

@@ -3,6 +3,7 @@
 Kernels take the codes (int8, the position of the name in its registry); tables and users give names, matched
 without regard to case or surrounding spaces.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,8 +48,14 @@ class Registry:
         (their code is -1). Missing values (null, NaN, empty) take ``default``; without one they are unknown."""
         encoded = _encoded(values)  # the distinct values, matched once each
         missing = -1 if default is None else self.code(default)
-        table = np.array([self._codes.get(v.strip().upper(), -1) if v and v.strip() else missing
-                          for v in encoded.dictionary.to_pylist()] + [missing], dtype=np.int8)
+        table = np.array(
+            [
+                self._codes.get(v.strip().upper(), -1) if v and v.strip() else missing
+                for v in encoded.dictionary.to_pylist()
+            ]
+            + [missing],
+            dtype=np.int8,
+        )
         codes = table[pc.fill_null(encoded.indices, len(encoded.dictionary)).to_numpy(zero_copy_only=False)]
         return codes, np.flatnonzero(codes < 0).astype(np.int64)
 
@@ -73,8 +80,9 @@ class Registry:
 def _encoded(values) -> pa.DictionaryArray:
     """``values`` (see :func:`_arrow`) by their distinct texts; a column of categories as it is."""
     arrow = _arrow(values)
-    if pa.types.is_dictionary(arrow.type) and (pa.types.is_string(arrow.type.value_type) or
-                                               pa.types.is_large_string(arrow.type.value_type)):
+    if pa.types.is_dictionary(arrow.type) and (
+        pa.types.is_string(arrow.type.value_type) or pa.types.is_large_string(arrow.type.value_type)
+    ):
         return arrow
     return _strings(arrow).dictionary_encode()
 
@@ -104,30 +112,44 @@ def _strings(values) -> pa.Array:
     return pc.cast(values, pa.string())
 
 
-DAY_COUNTS = Registry("day count", (
-    "ACT/360", "ACT/365F", "30/360", "30E/360", "ACT/ACT-ISDA", "ACT/ACT-ICMA"), (
-    "actual days / 360 (money markets)",
-    "actual days / 365 (sterling and yen markets)",
-    "30/360 US bond basis: D1 31 -> 30; D2 31 -> 30 when D1 is 30 (US corporate and agency bonds)",
-    "30E/360 Eurobond basis: both 31sts -> 30 (eurobonds)",
-    "actual/actual ISDA: days in each calendar year over that year's length (swaps)",
-    "actual/actual ICMA: days over the reference period's days times its length in years (government bonds)"))
+DAY_COUNTS = Registry(
+    "day count",
+    ("ACT/360", "ACT/365F", "30/360", "30E/360", "ACT/ACT-ISDA", "ACT/ACT-ICMA"),
+    (
+        "actual days / 360 (money markets)",
+        "actual days / 365 (sterling and yen markets)",
+        "30/360 US bond basis: D1 31 -> 30; D2 31 -> 30 when D1 is 30 (US corporate and agency bonds)",
+        "30E/360 Eurobond basis: both 31sts -> 30 (eurobonds)",
+        "actual/actual ISDA: days in each calendar year over that year's length (swaps)",
+        "actual/actual ICMA: days over the reference period's days times its length in years (government bonds)",
+    ),
+)
 ACT_360, ACT_365F, THIRTY_360, THIRTY_E_360, ACT_ACT_ISDA, ACT_ACT_ICMA = range(6)
 
-CALENDARS = Registry("calendar", ("none", "weekends", "US", "TARGET", "UK", "JP"), (
-    "no holidays: every day is a business day",
-    "Saturdays and Sundays only",
-    "US government bond market (SIFMA)",
-    "TARGET2, the euro's payment system",
-    "London Stock Exchange",
-    "Japan (Tokyo Stock Exchange)"))
+CALENDARS = Registry(
+    "calendar",
+    ("none", "weekends", "US", "TARGET", "UK", "JP"),
+    (
+        "no holidays: every day is a business day",
+        "Saturdays and Sundays only",
+        "US government bond market (SIFMA)",
+        "TARGET2, the euro's payment system",
+        "London Stock Exchange",
+        "Japan (Tokyo Stock Exchange)",
+    ),
+)
 NO_CALENDAR, WEEKENDS, US, TARGET, UK, JP = range(6)
 
-CONVENTIONS = Registry("business-day convention", ("unadjusted", "following", "modified_following", "preceding"), (
-    "the date as it is",
-    "the first business day on or after the date",
-    "following, unless that is in the next month: then preceding",
-    "the last business day on or before the date"))
+CONVENTIONS = Registry(
+    "business-day convention",
+    ("unadjusted", "following", "modified_following", "preceding"),
+    (
+        "the date as it is",
+        "the first business day on or after the date",
+        "following, unless that is in the next month: then preceding",
+        "the last business day on or before the date",
+    ),
+)
 UNADJUSTED, FOLLOWING, MODIFIED_FOLLOWING, PRECEDING = range(4)
 
 FREQUENCIES = (1, 2, 4, 12)

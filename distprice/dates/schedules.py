@@ -20,6 +20,7 @@ fixed by its :func:`shape` (K, the last k with g_k >= issue, and whether a stub 
 formula of j (:func:`schedule_date`): kernels make the dates they need, such as the coupons after settlement,
 without the others.
 """
+
 from __future__ import annotations
 
 from collections import namedtuple
@@ -68,7 +69,7 @@ def shape(business, issue, maturity, coupon, frequency, calendar, convention, en
     month = y * 12 + m - 1
     eom_rule = end_of_month and d == month_length(y, m)
     yi, mi, _ = ymd(issue)
-    last = (month - yi * 12 - mi + 1) // tenor    # K, or K + 1 when g in the issue's month falls before the issue
+    last = (month - yi * 12 - mi + 1) // tenor  # K, or K + 1 when g in the issue's month falls before the issue
     g = month_day(month - last * tenor, d, eom_rule)
     if g < issue:
         last -= 1
@@ -91,17 +92,16 @@ def schedule_date(business, row, j, issue, calendar, convention):
     if j == 0 and row.stub:
         return adjust(business, calendar, issue, convention)
     to_end = row.eom_rule or (row.month_ends and 0 < j < row.periods)
-    return adjust(business, calendar, month_day(row.month - (row.periods - j) * row.tenor, row.day, to_end),
-                  convention)
+    return adjust(business, calendar, month_day(row.month - (row.periods - j) * row.tenor, row.day, to_end), convention)
 
 
 @numba.njit(cache=True, nogil=True)
-def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, convention, end_of_month, counts,
-           regular):
+def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, convention, end_of_month, counts, regular):
     business = business_view(address)
     for r in range(lo, hi):
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r],
-                    end_of_month[r])
+        row = shape(
+            business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r], end_of_month[r]
+        )
         counts[r] = row.periods + 1 if row.periods > 0 else 0
         regular[r] = row.regular
 
@@ -110,8 +110,9 @@ def _count(lo, hi, address, issue, maturity, coupon, frequency, calendar, conven
 def _fill(lo, hi, address, issue, maturity, coupon, frequency, calendar, convention, end_of_month, offsets, out):
     business = business_view(address)
     for r in range(lo, hi):
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r],
-                    end_of_month[r])
+        row = shape(
+            business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], convention[r], end_of_month[r]
+        )
         for j in range(offsets[r + 1] - offsets[r]):
             out[offsets[r] + j] = schedule_date(business, row, j, issue[r], calendar[r], convention[r])
 
@@ -121,8 +122,15 @@ def schedule(terms: BondTerms) -> Schedule:
     pass :func:`~distprice.dates.terms.check_terms`."""
     n, business = len(terms), business_address()
     counts, regular = np.empty(n, dtype=np.int64), np.empty(n, dtype=bool)
-    columns = (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
-               terms.end_of_month)
+    columns = (
+        terms.issue,
+        terms.maturity,
+        terms.coupon,
+        terms.frequency,
+        terms.calendar,
+        terms.accrual_convention,
+        terms.end_of_month,
+    )
     over_rows(_count, n, business, *columns, counts, regular)
     offsets = offsets_of(counts)
     dates = np.empty(offsets[-1], dtype=np.int64)

@@ -4,10 +4,12 @@ a table (contract column names and defaults) and checking the rules the date mac
 A row pays coupons when ``coupon > 0``: it needs ``issue_date`` and ``coupon_frequency`` 1, 2, 4 or 12; any other
 row is a zero-coupon bond (its frequency and issue date are not used).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -18,9 +20,18 @@ from .convert import NO_DATE, parse_dates
 from .holidays import FIRST_DAY, LAST_DAY
 from .registry import CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES
 
-DEFAULTS = {"coupon": 0.0, "coupon_frequency": 0, "day_count": "30/360", "calendar": "none",
-            "accrual_convention": "unadjusted", "payment_convention": "following", "end_of_month": False,
-            "settlement_days": 0, "face": 100.0, "redemption": 100.0}
+DEFAULTS = {
+    "coupon": 0.0,
+    "coupon_frequency": 0,
+    "day_count": "30/360",
+    "calendar": "none",
+    "accrual_convention": "unadjusted",
+    "payment_convention": "following",
+    "end_of_month": False,
+    "settlement_days": 0,
+    "face": 100.0,
+    "redemption": 100.0,
+}
 """Defaults of the optional dated-bond columns; ``maturity_date`` is required, ``issue_date`` when coupon > 0."""
 MAX_SETTLEMENT_DAYS = 365
 """The most business days from a valuation date to settlement a row may take."""
@@ -52,34 +63,68 @@ class BondTerms:
     def __len__(self) -> int:
         return len(self.maturity)
 
-    def take(self, rows) -> "BondTerms":
+    def take(self, rows) -> BondTerms:
         """The terms of ``rows`` (positions or a mask)."""
         return BondTerms(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
-_DTYPES = {"issue": np.int64, "maturity": np.int64, "frequency": np.int64, "day_count": np.int8,
-           "calendar": np.int8, "accrual_convention": np.int8, "payment_convention": np.int8,
-           "end_of_month": np.bool_, "settlement_days": np.int64, "face": np.float64, "coupon": np.float64,
-           "redemption": np.float64}
+_DTYPES = {
+    "issue": np.int64,
+    "maturity": np.int64,
+    "frequency": np.int64,
+    "day_count": np.int8,
+    "calendar": np.int8,
+    "accrual_convention": np.int8,
+    "payment_convention": np.int8,
+    "end_of_month": np.bool_,
+    "settlement_days": np.int64,
+    "face": np.float64,
+    "coupon": np.float64,
+    "redemption": np.float64,
+}
 
 
-def bond_terms(maturity, issue=NO_DATE, *, coupon=0.0, frequency=0, day_count="30/360", calendar="none",
-               accrual_convention="unadjusted", payment_convention="following", end_of_month=False,
-               settlement_days=0, face=100.0, redemption=100.0) -> BondTerms:
+def bond_terms(
+    maturity,
+    issue=NO_DATE,
+    *,
+    coupon=0.0,
+    frequency=0,
+    day_count="30/360",
+    calendar="none",
+    accrual_convention="unadjusted",
+    payment_convention="following",
+    end_of_month=False,
+    settlement_days=0,
+    face=100.0,
+    redemption=100.0,
+) -> BondTerms:
     """:class:`BondTerms` from columns or scalars (broadcast to the longest): dates in any form
     :func:`~distprice.dates.convert.day_numbers` reads, conventions as names or codes. No rule is checked here
     (see :func:`check_terms`); unknown names and non-dates raise ValueError."""
     from .convert import day_numbers
 
-    columns = dict(issue=day_numbers(issue if np.ndim(issue) else np.atleast_1d(issue)),
-                   maturity=day_numbers(maturity if np.ndim(maturity) else np.atleast_1d(maturity)),
-                   frequency=frequency, day_count=DAY_COUNTS.codes(day_count), calendar=CALENDARS.codes(calendar),
-                   accrual_convention=CONVENTIONS.codes(accrual_convention),
-                   payment_convention=CONVENTIONS.codes(payment_convention), end_of_month=end_of_month,
-                   settlement_days=settlement_days, face=face, coupon=coupon, redemption=redemption)
+    columns = dict(
+        issue=day_numbers(issue if np.ndim(issue) else np.atleast_1d(issue)),
+        maturity=day_numbers(maturity if np.ndim(maturity) else np.atleast_1d(maturity)),
+        frequency=frequency,
+        day_count=DAY_COUNTS.codes(day_count),
+        calendar=CALENDARS.codes(calendar),
+        accrual_convention=CONVENTIONS.codes(accrual_convention),
+        payment_convention=CONVENTIONS.codes(payment_convention),
+        end_of_month=end_of_month,
+        settlement_days=settlement_days,
+        face=face,
+        coupon=coupon,
+        redemption=redemption,
+    )
     size = max(np.size(v) for v in columns.values())
-    return BondTerms(**{k: np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=_DTYPES[k]), (size,)))
-                        for k, v in columns.items()})
+    return BondTerms(
+        **{
+            k: np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=_DTYPES[k]), (size,)))
+            for k, v in columns.items()
+        }
+    )
 
 
 def check_terms(terms: BondTerms, valuation=None, where: Callable[[int], str] | None = None) -> list[Problem]:
@@ -101,18 +146,27 @@ def check_terms(terms: BondTerms, valuation=None, where: Callable[[int], str] | 
     flag(coupons & ~has_issue, "issue_date", "is required when coupon > 0")
     date_range(terms.issue, "issue_date", has_issue)
     flag(~(terms.coupon >= 0), "coupon", "must be a number >= 0")
-    flag(coupons & ~np.isin(terms.frequency, FREQUENCIES), "coupon_frequency",
-         f"must be one of {', '.join(map(str, FREQUENCIES))} when coupon > 0")
-    flag((terms.settlement_days < 0) | (terms.settlement_days > MAX_SETTLEMENT_DAYS), "settlement_days",
-         f"must be between 0 and {MAX_SETTLEMENT_DAYS}")
+    flag(
+        coupons & ~np.isin(terms.frequency, FREQUENCIES),
+        "coupon_frequency",
+        f"must be one of {', '.join(map(str, FREQUENCIES))} when coupon > 0",
+    )
+    flag(
+        (terms.settlement_days < 0) | (terms.settlement_days > MAX_SETTLEMENT_DAYS),
+        "settlement_days",
+        f"must be between 0 and {MAX_SETTLEMENT_DAYS}",
+    )
     ordered = coupons & has_issue & (terms.maturity != NO_DATE)
     flag(ordered & (terms.issue >= terms.maturity), "issue_date", "must be before maturity_date")
     rows = np.flatnonzero(ordered & (terms.issue < terms.maturity))
     inside = rows[(terms.issue[rows] >= FIRST_DAY) & (terms.maturity[rows] <= LAST_DAY)]
-    same = (adjust_days(terms.calendar[inside], terms.issue[inside], terms.accrual_convention[inside])
-            == adjust_days(terms.calendar[inside], terms.maturity[inside], terms.accrual_convention[inside]))
-    flag(np.isin(np.arange(len(terms)), inside[same]), "maturity_date",
-         "adjusts to the same business day as issue_date: the bond has no coupon period")
+    issue_day = adjust_days(terms.calendar[inside], terms.issue[inside], terms.accrual_convention[inside])
+    same = issue_day == adjust_days(terms.calendar[inside], terms.maturity[inside], terms.accrual_convention[inside])
+    flag(
+        np.isin(np.arange(len(terms)), inside[same]),
+        "maturity_date",
+        "adjusts to the same business day as issue_date: the bond has no coupon period",
+    )
     if valuation is not None:
         valuation = np.broadcast_to(np.asarray(valuation, dtype=np.int64), (len(terms),))
         flag(valuation == NO_DATE, "valuation_date", "is required")
@@ -172,11 +226,14 @@ def read_terms(frame: pd.DataFrame, where: Callable[[int], str]) -> tuple[BondTe
         values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         empty = raw.isna().to_numpy()
         whole = np.isfinite(values) & (values == np.round(values))
-        flag(np.flatnonzero(~empty & (np.isnan(values) | (integer & ~whole))), column,
-             "must be an integer" if integer else "must be a number")
+        flag(
+            np.flatnonzero(~empty & (np.isnan(values) | (integer & ~whole))),
+            column,
+            "must be an integer" if integer else "must be a number",
+        )
         values[empty] = DEFAULTS[column]
         if integer:  # flagged ones: within int64 (a huge or infinite one stays huge for the range rules)
-            return np.clip(np.nan_to_num(values), -2.0**31, 2.0**31)
+            return np.clip(np.nan_to_num(values), -(2.0**31), 2.0**31)
         return values
 
     def flags(column):
@@ -184,18 +241,27 @@ def read_terms(frame: pd.DataFrame, where: Callable[[int], str]) -> tuple[BondTe
             return np.zeros(n, dtype=bool)
         codes, labels = pd.factorize(frame[column].astype("string"))  # the distinct values, read once; missing: -1
         text = pd.Series(labels, dtype="string").str.strip().str.lower()
-        true, false = text.isin(["true", "1", "1.0", "yes"]).to_numpy(), text.isin(["false", "0", "0.0", "no"]).to_numpy()
+        true, false = (
+            text.isin(["true", "1", "1.0", "yes"]).to_numpy(),
+            text.isin(["false", "0", "0.0", "no"]).to_numpy(),
+        )
         flag(np.flatnonzero(~np.append(true | false, True)[codes]), column, "must be true or false")
         return np.append(true, False)[codes]
 
     terms = BondTerms(
-        issue=dates("issue_date"), maturity=dates("maturity_date"),
+        issue=dates("issue_date"),
+        maturity=dates("maturity_date"),
         frequency=numbers("coupon_frequency", integer=True).astype(np.int64),
-        day_count=names("day_count", DAY_COUNTS), calendar=names("calendar", CALENDARS),
+        day_count=names("day_count", DAY_COUNTS),
+        calendar=names("calendar", CALENDARS),
         accrual_convention=names("accrual_convention", CONVENTIONS),
-        payment_convention=names("payment_convention", CONVENTIONS), end_of_month=flags("end_of_month"),
-        settlement_days=numbers("settlement_days", integer=True).astype(np.int64), face=numbers("face"),
-        coupon=numbers("coupon"), redemption=numbers("redemption"))
+        payment_convention=names("payment_convention", CONVENTIONS),
+        end_of_month=flags("end_of_month"),
+        settlement_days=numbers("settlement_days", integer=True).astype(np.int64),
+        face=numbers("face"),
+        coupon=numbers("coupon"),
+        redemption=numbers("redemption"),
+    )
     flagged = {(p.position, p.column) for p in problems}
     problems += [p for p in check_terms(terms, where=where) if (p.position, p.column) not in flagged]
-    return terms, sorted(problems, key=lambda p: p.position)
+    return terms, sorted(problems, key=lambda p: cast(int, p.position))  # every problem here names a row

@@ -1,4 +1,5 @@
 """Checking a quotes table: every broken rule is collected with its row, id and column, then raised at once."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -8,10 +8,11 @@ may leave the box); a trial replaces its member when its value is lower or equal
 lowest value, the lowest index on ties. Randomness comes from ``numpy.random.default_rng(seed)``: per
 generation F, then one uniform row per member (see :func:`_trials`), so a seed and an objective give one result.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numba
 import numpy as np
@@ -45,16 +46,26 @@ class Evolution:
     """``target_reached`` or ``max_evals_reached``."""
 
 
-def evolve(objective: Callable[[np.ndarray], np.ndarray], lower, upper, *, population: int = 40,
-           max_evals: int = 2000, seed: int = 0, target: float = 0.0,
-           progress: Callable[[Generation], None] | None = None) -> Evolution:
+def evolve(
+    objective: Callable[[np.ndarray], np.ndarray],
+    lower,
+    upper,
+    *,
+    population: int = 40,
+    max_evals: int = 2000,
+    seed: int = 0,
+    target: float = 0.0,
+    progress: Callable[[Generation], None] | None = None,
+) -> Evolution:
     """Minimise ``objective`` (a ``(P, D)`` population to ``P`` values, NaN read as +inf) from a population drawn
     uniformly in the box ``[lower, upper]``, until ``max_evals`` evaluations or a value <= ``target``.
     ``progress`` is called after every generation."""
     lower, upper = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
     if population < 4 or max_evals < population:
-        raise OptionError(f"differential evolution needs population >= 4 and max_evals >= population, got "
-                          f"population={population}, max_evals={max_evals}")
+        raise OptionError(
+            f"differential evolution needs population >= 4 and max_evals >= population, got "
+            f"population={population}, max_evals={max_evals}"
+        )
     dims = len(lower)
     generations = (max_evals - population) // population
     rng = np.random.default_rng(seed)
@@ -102,7 +113,7 @@ def _trials(members, best, scale, draws, lower, upper):
                         b, second = k, key
                 else:
                     c, third = k, key
-        a, b, c = a + (a >= i), b + (b >= i), c + (c >= i)        # skip the member itself
+        a, b, c = a + (a >= i), b + (b >= i), c + (c >= i)  # skip the member itself
         base = best if row[population - 1] < 0.5 else a
         forced = min(int(row[population + dims] * dims), dims - 1)
         for j in range(dims):

@@ -9,6 +9,7 @@ the Heston log-price mean (the control variate), plus a correction integrated al
 ``C = BS(k, s) + (1/pi) int_0^inf Re[(psi_BS(x - i) - psi_H(x - i)) / (x (x - i)) exp(-i x ln k)] dx``,
 clamped to the no-arbitrage bounds ``[max(0, 1 - k), 1]``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,13 +32,16 @@ def characteristic(xi, t, v0, theta, rho, kappa, eta):
     g = (d0 - d) / (d0 + d)
     e = np.exp(-d * t)
     eta2 = eta * eta
-    return np.exp(kappa * theta / eta2 * ((d0 - d) * t - 2.0 * np.log((1.0 - g * e) / (1.0 - g)))
-                  + v0 / eta2 * (d0 - d) * (1.0 - e) / (1.0 - g * e))
+    return np.exp(
+        kappa * theta / eta2 * ((d0 - d) * t - 2.0 * np.log((1.0 - g * e) / (1.0 - g)))
+        + v0 / eta2 * (d0 - d) * (1.0 - e) / (1.0 - g * e)
+    )
 
 
 def control_variance(t, v0, theta, rho, kappa, eta):
     """Total variance ``s`` of the Black-Scholes control variate: twice the mean of ``ln(S_t / F)`` under the
     share measure, by central differences of the characteristic function around ``-i`` (step EPSILON)."""
+
     def psi(xi):
         return characteristic(xi, t, v0, theta, rho, kappa, eta)
 

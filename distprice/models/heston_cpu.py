@@ -10,6 +10,7 @@ Black-Scholes control and the clamp. Quotes are sorted by maturity, so a task re
 loop over the (maturity, member) tasks does everything; its partial sums are added over maturities in order,
 so a result does not depend on the thread count.
 """
+
 from __future__ import annotations
 
 import cmath
@@ -22,8 +23,15 @@ from numba import prange
 from .heston import EPSILON
 from .heston_quotes import Surface
 from .heston_reference import GL_NODES
-from .quadrature import (ADAPTIVE_DEPTH, ADAPTIVE_PANELS, ADAPTIVE_SCALE, ADAPTIVE_TOLERANCE, kronrod, laguerre,
-                         rotations)
+from .quadrature import (
+    ADAPTIVE_DEPTH,
+    ADAPTIVE_PANELS,
+    ADAPTIVE_SCALE,
+    ADAPTIVE_TOLERANCE,
+    kronrod,
+    laguerre,
+    rotations,
+)
 
 TASKS_PER_CHUNK = 4
 """(maturity, member) tasks a thread takes at a time: the threads share the work dynamically."""
@@ -57,8 +65,9 @@ def characteristic_at(t, d0, d, g, v0, theta, kappa, eta):
     e = _exp(-d * t)
     ge = 1.0 - g * e
     eta2 = eta * eta
-    return _exp(kappa * theta / eta2 * ((d0 - d) * t - 2.0 * _log(ge / (1.0 - g)))
-                + v0 / eta2 * (d0 - d) * (1.0 - e) / ge)
+    return _exp(
+        kappa * theta / eta2 * ((d0 - d) * t - 2.0 * _log(ge / (1.0 - g))) + v0 / eta2 * (d0 - d) * (1.0 - e) / ge
+    )
 
 
 @_jit
@@ -88,8 +97,7 @@ def _psi(k, t, d0, d, g, p, v0, theta, kappa, eta):
 def control_variance(t, d0, d, g, p, v0, theta, kappa, eta):
     """The reference's central differences, from member ``p``'s branch table."""
     real_step = _psi(0, t, d0, d, g, p, v0, theta, kappa, eta) - _psi(1, t, d0, d, g, p, v0, theta, kappa, eta)
-    imaginary_step = (_psi(2, t, d0, d, g, p, v0, theta, kappa, eta)
-                      - _psi(3, t, d0, d, g, p, v0, theta, kappa, eta))
+    imaginary_step = _psi(2, t, d0, d, g, p, v0, theta, kappa, eta) - _psi(3, t, d0, d, g, p, v0, theta, kappa, eta)
     return 0.5 * (real_step.imag - imaginary_step.real) / EPSILON
 
 
@@ -139,8 +147,9 @@ def _dot(a, b):
 
 
 @_jit
-def _adaptive_integrals(t, s, v0, theta, rho, kappa, eta, nodes, kronrod_weights, gauss_weights, log_strike,
-                        lo, hi, out):
+def _adaptive_integrals(
+    t, s, v0, theta, rho, kappa, eta, nodes, kronrod_weights, gauss_weights, log_strike, lo, hi, out
+):
     """The reference's adaptive Gauss-Kronrod panels for quotes lo..hi-1 (one maturity), over pi, into ``out``
     (NaN where the panels fail)."""
     count = hi - lo
@@ -170,7 +179,7 @@ def _adaptive_integrals(t, s, v0, theta, rho, kappa, eta, nodes, kronrod_weights
             c = correction(x, s, psi) * (length / ((1.0 - u) * (1.0 - u)))
             for k in range(count):
                 angle = x * log_strike[lo + k]
-                value = c.real * math.cos(angle) + c.imag * math.sin(angle)   # Re[c exp(-i angle)]
+                value = c.real * math.cos(angle) + c.imag * math.sin(angle)  # Re[c exp(-i angle)]
                 fine[k] += kronrod_weights[n] * value
                 coarse[k] += gauss_weights[n] * value
         error = 0.0
@@ -192,8 +201,9 @@ def _adaptive_integrals(t, s, v0, theta, rho, kappa, eta, nodes, kronrod_weights
 
 
 @_parallel
-def _evaluate(params, d0, d, g, times, starts, log_strike, strike, adaptive, nodes, weights, table, market, scale,
-              prices, partial):
+def _evaluate(
+    params, d0, d, g, times, starts, log_strike, strike, adaptive, nodes, weights, table, market, scale, prices, partial
+):
     """One task per (maturity, member): its control variance, its quotes' integrals and calls. With ``prices``
     of shape (P, quotes) the calls are written there; ``partial[m, p]`` receives the squared errors
     ``(scale (C - C_mkt))^2`` summed over the maturity's quotes (``scale = sqrt(w) / vega``)."""
@@ -206,8 +216,9 @@ def _evaluate(params, d0, d, g, times, starts, log_strike, strike, adaptive, nod
         s = control_variance(t, d0, d, g, p, v0, theta, kappa, eta)
         integral = np.empty(hi - lo)
         if adaptive:
-            _adaptive_integrals(t, s, v0, theta, rho, kappa, eta, nodes, weights[0], weights[1], log_strike,
-                                lo, hi, integral)
+            _adaptive_integrals(
+                t, s, v0, theta, rho, kappa, eta, nodes, weights[0], weights[1], log_strike, lo, hi, integral
+            )
         else:
             _gl_integrals(t, s, p, v0, theta, kappa, eta, d0, d, g, nodes, weights[0], table, lo, hi, integral)
         deviation, half_variance, total = math.sqrt(s), 0.5 * s, 0.0
@@ -251,8 +262,24 @@ class CpuEngine:
         _branch_table(params, self.points, d0, d, g)
         partial = np.empty((len(s.times), len(params)))
         with numba.parallel_chunksize(TASKS_PER_CHUNK):
-            _evaluate(params, d0, d, g, s.times, self.starts, s.log_strike, self.strike, self.quadrature != "gl20",
-                      self.nodes, self.weights, self.table, s.market, self.scale, prices, partial)
+            _evaluate(
+                params,
+                d0,
+                d,
+                g,
+                s.times,
+                self.starts,
+                s.log_strike,
+                self.strike,
+                self.quadrature != "gl20",
+                self.nodes,
+                self.weights,
+                self.table,
+                s.market,
+                self.scale,
+                prices,
+                partial,
+            )
         return partial
 
     def prices(self, params) -> np.ndarray:

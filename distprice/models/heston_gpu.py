@@ -7,6 +7,7 @@ and copies back P values. The kernels' arithmetic lives in ``kernels/heston.cuh`
 device through a small interface (:class:`CupyDevice`) so that the tests can run the same launches on a host
 build of the kernels.
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,20 +31,51 @@ SUM_THREADS = 64
 DEFINES = (f"-DBLOCK={BLOCK}", f"-DGROUP={GROUP}", f"-DNODES={GL_NODES}", f"-DTERM_TASKS={TERM_TASKS}")
 OPTIONS = ("-std=c++17", *DEFINES)
 
-_SURFACE = (("term", "const int*"), ("cosines", "const double*"), ("sines", "const double*"),
-            ("log_strike", "const double*"), ("strike", "const double*"))
-_FACTORS = (("variance", "const double*"), ("factor_re", "const double*"), ("factor_im", "const double*"),
-            ("n_nodes", "int"))
+_SURFACE = (
+    ("term", "const int*"),
+    ("cosines", "const double*"),
+    ("sines", "const double*"),
+    ("log_strike", "const double*"),
+    ("strike", "const double*"),
+)
+_FACTORS = (
+    ("variance", "const double*"),
+    ("factor_re", "const double*"),
+    ("factor_im", "const double*"),
+    ("n_nodes", "int"),
+)
 KERNEL_ARGUMENTS = {
-    "heston_terms": (("params", "const double*"), ("members", "int"), ("times", "const double*"),
-                     ("terms", "int"), ("nodes", "const double*"), ("weights", "const double*"),
-                     ("variance", "double*"), ("factor_re", "double*"), ("factor_im", "double*")),
-    "heston_errors": (("members", "int"), ("quotes", "int"), _SURFACE[0], *_FACTORS, *_SURFACE[1:],
-                      ("market", "const double*"), ("vega", "const double*"), ("weight", "const double*"),
-                      ("partial", "double*")),
+    "heston_terms": (
+        ("params", "const double*"),
+        ("members", "int"),
+        ("times", "const double*"),
+        ("terms", "int"),
+        ("nodes", "const double*"),
+        ("weights", "const double*"),
+        ("variance", "double*"),
+        ("factor_re", "double*"),
+        ("factor_im", "double*"),
+    ),
+    "heston_errors": (
+        ("members", "int"),
+        ("quotes", "int"),
+        _SURFACE[0],
+        *_FACTORS,
+        *_SURFACE[1:],
+        ("market", "const double*"),
+        ("vega", "const double*"),
+        ("weight", "const double*"),
+        ("partial", "double*"),
+    ),
     "heston_sums": (("members", "int"), ("blocks", "int"), ("partial", "const double*"), ("objective", "double*")),
-    "heston_prices": (("members", "int"), ("quotes", "int"), _SURFACE[0], *_FACTORS, *_SURFACE[1:],
-                      ("prices", "double*")),
+    "heston_prices": (
+        ("members", "int"),
+        ("quotes", "int"),
+        _SURFACE[0],
+        *_FACTORS,
+        *_SURFACE[1:],
+        ("prices", "double*"),
+    ),
 }
 """Each kernel's parameters in order with their C types, as ``kernels/heston.cu`` declares them: launches pass
 arguments by name through these lists (and the tests build a host emulation of the kernels from them)."""
@@ -78,8 +110,9 @@ class CupyDevice:
         return self.cupy.cos(angle), self.cupy.sin(angle)
 
     def launch(self, kernel: str, grid: tuple, block: int, values: dict) -> None:
-        args = tuple(np.int32(values[name]) if kind == "int" else values[name]
-                     for name, kind in KERNEL_ARGUMENTS[kernel])
+        args = tuple(
+            np.int32(values[name]) if kind == "int" else values[name] for name, kind in KERNEL_ARGUMENTS[kernel]
+        )
         self.kernels[kernel](grid, (block,), args)
 
 
@@ -89,8 +122,17 @@ def surface_arrays(surface: Surface) -> tuple[np.ndarray, dict[str, np.ndarray]]
     order (see :meth:`Surface.by_maturity`)."""
     order, s = surface.by_maturity()
     nodes, weights = laguerre(GL_NODES)
-    host = {"times": s.times, "term": s.term.astype(np.int32), "log_strike": s.log_strike, "strike": s.strike,
-            "market": s.market, "vega": s.vega, "weight": s.weight, "nodes": nodes, "weights": weights}
+    host = {
+        "times": s.times,
+        "term": s.term.astype(np.int32),
+        "log_strike": s.log_strike,
+        "strike": s.strike,
+        "market": s.market,
+        "vega": s.vega,
+        "weight": s.weight,
+        "nodes": nodes,
+        "weights": weights,
+    }
     return order, {name: np.ascontiguousarray(array) for name, array in host.items()}
 
 
@@ -120,12 +162,16 @@ class GpuEngine:
             terms, quotes = self.arrays["terms"], self.arrays["quotes"]
             blocks = _blocks(quotes, BLOCK)
             self._work[members] = {
-                **self.arrays, "members": members, "blocks": blocks,
+                **self.arrays,
+                "members": members,
+                "blocks": blocks,
                 "variance": self.device.empty((terms, members)),
                 "factor_re": self.device.empty((terms, GL_NODES, members)),
                 "factor_im": self.device.empty((terms, GL_NODES, members)),
-                "partial": self.device.empty((members, blocks)), "objective": self.device.empty(members),
-                "prices": self.device.empty((members, quotes))}
+                "partial": self.device.empty((members, blocks)),
+                "objective": self.device.empty(members),
+                "prices": self.device.empty((members, quotes)),
+            }
         return self._work[members]
 
     def _terms(self, params) -> dict:

@@ -7,6 +7,7 @@ Table columns, one row per quote: ``maturity`` (date), ``strike`` (> 0, in the c
 rows): ``valuation_date`` (required), ``spot`` (> 0, default 1), ``rate`` and ``dividend`` (continuously
 compounded annual rates, default 0). Times are ACT/365 from the valuation date.
 """
+
 from __future__ import annotations
 
 import re
@@ -57,12 +58,13 @@ class Surface:
         """Normalised strikes ``k = K / F``."""
         return np.exp(self.log_strike)
 
-    def by_maturity(self) -> tuple[np.ndarray, "Surface"]:
+    def by_maturity(self) -> tuple[np.ndarray, Surface]:
         """This surface with its quotes sorted by maturity (stable), and the order: sorted position -> position
         here (``prices_here[order] = prices_sorted``)."""
         order = np.argsort(self.term, kind="stable")
-        fields = {f: getattr(self, f)[order] for f in ("rows", "term", "log_strike", "market", "vega", "weight",
-                                                        "scale")}
+        fields = {
+            f: getattr(self, f)[order] for f in ("rows", "term", "log_strike", "market", "vega", "weight", "scale")
+        }
         return order, replace(self, **fields)
 
 
@@ -73,10 +75,17 @@ def make_surface(name: str, t, log_strike, vol, weight=None, scale=None, rows=No
     times, term = np.unique(t, return_inverse=True)
     market, vega = market_call(log_strike, t, np.asarray(vol, dtype=np.float64))
     n = len(t)
-    return Surface(name=name, rows=np.arange(n) if rows is None else np.asarray(rows),
-                   times=times, term=term.astype(np.int64), log_strike=log_strike, market=market, vega=vega,
-                   weight=np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64),
-                   scale=np.ones(n) if scale is None else np.asarray(scale, dtype=np.float64))
+    return Surface(
+        name=name,
+        rows=np.arange(n) if rows is None else np.asarray(rows),
+        times=times,
+        term=term.astype(np.int64),
+        log_strike=log_strike,
+        market=market,
+        vega=vega,
+        weight=np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64),
+        scale=np.ones(n) if scale is None else np.asarray(scale, dtype=np.float64),
+    )
 
 
 def heston_surfaces(quotes: pd.DataFrame) -> list[Surface]:
@@ -106,8 +115,9 @@ def heston_surfaces(quotes: pd.DataFrame) -> list[Surface]:
         for column, values in (("valuation_date", valuation), *market.items()):
             first = values[rows[0]]
             same = (values[rows] == first) | (pd.isna(values[rows]) & pd.isna(first))
-            checks.flag_at(rows[~same], column, f"must be the same on every row of surface '{name}' "
-                                                 f"(its first row has {first})")
+            checks.flag_at(
+                rows[~same], column, f"must be the same on every row of surface '{name}' (its first row has {first})"
+            )
         if not np.any(weight[rows] > 0):
             checks.flag_at(rows[:1], "weight", f"surface '{name}' needs a quote with weight > 0")
     checks.raise_if_any()
@@ -116,8 +126,10 @@ def heston_surfaces(quotes: pd.DataFrame) -> list[Surface]:
     forward = market["spot"] * np.exp((market["rate"] - market["dividend"]) * t)
     scale = forward * np.exp(-market["rate"] * t)
     log_strike = np.log(strike) - np.log(forward)
-    return [make_surface(name, t[rows], log_strike[rows], vol[rows], weight[rows], scale[rows], rows)
-            for name, rows in groups.items()]
+    return [
+        make_surface(name, t[rows], log_strike[rows], vol[rows], weight[rows], scale[rows], rows)
+        for name, rows in groups.items()
+    ]
 
 
 @dataclass(frozen=True)
@@ -140,26 +152,40 @@ def read_benchmark(path) -> tuple[pd.DataFrame, BenchmarkSettings]:
         raise InvalidInputError([Problem(None, where, None, "is not UTF-8 text")]) from None
     values = dict((name, value) for value, name in re.findall(r"^\s*(\S+)\s+--\s+(\w+)", text, re.MULTILINE))
     lists = re.findall(r"\[([^\]]*)\]", text)
-    problems = [Problem(None, where, None, f"needs a line '<value> -- {name}'")
-                for name in ("max_global", "nb_points", "np", "today") if name not in values]
-    problems += [Problem(None, where, None, f"{name} must be a whole number >= 1, not {values[name]!r}")
-                 for name in ("max_global", "nb_points", "np") if name in values and not _whole(values[name])]
+    problems = [
+        Problem(None, where, None, f"needs a line '<value> -- {name}'")
+        for name in ("max_global", "nb_points", "np", "today")
+        if name not in values
+    ]
+    problems += [
+        Problem(None, where, None, f"{name} must be a whole number >= 1, not {values[name]!r}")
+        for name in ("max_global", "nb_points", "np")
+        if name in values and not _whole(values[name])
+    ]
     today = pd.to_datetime(values.get("today"), format="%Y%m%d", errors="coerce")
     if "today" in values and pd.isna(today):
         problems.append(Problem(None, where, None, f"today must be a date yyyymmdd, not {values['today']!r}"))
     if len(lists) != 3:
-        problems.append(Problem(None, where, None, f"needs 3 bracketed lists (maturities, strikes, quotes), "
-                                                   f"found {len(lists)}"))
+        problems.append(
+            Problem(None, where, None, f"needs 3 bracketed lists (maturities, strikes, quotes), found {len(lists)}")
+        )
     if problems:
         raise InvalidInputError(problems)
     columns = [[item.strip() for item in body.split(",") if item.strip()] for body in lists]
     if len({len(c) for c in columns}) != 1:
-        raise InvalidInputError([Problem(None, where, None, "the three lists must have the same length, found "
-                                         + ", ".join(str(len(c)) for c in columns))])
-    table = pd.DataFrame({"surface": "default", "valuation_date": today,
-                          "maturity": pd.to_datetime(columns[0], format="%Y%m%d", errors="coerce"),
-                          "strike": pd.to_numeric(pd.Series(columns[1]), errors="coerce"),
-                          "implied_vol": pd.to_numeric(pd.Series(columns[2]), errors="coerce")})
+        lengths = ", ".join(str(len(c)) for c in columns)
+        raise InvalidInputError(
+            [Problem(None, where, None, f"the three lists must have the same length, found {lengths}")]
+        )
+    table = pd.DataFrame(
+        {
+            "surface": "default",
+            "valuation_date": today,
+            "maturity": pd.to_datetime(columns[0], format="%Y%m%d", errors="coerce"),
+            "strike": pd.to_numeric(pd.Series(columns[1]), errors="coerce"),
+            "implied_vol": pd.to_numeric(pd.Series(columns[2]), errors="coerce"),
+        }
+    )
     settings = BenchmarkSettings(int(values["max_global"]), int(values["nb_points"]), int(values["np"]))
     return table, settings
 

@@ -6,6 +6,7 @@ parameter-independent rotations ``exp(-i x_j ln k)``; ``accurate`` integrates th
 (15-point Gauss-Kronrod panels on ``x = L u / (1 - u)``, one panel sequence per member and maturity, shared by
 its strikes).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +33,7 @@ class ReferenceEngine:
 
     def integrals(self, params) -> tuple[np.ndarray, np.ndarray]:
         """Control variances ``(P, maturities)`` and the correction integrals over pi ``(P, quotes)``."""
-        with np.errstate(all="ignore"):   # members out of the box may overflow: their prices become NaN
+        with np.errstate(all="ignore"):  # members out of the box may overflow: their prices become NaN
             return self._integrals(params)
 
     def _integrals(self, params) -> tuple[np.ndarray, np.ndarray]:

@@ -4,6 +4,7 @@ A surface is priced by the GL-20 recipe (the reference engine) at known paramete
 Black-Scholes implied volatilities and perturbed by relative noise. Everything is drawn from
 ``numpy.random.default_rng(seed)``: a seed and a size give one table.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,15 @@ QUOTES_PER_MATURITY = 50
 VALUATION_DATE = "2026-01-02"
 
 
-def synthetic_quotes(n_quotes: int, seed: int = 0, *, maturities: int | None = None, max_years: float = 30.0,
-                     noise: float = 0.005, params=TRUE_PARAMS) -> pd.DataFrame:
+def synthetic_quotes(
+    n_quotes: int,
+    seed: int = 0,
+    *,
+    maturities: int | None = None,
+    max_years: float = 30.0,
+    noise: float = 0.005,
+    params=TRUE_PARAMS,
+) -> pd.DataFrame:
     """A ``heston_quotes`` table of one surface (``synthetic``, spot 1, rates 0) of ``n_quotes`` quotes on
     ``maturities`` distinct dates (default ``n_quotes / 50``) between one month and ``max_years`` years, strikes
     from 2.5 standard deviations in the money to 2 out, vols with relative noise ``noise``."""
@@ -34,15 +42,22 @@ def synthetic_quotes(n_quotes: int, seed: int = 0, *, maturities: int | None = N
         t = days[term] / DAYS_PER_YEAR
         log_strike = 0.25 * np.sqrt(t) * rng.uniform(-2.5, 2.0, n_quotes)
         prices = ReferenceEngine(make_surface("synthetic", t, log_strike, np.full(n_quotes, 0.2))).prices(
-            np.array([params]))[0]
+            np.array([params])
+        )[0]
         vol = implied_vol(log_strike, t, prices) * (1.0 + noise * rng.standard_normal(n_quotes))
         keep = np.isfinite(vol)
         quotes.append((days[term][keep], log_strike[keep], vol[keep]))
     day, log_strike, vol = (np.concatenate(parts)[:n_quotes] for parts in zip(*quotes))
     valuation = pd.Timestamp(VALUATION_DATE)
-    return pd.DataFrame({"surface": "synthetic", "valuation_date": valuation,
-                         "maturity": valuation + pd.to_timedelta(day, unit="D"), "strike": np.exp(log_strike),
-                         "implied_vol": vol})
+    return pd.DataFrame(
+        {
+            "surface": "synthetic",
+            "valuation_date": valuation,
+            "maturity": valuation + pd.to_timedelta(day, unit="D"),
+            "strike": np.exp(log_strike),
+            "implied_vol": vol,
+        }
+    )
 
 
 def implied_vol(log_strike, t, price, iterations: int = 100) -> np.ndarray:

@@ -9,6 +9,7 @@ where that bond is worth 1 it is a sum of puts on zero-coupon bonds struck at ``
 by the closed form ``K P(0, T0) N(-h + s) - P(0, t_i) N(-h)``, ``s = B sqrt(v)``,
 ``h = ln(P(0, t_i) / (K P(0, T0))) / s + s / 2``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,8 +42,7 @@ def payer_price(swaptions: Swaptions, mean_reversion: float, volatility: float) 
     paid = swaptions.accrual > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         h = np.log(ratio / strike) / deviation + 0.5 * deviation
-        put = (strike * swaptions.start_discount[:, None] * ndtr(-h + deviation)
-               - swaptions.pay_discount * ndtr(-h))
+        put = strike * swaptions.start_discount[:, None] * ndtr(-h + deviation) - swaptions.pay_discount * ndtr(-h)
     return np.sum(np.where(paid, amounts * put, 0.0), axis=1)
 
 

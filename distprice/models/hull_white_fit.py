@@ -6,6 +6,7 @@ the bounds), from ``a = 0.1`` and the volatility that prices the quotes' average
 :func:`fit_hull_white` fits one model and is pure (one cluster task per model);
 :func:`calibrate_hull_white` fits every model of a quotes table in this process.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,15 +60,34 @@ def fit_hull_white(swaptions: Swaptions) -> HullWhiteFit:
         return root_weight * (payer_price(swaptions, x[0], x[1]) / market - 1.0)
 
     start = np.array([START_MEAN_REVERSION, _start_volatility(swaptions)])
-    result = least_squares(residuals, start, bounds=(LOWER, np.inf), method="trf", x_scale=start,
-                           ftol=TOLERANCE, xtol=TOLERANCE, gtol=TOLERANCE, max_nfev=MAX_EVALS)
+    result = least_squares(
+        residuals,
+        start,
+        bounds=(LOWER, np.inf),
+        method="trf",
+        x_scale=start,
+        ftol=TOLERANCE,
+        xtol=TOLERANCE,
+        gtol=TOLERANCE,
+        max_nfev=MAX_EVALS,
+    )
     a, sigma = result.x
     model = payer_price(swaptions, a, sigma)
     error = implied_volatility(swaptions, model) - swaptions.volatility
     rmse = float(np.sqrt(np.sum(swaptions.weight * error * error) / np.sum(swaptions.weight)))
     status = "converged" if result.status > 0 else "max_evals_reached"
-    return HullWhiteFit(swaptions.model, swaptions.curve, float(a), float(sigma), rmse, swaptions.size, evaluations,
-                        status, market, model)
+    return HullWhiteFit(
+        swaptions.model,
+        swaptions.curve,
+        float(a),
+        float(sigma),
+        rmse,
+        swaptions.size,
+        evaluations,
+        status,
+        market,
+        model,
+    )
 
 
 def _start_volatility(swaptions: Swaptions) -> float:

@@ -4,19 +4,23 @@
 A rule is a pair of float64 arrays ``(nodes, weights)``. Gauss-Laguerre integrates over ``[0, inf)`` a
 function that is not weighted by ``exp(-x)``: its weights are ``w_j exp(x_j)``.
 """
+
 from __future__ import annotations
 
 import functools
 
 import numpy as np
 
+# fmt: off
 KRONROD_NODES = np.array([
     0.991455371120812639206854697526329, 0.949107912342758524526189684047851,
     0.864864423359769072789712788640926, 0.741531185599394439863864773280788,
     0.586087235467691130294144845693013, 0.405845151377397166906606412076961,
     0.207784955007898467600689403773245, 0.0])
+# fmt: on
 """Non-negative abscissae of the 15-point Kronrod rule on [-1, 1]; every other one (1, 3, 5, 7) is a node
 of the 7-point Gauss rule."""
+# fmt: off
 KRONROD_WEIGHTS = np.array([
     0.022935322010529224963732008058970, 0.063092092629978553290700663189204,
     0.104790010322250183839876322541518, 0.140653259715525918745189590510238,
@@ -25,6 +29,7 @@ KRONROD_WEIGHTS = np.array([
 GAUSS_WEIGHTS = np.array([
     0.129484966168869693270611432679082, 0.279705391489276667901467771423780,
     0.381830050505118944950369775488975, 0.417959183673469387755102040816327])
+# fmt: on
 """Weights of the 7-point Gauss rule at KRONROD_NODES[1], [3], [5], [7]."""
 
 
@@ -50,6 +55,7 @@ def kronrod() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     gauss_weights = np.zeros(15)
     gauss_weights[[1, 3, 5, 7, 9, 11, 13]] = np.concatenate([GAUSS_WEIGHTS, GAUSS_WEIGHTS[-2::-1]])
     return nodes, kronrod_weights, gauss_weights
+
 
 ADAPTIVE_TOLERANCE = 1e-10
 """Accurate mode: a panel of width h (in the mapped variable u in [0, 1]) is accepted when the Kronrod and Gauss

@@ -10,6 +10,7 @@ Time form: the swap starts at the expiry T0, pays ``strike / f`` at ``T0 + i / f
 floating leg is worth ``P(0, T0) - P(0, Tn)``. Annuity ``A = sum_i tau_i P(0, t_i)``, forward rate
 ``F = (P(0, T0) - P(0, Tn)) / A``. Prices are per unit notional.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -100,8 +101,7 @@ def implied_volatility(swaptions: Swaptions, price: np.ndarray, iterations: int 
     low, high = np.full(swaptions.size, np.log(1e-12)), np.full(swaptions.size, np.log(10.0))
 
     def price_at(log_vol):
-        return swaption_price(annuity, forward, swaptions.strike, swaptions.expiry, np.exp(log_vol),
-                              swaptions.normal)
+        return swaption_price(annuity, forward, swaptions.strike, swaptions.expiry, np.exp(log_vol), swaptions.normal)
 
     reachable = (price_at(low) <= price) & (price <= price_at(high))
     for _ in range(iterations):
@@ -149,54 +149,100 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
     checks.flag(strike <= 0, "strike", "must be > 0 (or empty: at the money)")
     checks.flag(weight < 0, "weight", "must be >= 0")
     known_frequency = np.isin(frequency, FREQUENCIES)
-    checks.flag(~np.isnan(frequency) & ~known_frequency, "fixed_frequency",
-                f"must be one of {', '.join(map(str, FREQUENCIES))}")
+    checks.flag(
+        ~np.isnan(frequency) & ~known_frequency, "fixed_frequency", f"must be one of {', '.join(map(str, FREQUENCIES))}"
+    )
     periods = tenor * frequency
-    checks.flag(known_frequency & (tenor > 0) & ~(np.abs(periods - np.rint(periods)) <= WHOLE), "tenor",
-                "must be a whole number of fixed periods (tenor * fixed_frequency an integer)")
-    checks.flag([k is not None and k not in VOLATILITY_TYPES for k in kind], "volatility_type",
-                f"must be one of {', '.join(VOLATILITY_TYPES)}")
+    checks.flag(
+        known_frequency & (tenor > 0) & ~(np.abs(periods - np.rint(periods)) <= WHOLE),
+        "tenor",
+        "must be a whole number of fixed periods (tenor * fixed_frequency an integer)",
+    )
+    checks.flag(
+        [k is not None and k not in VOLATILITY_TYPES for k in kind],
+        "volatility_type",
+        f"must be one of {', '.join(VOLATILITY_TYPES)}",
+    )
     for name, (low, top) in VOLATILITY_RANGE.items():
         outside = (volatility > 0) & np.isfinite(volatility) & ~((low <= volatility) & (volatility <= top))
-        checks.flag((kind == name) & outside, "volatility",
-                    f"must be between {low:g} and {top:g} for a {name} volatility")
+        checks.flag(
+            (kind == name) & outside, "volatility", f"must be between {low:g} and {top:g} for a {name} volatility"
+        )
     known_curve = np.array([c in curves for c in curve])
-    checks.flag([c is not None and not known for c, known in zip(curve, known_curve)], "curve",
-                f"unknown curve (known: {', '.join(sorted(curves))})")
+    checks.flag(
+        [c is not None and not known for c, known in zip(curve, known_curve)],
+        "curve",
+        f"unknown curve (known: {', '.join(sorted(curves))})",
+    )
     groups = {name: np.flatnonzero(model == name) for name in dict.fromkeys(m for m in model if m is not None)}
     for name, rows in groups.items():
-        checks.flag_at(rows[curve[rows] != curve[rows[0]]], "curve",
-                       f"must be the same on every row of model '{name}' (its first row has '{curve[rows[0]]}')")
+        checks.flag_at(
+            rows[curve[rows] != curve[rows[0]]],
+            "curve",
+            f"must be the same on every row of model '{name}' (its first row has '{curve[rows[0]]}')",
+        )
         if np.sum(weight[rows] > 0) < 2:
-            checks.flag_at(rows[:1], "weight", f"model '{name}' needs at least 2 quotes with weight > 0 "
-                                               "(it fits mean reversion and volatility)")
+            checks.flag_at(
+                rows[:1],
+                "weight",
+                f"model '{name}' needs at least 2 quotes with weight > 0 (it fits mean reversion and volatility)",
+            )
     checks.raise_if_any()
 
     sets = []
     for name, rows in groups.items():
-        swaptions = _swaptions(name, curves[curve[rows[0]]], curve[rows[0]], rows, expiry[rows], tenor[rows],
-                               frequency[rows], strike[rows], volatility[rows], kind[rows] == "normal",
-                               weight[rows])
+        swaptions = _swaptions(
+            name,
+            curves[curve[rows[0]]],
+            curve[rows[0]],
+            rows,
+            expiry[rows],
+            tenor[rows],
+            frequency[rows],
+            strike[rows],
+            volatility[rows],
+            kind[rows] == "normal",
+            weight[rows],
+        )
         atm = swaptions.forward
-        checks.flag_at(rows[np.isnan(strike[rows]) & ~(atm > 0)], "strike",
-                       "at the money, the forward swap rate is <= 0: Jamshidian's decomposition needs a strike > 0")
-        checks.flag_at(rows[~swaptions.normal & ~(atm > 0)], "volatility_type",
-                       "lognormal needs a forward swap rate > 0")
+        checks.flag_at(
+            rows[np.isnan(strike[rows]) & ~(atm > 0)],
+            "strike",
+            "at the money, the forward swap rate is <= 0: Jamshidian's decomposition needs a strike > 0",
+        )
+        checks.flag_at(
+            rows[~swaptions.normal & ~(atm > 0)], "volatility_type", "lognormal needs a forward swap rate > 0"
+        )
         with np.errstate(all="ignore"):
             price = swaptions.market_price()
-        checks.flag_at(rows[(atm > 0) & ~(np.isfinite(price) & (price > 0))], "volatility",
-                       "gives a swaption price that is not a positive finite number")
+        checks.flag_at(
+            rows[(atm > 0) & ~(np.isfinite(price) & (price > 0))],
+            "volatility",
+            "gives a swaption price that is not a positive finite number",
+        )
         sets.append(swaptions)
     checks.raise_if_any()
     return sets
 
 
-def _swaptions(model, curve: ZeroCurve, curve_name, rows, expiry, tenor, frequency, strike, volatility, normal,
-               weight) -> Swaptions:
+def _swaptions(
+    model, curve: ZeroCurve, curve_name, rows, expiry, tenor, frequency, strike, volatility, normal, weight
+) -> Swaptions:
     pay_time, accrual = time_form_cash_flows(expiry, tenor, frequency)
-    swaptions = Swaptions(model=model, curve=curve_name, rows=rows, expiry=expiry, pay_time=pay_time,
-                          accrual=accrual, start_discount=curve.discount(expiry), pay_discount=curve.discount(pay_time),
-                          strike=strike, volatility=volatility, normal=np.asarray(normal, dtype=bool), weight=weight)
+    swaptions = Swaptions(
+        model=model,
+        curve=curve_name,
+        rows=rows,
+        expiry=expiry,
+        pay_time=pay_time,
+        accrual=accrual,
+        start_discount=curve.discount(expiry),
+        pay_discount=curve.discount(pay_time),
+        strike=strike,
+        volatility=volatility,
+        normal=np.asarray(normal, dtype=bool),
+        weight=weight,
+    )
     at_the_money = np.isnan(strike)
     if at_the_money.any():
         swaptions = replace(swaptions, strike=np.where(at_the_money, swaptions.forward, strike))

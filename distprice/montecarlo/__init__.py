@@ -6,6 +6,7 @@ contract payoff, averaged over paths per market model. Engines: ``reference`` (n
 are the parallel dimension: :func:`price_range` prices a range of them anywhere and :func:`combine` puts
 ranges together; :func:`stage_split` times the CPU engine's stages.
 """
+
 from .contracts import EuropeanCall, WorstOfAutocall, WorstOfDailyBarrier
 from .estimate import Estimate, Partial, combine, split
 from .finpar import read_benchmark
@@ -15,6 +16,22 @@ from .pricing import ENGINES, price_mc, price_range, resolve_engine
 from .rules import validate, with_options
 from .stages import stage_split
 
-__all__ = ["ENGINES", "Estimate", "EuropeanCall", "Job", "Partial", "WorstOfAutocall", "WorstOfDailyBarrier",
-           "combine", "price_mc", "price_range", "read_benchmark", "read_inputs", "resolve_engine", "split",
-           "stage_split", "validate", "with_options"]
+__all__ = [
+    "ENGINES",
+    "Estimate",
+    "EuropeanCall",
+    "Job",
+    "Partial",
+    "WorstOfAutocall",
+    "WorstOfDailyBarrier",
+    "combine",
+    "price_mc",
+    "price_range",
+    "read_benchmark",
+    "read_inputs",
+    "resolve_engine",
+    "split",
+    "stage_split",
+    "validate",
+    "with_options",
+]

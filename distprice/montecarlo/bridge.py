@@ -9,6 +9,7 @@ where W = 0) from the normal z_i of Sobol row i:
 and the increments are dW[1] = W[1], dW[t] = W[t] − W[t−1]. The first Sobol dimensions so drive the last
 date. :func:`from_dates` builds the bridge of Oancea et al.'s pricer from the dates (years).
 """
+
 from __future__ import annotations
 
 import functools
@@ -57,12 +58,19 @@ def from_dates(t: np.ndarray) -> Bridge:
             continue
         m = (l + r) // 2
         span = t[r] - t[l]
-        steps.append((m, l, r, np.sqrt((t[m] - t[l]) * (t[r] - t[m]) / span), (t[r] - t[m]) / span,
-                      (t[m] - t[l]) / span))
-        intervals += [(m, r), (l, m)]          # (l, m) is popped first
+        steps.append(
+            (m, l, r, np.sqrt((t[m] - t[l]) * (t[r] - t[m]) / span), (t[r] - t[m]) / span, (t[m] - t[l]) / span)
+        )
+        intervals += [(m, r), (l, m)]  # (l, m) is popped first
     index, left, right, sd, lw, rw = (np.array(column) for column in zip(*steps))
-    return Bridge(index.astype(np.int32), left.astype(np.int32), right.astype(np.int32),
-                  sd.astype(np.float64), lw.astype(np.float64), rw.astype(np.float64))
+    return Bridge(
+        index.astype(np.int32),
+        left.astype(np.int32),
+        right.astype(np.int32),
+        sd.astype(np.float64),
+        lw.astype(np.float64),
+        rw.astype(np.float64),
+    )
 
 
 def problems(bridge: Bridge) -> list[tuple[int, str, str]]:
@@ -106,12 +114,12 @@ class Schedule:
     dates ``emit_dates[emit_start[i]:emit_start[i+1]]`` (ascending over the whole walk) are complete and
     their increments can be used. W of a step lives in register ``slot`` (0 holds time 0, always 0)."""
 
-    slot: np.ndarray          # int32 [T]: where step i writes W[index_i]
-    left_slot: np.ndarray     # int32 [T]: where W[left_i] is (0 for time 0)
-    right_slot: np.ndarray    # int32 [T]
-    emit_start: np.ndarray    # int32 [T + 1]
-    emit_slots: np.ndarray    # int32 [T]: the slot of each emitted date, in date order
-    slots: int                # registers needed, slot 0 included
+    slot: np.ndarray  # int32 [T]: where step i writes W[index_i]
+    left_slot: np.ndarray  # int32 [T]: where W[left_i] is (0 for time 0)
+    right_slot: np.ndarray  # int32 [T]
+    emit_start: np.ndarray  # int32 [T + 1]
+    emit_slots: np.ndarray  # int32 [T]: the slot of each emitted date, in date order
+    slots: int  # registers needed, slot 0 included
 
 
 def schedule(bridge: Bridge) -> Schedule:
@@ -122,8 +130,8 @@ def schedule(bridge: Bridge) -> Schedule:
     step_of = np.empty(dates + 1, dtype=np.int64)
     step_of[0] = -1
     step_of[bridge.index] = np.arange(dates)
-    emitted_after = np.maximum.accumulate(step_of[1:])        # date t is complete after this step
-    last_use = emitted_after.copy()                            # index t-1: last step reading W[t]
+    emitted_after = np.maximum.accumulate(step_of[1:])  # date t is complete after this step
+    last_use = emitted_after.copy()  # index t-1: last step reading W[t]
     for i in range(1, dates):
         for end in (bridge.left[i], bridge.right[i]):
             if end:
@@ -134,7 +142,7 @@ def schedule(bridge: Bridge) -> Schedule:
     used = 1
     emit_start = np.searchsorted(emitted_after, np.arange(dates + 1), side="left").astype(np.int32)
     emit_slots = np.zeros(dates, dtype=np.int32)
-    freed: list[list[int]] = [[] for _ in range(dates)]       # dates (t - 1) whose W is last used at step i
+    freed: list[list[int]] = [[] for _ in range(dates)]  # dates (t - 1) whose W is last used at step i
     for t, i in enumerate(last_use.tolist()):
         freed[i].append(t)
     for i in range(dates):

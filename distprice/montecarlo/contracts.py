@@ -17,6 +17,7 @@ compiled engine's :func:`observe` (each date) and :func:`settle` (the payoff) ta
 engine follows paths so, and compare them with :meth:`Contract.thresholds` in the same terms (S ≥ L ⇔
 y ≥ log(L / S0); worst(t) ≥ 1 ⇔ S_j ≥ L_j for every j).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,8 +39,9 @@ class Contract:
 
     def terms(self) -> np.ndarray:
         """The terms as engines read them (float64)."""
-        return np.concatenate([np.atleast_1d(np.asarray(getattr(self, f.name), dtype=np.float64))
-                               for f in dataclasses.fields(self)])
+        return np.concatenate(
+            [np.atleast_1d(np.asarray(getattr(self, f.name), dtype=np.float64)) for f in dataclasses.fields(self)]
+        )
 
     def cashflows(self, dates: int) -> int:
         """The number of discount factors the contract reads."""
@@ -107,11 +109,15 @@ class WorstOfAutocall(Contract):
     def shape_rules(self, dates, underlyings):
         rules = []
         if len(self.levels) != underlyings:
-            rules.append(f"worst_of_autocall has {len(self.levels)} levels, one per underlying, "
-                         f"but the job has {underlyings} underlyings (give 'levels' in mc_terms)")
+            rules.append(
+                f"worst_of_autocall has {len(self.levels)} levels, one per underlying, "
+                f"but the job has {underlyings} underlyings (give 'levels' in mc_terms)"
+            )
         if len(self.coupons) != dates - 1:
-            rules.append(f"worst_of_autocall has {len(self.coupons)} coupons, one per date but the last, "
-                         f"but the job has {dates} dates (give 'coupons' in mc_terms)")
+            rules.append(
+                f"worst_of_autocall has {len(self.coupons)} coupons, one per date but the last, "
+                f"but the job has {dates} dates (give 'coupons' in mc_terms)"
+            )
         return rules
 
     def payoff(self, s, disc, detval):
@@ -121,8 +127,8 @@ class WorstOfAutocall(Contract):
         first = np.argmax(called, axis=1)
         final = worst[:, -1]
         notional = real(self.notional)
-        at_end = np.where(final >= 1, real(self.final_coupon),
-                          np.where(final > real(self.protection), notional, final * notional)) * disc[-1]
+        redeemed = np.where(final > real(self.protection), notional, final * notional)
+        at_end = np.where(final >= 1, real(self.final_coupon), redeemed) * disc[-1]
         coupons = np.asarray(self.coupons, dtype=s.dtype)
         early = coupons[first] * disc[first]
         return np.where(called.any(axis=1), early, at_end).astype(s.dtype)
@@ -146,10 +152,12 @@ class WorstOfDailyBarrier(Contract):
         return 2
 
     def shape_rules(self, dates, underlyings):
-        return [f"worst_of_daily_barrier has {len(values)} {term}, one per underlying, but the job has "
-                f"{underlyings} underlyings (give '{term}' in mc_terms)"
-                for term, values in (("levels", self.levels), ("barriers", self.barriers))
-                if len(values) != underlyings]
+        return [
+            f"worst_of_daily_barrier has {len(values)} {term}, one per underlying, but the job has "
+            f"{underlyings} underlyings (give '{term}' in mc_terms)"
+            for term, values in (("levels", self.levels), ("barriers", self.barriers))
+            if len(values) != underlyings
+        ]
 
     def payoff(self, s, disc, detval):
         real = s.dtype.type
@@ -234,8 +242,11 @@ def settle(code, terms, disc, detval, last, prices, state, m, values, lanes):
         return
     _worst(terms, prices, lanes)
     if code == 2:
-        final, notional, protection = (terms[underlyings + last], terms[underlyings + last + 1],
-                                       terms[underlyings + last + 2])
+        final, notional, protection = (
+            terms[underlyings + last],
+            terms[underlyings + last + 1],
+            terms[underlyings + last + 2],
+        )
         for b in range(lanes):
             called, w = state[m, b], prices[underlyings, b]
             if called < last:

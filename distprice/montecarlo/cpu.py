@@ -24,6 +24,7 @@ that depends only on the task. Arithmetic is in the job's precision (exp and log
 the CUDA kernel's device functions (``kernels/montecarlo.cuh``) repeat it operation by operation, and a
 test holds the two to the same bits.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -131,9 +132,35 @@ def _prices(m, spots, logarithmic, level, prices):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def walk(directions, offsets, scale, slot, left_slot, right_slot, emit_start, emit_slots, sd, lw, rw, spots,
-         vol, drift, chol, disc, detval, code, terms, logarithmic, thresholds, first, count, stages, sums, row,
-         payoffs):
+def walk(
+    directions,
+    offsets,
+    scale,
+    slot,
+    left_slot,
+    right_slot,
+    emit_start,
+    emit_slots,
+    sd,
+    lw,
+    rw,
+    spots,
+    vol,
+    drift,
+    chol,
+    disc,
+    detval,
+    code,
+    terms,
+    logarithmic,
+    thresholds,
+    first,
+    count,
+    stages,
+    sums,
+    row,
+    payoffs,
+):
     """Paths first … first + count − 1 (0-based k; Sobol index k + 1), in blocks of as many paths as
     ``offsets`` has lanes: adds each model's payoff to sums[row, m] and, if ``payoffs`` has columns, writes
     it to payoffs[m, k − first]. ``stages`` < 4 stops the pipeline after that many :data:`STAGES` (payoffs
@@ -143,7 +170,7 @@ def walk(directions, offsets, scale, slot, left_slot, right_slot, emit_start, em
     shift = 0
     while (1 << shift) < width:
         shift += 1
-    steps = max(1, CHUNK_NORMALS // (underlyings * width))          # bridge steps per chunk
+    steps = max(1, CHUNK_NORMALS // (underlyings * width))  # bridge steps per chunk
     base = np.empty(dims, np.uint32)
     u = np.empty(steps * underlyings * width, sd.dtype)
     z = np.empty_like(u)
@@ -175,7 +202,7 @@ def walk(directions, offsets, scale, slot, left_slot, right_slot, emit_start, em
                 continue
             for i in range(i0, i1):
                 _bridge_step(i, z, (i - i0) * underlyings * width, slot, left_slot, right_slot, sd, lw, rw, w)
-                for date in range(emit_start[i], emit_start[i + 1]):   # dates complete after step i
+                for date in range(emit_start[i], emit_start[i + 1]):  # dates complete after step i
                     _increments(w, emit_slots[date], previous, dw)
                     if stages < 4:
                         continue
@@ -203,15 +230,67 @@ def walk(directions, offsets, scale, slot, left_slot, right_slot, emit_start, em
 
 
 @numba.njit(cache=True, error_model="numpy", nogil=True)
-def _walk_tasks(directions, offsets, scale, slot, left_slot, right_slot, emit_start, emit_slots, sd, lw, rw,
-                spots, vol, drift, chol, disc, detval, code, terms, logarithmic, thresholds, task_first, task_count,
-                stages, sums, lo, hi):
+def _walk_tasks(
+    directions,
+    offsets,
+    scale,
+    slot,
+    left_slot,
+    right_slot,
+    emit_start,
+    emit_slots,
+    sd,
+    lw,
+    rw,
+    spots,
+    vol,
+    drift,
+    chol,
+    disc,
+    detval,
+    code,
+    terms,
+    logarithmic,
+    thresholds,
+    task_first,
+    task_count,
+    stages,
+    sums,
+    lo,
+    hi,
+):
     """Tasks lo … hi − 1 (:func:`walk` each into its row of ``sums``), without the GIL."""
     none = np.empty((0, 0))
     for i in range(lo, hi):
-        walk(directions, offsets, scale, slot, left_slot, right_slot, emit_start, emit_slots, sd, lw, rw, spots,
-             vol, drift, chol, disc, detval, code, terms, logarithmic, thresholds, task_first[i], task_count[i],
-             stages, sums, i, none)
+        walk(
+            directions,
+            offsets,
+            scale,
+            slot,
+            left_slot,
+            right_slot,
+            emit_start,
+            emit_slots,
+            sd,
+            lw,
+            rw,
+            spots,
+            vol,
+            drift,
+            chol,
+            disc,
+            detval,
+            code,
+            terms,
+            logarithmic,
+            thresholds,
+            task_first[i],
+            task_count[i],
+            stages,
+            sums,
+            i,
+            none,
+        )
 
 
 def _run_tasks(args: tuple, task_first: np.ndarray, task_count: np.ndarray, sums: np.ndarray) -> None:
@@ -235,12 +314,27 @@ def arguments(job: Job) -> tuple:
     """The job's arrays as the compiled functions read them, in the job's precision."""
     real = job.dtype
     plan = job.bridge.plan
-    return (job.directions, sobol.lane_offsets(job.directions, lanes(job)), real(2.0**-job.bits), plan.slot,
-            plan.left_slot, plan.right_slot, plan.emit_start, plan.emit_slots, *job.bridge.astype(real),
-            job.spots.astype(real), job.vol.astype(real), job.drift.astype(real), job.cholesky.astype(real),
-            job.discounts.astype(real), job.detvals.astype(real), job.contract.code,
-            job.contract.terms().astype(real), job.logarithmic,
-            job.contract.thresholds(job.spots, job.logarithmic).astype(real))
+    return (
+        job.directions,
+        sobol.lane_offsets(job.directions, lanes(job)),
+        real(2.0**-job.bits),
+        plan.slot,
+        plan.left_slot,
+        plan.right_slot,
+        plan.emit_start,
+        plan.emit_slots,
+        *job.bridge.astype(real),
+        job.spots.astype(real),
+        job.vol.astype(real),
+        job.drift.astype(real),
+        job.cholesky.astype(real),
+        job.discounts.astype(real),
+        job.detvals.astype(real),
+        job.contract.code,
+        job.contract.terms().astype(real),
+        job.logarithmic,
+        job.contract.thresholds(job.spots, job.logarithmic).astype(real),
+    )
 
 
 def tasks(job: Job, first: int, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,7 +351,7 @@ def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
     sums = np.zeros((len(task_first), len(job.models)))
     _run_tasks(arguments(job), task_first, task_count, sums)
     out = np.zeros((len(job.models), len(batch_starts(job.paths)) - 1))
-    for i, b in enumerate(batch):              # task order: a fixed order of addition
+    for i, b in enumerate(batch):  # task order: a fixed order of addition
         out[:, b] += sums[i]
     return out
 

@@ -4,6 +4,7 @@ The FinPar large set is not shipped here; :func:`large` builds a set of its shap
 days (the first date is today, with vol 0 and drift 0), the medium set's three indices, vols, first-year
 log-drifts (per year, times each day's length) and correlation, both payments discounted over one year.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,16 +21,30 @@ MEDIUM_CORRELATION = ((1.0, 0.6, 0.8), (0.6, 1.0, 0.6 * 0.8 + 0.8 * 0.15), (0.8,
 ONE_YEAR_DISCOUNT = 0.9797862861805930
 
 
-def tables(job: str, contract, t, spots, vol, drift, correlation, discounts, *, paths: int, detvals=None,
-           bits: int = 30, directions: str = sobol.JOE_KUO, precision: str = "fp64", terms=None) -> dict:
+def tables(
+    job: str,
+    contract,
+    t,
+    spots,
+    vol,
+    drift,
+    correlation,
+    discounts,
+    *,
+    paths: int,
+    detvals=None,
+    bits: int = 30,
+    directions: str = sobol.JOE_KUO,
+    precision: str = "fp64",
+    terms=None,
+) -> dict:
     """The input tables of one job. ``spots`` [M, U], ``vol`` and ``drift`` [M, T, U], ``correlation``
     [M, U, U], ``discounts`` [M, K] and ``detvals`` [M, K'] (arrays with fewer leading axes are one model);
     ``terms`` maps a term name to a number or a sequence (mc_terms)."""
     t = np.asarray(t, dtype=np.float64)
     spots = np.atleast_2d(spots)
     models, underlyings = spots.shape
-    vol, drift = (np.broadcast_to(np.asarray(a, dtype=np.float64), (models, len(t), underlyings))
-                  for a in (vol, drift))
+    vol, drift = (np.broadcast_to(np.asarray(a, dtype=np.float64), (models, len(t), underlyings)) for a in (vol, drift))
     correlation = np.broadcast_to(np.asarray(correlation, dtype=np.float64), (models, underlyings, underlyings))
     discounts = np.atleast_2d(discounts)
     detvals = np.zeros((models, 0)) if detvals is None else np.atleast_2d(detvals)
@@ -41,17 +56,26 @@ def tables(job: str, contract, t, spots, vol, drift, correlation, discounts, *, 
         mk, kk = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]), indexing="ij")
         return pd.DataFrame(dict(job=job, model=mk.ravel(), k=kk.ravel(), **{column: values.ravel()}))
 
-    rows = [(name, k, float(v)) for name, value in (terms or {}).items()
-            for k, v in enumerate(np.atleast_1d(value))]
+    rows = [(name, k, float(v)) for name, value in (terms or {}).items() for k, v in enumerate(np.atleast_1d(value))]
     return {
-        "mc_jobs": pd.DataFrame([dict(job=job, contract=contract, paths=paths, sobol_bits=bits,
-                                      directions=directions, precision=precision)]),
+        "mc_jobs": pd.DataFrame(
+            [dict(job=job, contract=contract, paths=paths, sobol_bits=bits, directions=directions, precision=precision)]
+        ),
         "mc_dates": pd.DataFrame(dict(job=job, date_index=np.arange(1, len(t) + 1), t=t)),
         "mc_spots": pd.DataFrame(dict(job=job, model=m.ravel(), underlying=j.ravel(), spot=spots.ravel())),
-        "mc_diffusion": pd.DataFrame(dict(job=job, model=mm.ravel(), date_index=tt.ravel() + 1,
-                                          underlying=jj.ravel(), vol=vol.ravel(), drift=drift.ravel())),
-        "mc_correlation": pd.DataFrame(dict(job=job, model=ci[0].ravel(), i=ci[1].ravel(), j=ci[2].ravel(),
-                                            value=correlation.ravel())),
+        "mc_diffusion": pd.DataFrame(
+            dict(
+                job=job,
+                model=mm.ravel(),
+                date_index=tt.ravel() + 1,
+                underlying=jj.ravel(),
+                vol=vol.ravel(),
+                drift=drift.ravel(),
+            )
+        ),
+        "mc_correlation": pd.DataFrame(
+            dict(job=job, model=ci[0].ravel(), i=ci[1].ravel(), j=ci[2].ravel(), value=correlation.ravel())
+        ),
         "mc_cashflows": per_k(discounts, "discount"),
         "mc_detvals": per_k(detvals, "value"),
         "mc_terms": pd.DataFrame(rows, columns=["term", "k", "value"]).assign(job=job),
@@ -65,5 +89,15 @@ def large(paths: int = 2**17, precision: str = "fp64", job: str = "large") -> di
     dt = np.diff(np.concatenate([[0.0], t]))[:, None]
     vol = np.where(days[:, None] == 0, 0.0, np.array(MEDIUM_VOLS)[None, :])
     drift = np.array(MEDIUM_DRIFTS)[None, :] * 365.0 / 366.0 * dt
-    return tables(job, 3, t, np.array(INDEX_LEVELS), vol, drift, MEDIUM_CORRELATION,
-                  [ONE_YEAR_DISCOUNT, ONE_YEAR_DISCOUNT], paths=paths, precision=precision)
+    return tables(
+        job,
+        3,
+        t,
+        np.array(INDEX_LEVELS),
+        vol,
+        drift,
+        MEDIUM_CORRELATION,
+        [ONE_YEAR_DISCOUNT, ONE_YEAR_DISCOUNT],
+        paths=paths,
+        precision=precision,
+    )

@@ -18,6 +18,7 @@ global array that compiled code freezes into its instructions, so that loops ove
 registers and vectorise (:func:`by_precision` does the same for tables kept in both precisions).
 ``kernels/montecarlo.cuh`` repeats exp and log operation by operation, from the same constants.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,20 @@ def _constants() -> np.ndarray:
         context.prec = 40
         ln2 = Decimal(2).ln()
     ln2_hi = _leading_bits(float(ln2), 42)
-    values = ([1.0 / math.factorial(n) for n in range(14)] + [2.0 / (2 * n + 1) for n in range(12)]
-              + [1.0 / math.log(2.0), 1.5 * 2.0**MANTISSA_BITS, ln2_hi, float(ln2 - Decimal(ln2_hi)),
-                 math.sqrt(0.5), -708.0, 709.0, 1.0])
+    values = (
+        [1.0 / math.factorial(n) for n in range(14)]
+        + [2.0 / (2 * n + 1) for n in range(12)]
+        + [
+            1.0 / math.log(2.0),
+            1.5 * 2.0**MANTISSA_BITS,
+            ln2_hi,
+            float(ln2 - Decimal(ln2_hi)),
+            math.sqrt(0.5),
+            -708.0,
+            709.0,
+            1.0,
+        ]
+    )
     values = np.array(values, dtype=np.float64)
     values.setflags(write=False)
     return values
@@ -165,7 +177,8 @@ def _exp(x):
     k = t - c[SHIFTER]
     r = (x - k * c[LN2_HI]) - k * c[LN2_LO]
     return _estrin(c, TAYLOR, r, c[TAYLOR + 12] + c[TAYLOR + 13] * r) * from_bits(
-        (bits(t) - bits(c[SHIFTER]) + EXPONENT_BIAS) << MANTISSA_BITS, x)
+        (bits(t) - bits(c[SHIFTER]) + EXPONENT_BIAS) << MANTISSA_BITS, x
+    )
 
 
 def _log(x):
@@ -176,7 +189,7 @@ def _log(x):
     m = from_bits(i - (k << MANTISSA_BITS), x)
     s = (m - c[ONE]) / (m + c[ONE])
     series = _estrin(c, ATANH, s * s, 0.0)
-    kf = from_bits(bits(c[SHIFTER]) + k, x) - c[SHIFTER]          # k as a float, exactly
+    kf = from_bits(bits(c[SHIFTER]) + k, x) - c[SHIFTER]  # k as a float, exactly
     return kf * c[LN2_HI] + (s * series + kf * c[LN2_LO])
 
 

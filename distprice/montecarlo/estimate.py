@@ -5,6 +5,7 @@ A job's paths k = 0 … N−1 are the parallel dimension. :func:`split` cuts the
 pickle; :func:`combine` adds the partials of one job in the order of their first path, so that the price
 does not depend on how the paths were split beyond float64 rounding (≈ 1e-16 relative).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,9 @@ def combine(partials: list[Partial]) -> Estimate:
         if p.job != job or p.paths != paths:
             raise OptionError(f"partials of jobs '{job}' and '{p.job}' cannot be combined")
         if p.first != covered:
-            raise OptionError(f"job '{job}': paths {covered}..{p.first - 1} are missing or priced twice "
-                              f"(a range starts at {p.first})")
+            raise OptionError(
+                f"job '{job}': paths {covered}..{p.first - 1} are missing or priced twice (a range starts at {p.first})"
+            )
         covered = p.first + p.count
     if covered != paths:
         raise OptionError(f"job '{job}': paths {covered}..{paths - 1} are not priced")

@@ -11,6 +11,7 @@ Numbers are read at full decimal precision (float64). The dates are recovered fr
 (t_T = sd_0², then each step's date from its ends and weights) and rounded to whole days / 365 where they
 are whole days. A FinPar set is priced in fp64, a Futhark set (whose outputs are float32) in fp32.
 """
+
 from __future__ import annotations
 
 import re
@@ -83,22 +84,41 @@ def read_benchmark(path) -> dict[str, pd.DataFrame]:
             raise ValueError("the header's dates, underlyings, models and bits disagree with the arrays")
         job = dict(job=name)
         return {
-            "mc_jobs": pd.DataFrame([dict(job=name, contract=contract, paths=paths, sobol_bits=bits,
-                                          directions=sobol.INPUT, precision="fp32" if futhark else "fp64")]),
-            "mc_dates": pd.DataFrame(dict(job, date_index=np.arange(1, dates + 1),
-                                          t=_dates(index, left, right, sd, lw, rw))),
+            "mc_jobs": pd.DataFrame(
+                [
+                    dict(
+                        job=name,
+                        contract=contract,
+                        paths=paths,
+                        sobol_bits=bits,
+                        directions=sobol.INPUT,
+                        precision="fp32" if futhark else "fp64",
+                    )
+                ]
+            ),
+            "mc_dates": pd.DataFrame(
+                dict(job, date_index=np.arange(1, dates + 1), t=_dates(index, left, right, sd, lw, rw))
+            ),
             "mc_spots": _long(job, starts, ("model", "underlying"), "spot"),
-            "mc_diffusion": _long(job, np.stack([vols, drifts], axis=-1),
-                                  ("model", "date_index", "underlying", None), ("vol", "drift"), date_axis=1),
+            "mc_diffusion": _long(
+                job,
+                np.stack([vols, drifts], axis=-1),
+                ("model", "date_index", "underlying", None),
+                ("vol", "drift"),
+                date_axis=1,
+            ),
             "mc_cholesky": _long(job, cholesky, ("model", "i", "j"), "value").query("j <= i").reset_index(drop=True),
             "mc_cashflows": _long(job, discts, ("model", "k"), "discount"),
             "mc_detvals": _long(job, np.array(detvals, dtype=np.float64).reshape(models, -1), ("model", "k"), "value"),
             "mc_directions": _long(job, directions, ("dim", "bit"), "value"),
-            "mc_bridge": pd.DataFrame(dict(job, step=np.arange(dates), bi=index, li=left, ri=right,
-                                           sd=sd, lw=lw, rw=rw)),
+            "mc_bridge": pd.DataFrame(
+                dict(job, step=np.arange(dates), bi=index, li=left, ri=right, sd=sd, lw=lw, rw=rw)
+            ),
         }
     except (ValueError, TypeError, OverflowError, IndexError) as error:  # UnicodeDecodeError is a ValueError
-        raise InvalidInputError([Problem(None, str(path), None, f"not a FinPar or Futhark data file: {error}")])
+        raise InvalidInputError(
+            [Problem(None, str(path), None, f"not a FinPar or Futhark data file: {error}")]
+        ) from None
 
 
 def _long(job: dict, array: np.ndarray, axes: tuple, value, date_axis: int | None = None) -> pd.DataFrame:
@@ -106,9 +126,10 @@ def _long(job: dict, array: np.ndarray, axes: tuple, value, date_axis: int | Non
     keys = [axis for axis in axes if axis is not None]
     names = (value,) if isinstance(value, str) else value
     if array.size == 0:
-        return pd.DataFrame({column: pd.Series(dtype=object if column == "job" else np.float64)
-                             for column in (*job, *keys, *names)})
-    shape = array.shape[:len(keys)]
+        return pd.DataFrame(
+            {column: pd.Series(dtype=object if column == "job" else np.float64) for column in (*job, *keys, *names)}
+        )
+    shape = array.shape[: len(keys)]
     grid = np.meshgrid(*(np.arange(n) for n in shape), indexing="ij")
     columns = {axis: g.ravel() + (1 if i == date_axis else 0) for i, (axis, g) in enumerate(zip(keys, grid))}
     values = array.reshape(int(np.prod(shape)), -1)

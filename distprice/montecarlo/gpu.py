@@ -5,6 +5,7 @@ CuPy is imported only when a launch or :func:`available` asks for it.
 numpy, so that a host build of the kernel's arithmetic can be checked against the CPU engine without a
 GPU; :func:`batch_sums` compiles (once per precision and shape, cached), uploads and launches.
 """
+
 from __future__ import annotations
 
 import functools
@@ -60,36 +61,60 @@ def layout(job: Job, first: int, count: int) -> Launch:
     multiples of ``threads`` and no longer than a batch; arguments in the job's precision."""
     shortest_batch = job.paths // BATCHES
     if shortest_batch < MIN_THREADS:
-        raise OptionError(f"job '{job.name}': the GPU engine needs at least {MIN_PATHS} paths "
-                          f"(a block of {MIN_THREADS} must fit in one of {BATCHES} batches); use the cpu engine")
+        raise OptionError(
+            f"job '{job.name}': the GPU engine needs at least {MIN_PATHS} paths "
+            f"(a block of {MIN_THREADS} must fit in one of {BATCHES} batches); use the cpu engine"
+        )
     threads = min(MAX_THREADS, 1 << (shortest_batch.bit_length() - 1))
     real = job.dtype
     plan = job.bridge.plan
     sd, lw, rw = job.bridge.astype(real)
     blocks = (first + count) // threads - (first + 1) // threads + 1 if count else 0
     arguments = dict(
-        directions=np.ascontiguousarray(job.directions, dtype=np.uint32).ravel(), bits=np.int32(job.bits),
-        dates=np.int32(job.dates), slot=plan.slot, left_slot=plan.left_slot, right_slot=plan.right_slot,
-        emit_start=plan.emit_start, emit_slots=plan.emit_slots, sd=sd, lw=lw, rw=rw,
-        spots=job.spots.astype(real).ravel(), vol=job.vol.astype(real).ravel(),
-        drift=job.drift.astype(real).ravel(), chol=job.cholesky.astype(real).ravel(),
-        disc=job.discounts.astype(real).ravel(), cashflows=np.int32(job.discounts.shape[1]),
-        detval=np.ascontiguousarray(job.detvals.astype(real).ravel()), detvals=np.int32(job.detvals.shape[1]),
-        terms=job.contract.terms().astype(real), logarithmic=np.int32(job.logarithmic),
+        directions=np.ascontiguousarray(job.directions, dtype=np.uint32).ravel(),
+        bits=np.int32(job.bits),
+        dates=np.int32(job.dates),
+        slot=plan.slot,
+        left_slot=plan.left_slot,
+        right_slot=plan.right_slot,
+        emit_start=plan.emit_start,
+        emit_slots=plan.emit_slots,
+        sd=sd,
+        lw=lw,
+        rw=rw,
+        spots=job.spots.astype(real).ravel(),
+        vol=job.vol.astype(real).ravel(),
+        drift=job.drift.astype(real).ravel(),
+        chol=job.cholesky.astype(real).ravel(),
+        disc=job.discounts.astype(real).ravel(),
+        cashflows=np.int32(job.discounts.shape[1]),
+        detval=np.ascontiguousarray(job.detvals.astype(real).ravel()),
+        detvals=np.int32(job.detvals.shape[1]),
+        terms=job.contract.terms().astype(real),
+        logarithmic=np.int32(job.logarithmic),
         thresholds=job.contract.thresholds(job.spots, job.logarithmic).astype(real).ravel(),
-        elementary=elementary.CONSTANTS, constants=normal.constants(real), scale=real(2.0**-job.bits),
-        first=np.int64(first), count=np.int64(count), paths=np.int64(job.paths))
+        elementary=elementary.CONSTANTS,
+        constants=normal.constants(real),
+        scale=real(2.0**-job.bits),
+        first=np.int64(first),
+        count=np.int64(count),
+        paths=np.int64(job.paths),
+    )
     if len(arguments["detval"]) == 0:
-        arguments["detval"] = np.zeros(1, dtype=real)        # a valid pointer for contracts without detvals
-    defines = (("MC_UNDERLYINGS", job.underlyings), ("MC_SLOTS", plan.slots),
-               ("MC_CONTRACT", job.contract.code), ("MC_THREADS", threads))
+        arguments["detval"] = np.zeros(1, dtype=real)  # a valid pointer for contracts without detvals
+    defines = (
+        ("MC_UNDERLYINGS", job.underlyings),
+        ("MC_SLOTS", plan.slots),
+        ("MC_CONTRACT", job.contract.code),
+        ("MC_THREADS", threads),
+    )
     return Launch(threads, blocks, defines, arguments, job.precision)
 
 
 def fold(job: Job, launch: Launch, sums: np.ndarray) -> np.ndarray:
     """Batch sums [M, BATCHES] from the kernel's block sums [M, blocks, 2], blocks added in order."""
     first = int(launch.arguments["first"])
-    out = np.zeros((BATCHES + 1, len(job.models)))           # row BATCHES takes what spills past the last batch
+    out = np.zeros((BATCHES + 1, len(job.models)))  # row BATCHES takes what spills past the last batch
     n0 = ((first + 1) // launch.threads + np.arange(launch.blocks)) * launch.threads
     batch = np.maximum(n0 - 1, first) * BATCHES // job.paths
     # Batches rise with the block, so a batch receives the second parts of the blocks that start in the batch
@@ -116,8 +141,10 @@ def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
     kernel = _kernel(launch.precision, launch.defines)
     if launch.shared_bytes > SHARED_DEFAULT:
         kernel.max_dynamic_shared_size_bytes = launch.shared_bytes
-    args = [cupy.asarray(value) if isinstance(value, np.ndarray) else value
-            for value in (launch.arguments[name] for _, name in fields())]
+    args = [
+        cupy.asarray(value) if isinstance(value, np.ndarray) else value
+        for value in (launch.arguments[name] for _, name in fields())
+    ]
     sums = cupy.empty((len(job.models), launch.blocks, 2), dtype=cupy.float64)
     kernel((launch.blocks, len(job.models)), (launch.threads,), (*args, sums), shared_mem=launch.shared_bytes)
     return fold(job, launch, cupy.asnumpy(sums))

@@ -15,10 +15,11 @@ Tables (CSV or Parquet, one file per table named after it, e.g. ``DIR/mc_jobs.cs
 | ``mc_bridge`` (optional) | job, step, bi, li, ri, sd, lw, rw |
 | ``mc_terms`` (optional) | job, term, [k = 0], value: contract terms other than the defaults |
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
@@ -40,8 +41,7 @@ COLUMNS = {
     "mc_terms": ("job", "term", "value"),
 }
 """Required columns of each table."""
-DEFAULTS = {"mc_jobs": {"sobol_bits": 30, "directions": "joe_kuo_6_21201", "precision": "fp64"},
-            "mc_terms": {"k": 0}}
+DEFAULTS = {"mc_jobs": {"sobol_bits": 30, "directions": "joe_kuo_6_21201", "precision": "fp64"}, "mc_terms": {"k": 0}}
 REQUIRED = ("mc_jobs", "mc_dates", "mc_spots", "mc_diffusion", "mc_cashflows")
 BENCHMARK_SUFFIXES = (".in", ".data")
 MC_TEXT = tuple(c for c in TEXT_COLUMNS if c != "model")
@@ -55,28 +55,39 @@ def read_inputs(source) -> dict[str, pd.DataFrame]:
     if isinstance(source, Mapping):
         unknown = [name for name in source if name not in COLUMNS]
         if unknown:
-            raise InvalidInputError([Problem(None, f"table '{name}'", None,
-                                             f"unknown table; known: {', '.join(COLUMNS)}") for name in unknown])
-        tables = {name: value if isinstance(value, pd.DataFrame) else read_table(value, MC_TEXT)
-                  for name, value in source.items()}
+            raise InvalidInputError(
+                [
+                    Problem(None, f"table '{name}'", None, f"unknown table; known: {', '.join(COLUMNS)}")
+                    for name in unknown
+                ]
+            )
+        tables = {
+            name: value if isinstance(value, pd.DataFrame) else read_table(value, MC_TEXT)
+            for name, value in source.items()
+        }
     else:
         path = Path(source)
         if path.is_dir():
-            tables = {name: read_table(file, MC_TEXT) for name in COLUMNS
-                      for file in [_table_file(path, name)] if file is not None}
+            tables = {
+                name: read_table(file, MC_TEXT)
+                for name in COLUMNS
+                for file in [_table_file(path, name)]
+                if file is not None
+            }
         elif path.suffix in BENCHMARK_SUFFIXES and path.is_file():
             tables = read_benchmark(path)
         else:
-            raise InvalidInputError([Problem(None, str(path), None, "inputs must be a folder of mc_* tables, "
-                                             "a FinPar input.data or a Futhark .in file")])
+            rule = "inputs must be a folder of mc_* tables, a FinPar input.data or a Futhark .in file"
+            raise InvalidInputError([Problem(None, str(path), None, rule)])
     return complete(tables)
 
 
 def _table_file(folder: Path, name: str) -> Path | None:
     found = [folder / f"{name}{suffix}" for suffix in FORMATS if (folder / f"{name}{suffix}").is_file()]
     if len(found) > 1:
-        raise InvalidInputError([Problem(None, str(folder), None, f"table {name} is given twice: "
-                                         f"{', '.join(p.name for p in found)}")])
+        raise InvalidInputError(
+            [Problem(None, str(folder), None, f"table {name} is given twice: {', '.join(p.name for p in found)}")]
+        )
     return found[0] if found else None
 
 

@@ -11,6 +11,7 @@ in float32 throughout (but for ln): arrays (:func:`inverse_normal`, the referenc
 then the tails, 15 % of them, gathered, computed in vector code and scattered back), bit for bit the same.
 In compiled code the table is frozen into the instructions (:data:`table`).
 """
+
 from __future__ import annotations
 
 import numba
@@ -18,6 +19,7 @@ import numpy as np
 
 from . import elementary
 
+# fmt: off
 _A = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3, 1.3731693765509461125e4,
       4.5921953931549871457e4, 6.7265770927008700853e4, 3.3430575583588128105e4, 2.5090809287301226727e3)
 _B = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
@@ -30,6 +32,7 @@ _E = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580
       2.65321895265761230930e-2, 1.24266094738807843860e-3, 2.71155556874348757815e-5, 2.01033439929228813265e-7)
 _F = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2,
       7.86869131145613259100e-4, 1.84631831751005468180e-5, 1.42151175831644588870e-7, 2.04426310338993978564e-15)
+# fmt: on
 _SPLITS = (0.5, 0.425, 0.180625, 1.6, 5.0, 1.0)
 
 CENTRAL, NEAR, FAR = 0, 16, 32
@@ -142,8 +145,13 @@ def ppnd16(u):
 @numba.njit(cache=True, error_model="numpy")
 def scratch(count, like):
     """Scratch of :func:`fill` for ``count`` values of ``like``'s dtype: tail positions, flags and spares."""
-    return (np.empty(count, np.int64), np.empty(count, np.uint8), np.empty(count, like.dtype),
-            np.empty(count, like.dtype), np.empty(count, like.dtype))
+    return (
+        np.empty(count, np.int64),
+        np.empty(count, np.uint8),
+        np.empty(count, like.dtype),
+        np.empty(count, like.dtype),
+        np.empty(count, like.dtype),
+    )
 
 
 @numba.njit(cache=True, error_model="numpy")

@@ -3,6 +3,7 @@
 Paths k = first … first + count − 1 use Sobol indices n = k + 1. Arithmetic is in the job's precision;
 sums are in float64.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -46,8 +47,9 @@ def path_payoffs(job: Job, first: int, count: int) -> np.ndarray:
         dw = increments(job.bridge, normals(job, first + start, size))
         for m in range(len(job.models)):
             s = black_scholes(job, m, dw)
-            out[m, start:start + size] = job.contract.payoff(s, job.discounts[m].astype(real),
-                                                             job.detvals[m].astype(real))
+            out[m, start : start + size] = job.contract.payoff(
+                s, job.discounts[m].astype(real), job.detvals[m].astype(real)
+            )
     return out
 
 
@@ -55,5 +57,4 @@ def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
     """Sums of the payoffs of paths first … first + count − 1 in each batch, float64 [M, BATCHES]."""
     payoffs = path_payoffs(job, first, count)
     edges = np.clip(batch_starts(job.paths) - first, 0, count)
-    return np.stack([[payoffs[m, a:b].sum() for a, b in zip(edges[:-1], edges[1:])]
-                     for m in range(len(job.models))])
+    return np.stack([[payoffs[m, a:b].sum() for a, b in zip(edges[:-1], edges[1:])] for m in range(len(job.models))])

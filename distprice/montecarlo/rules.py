@@ -3,6 +3,7 @@
 Each problem names the table, the 1-based row and its job (``mc_spots row 3 (job 'a')``), the column and
 the rule; a missing row names the table, the job and the key that is missing.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -12,8 +13,7 @@ import pandas as pd
 
 from ..errors import InvalidInputError, OptionError, Problem
 from ..precision import PRECISIONS
-from . import bridge as bridges
-from . import contracts, sobol
+from . import bridge as bridges, contracts, sobol
 from .bridge import Bridge
 from .inputs import complete
 from .job import Job
@@ -102,8 +102,11 @@ class _Table:
                 self.flag_job(job, None, f"missing row for {self._describe(keys, tuple(cell))}")
             if len(absent) > MISSING_LISTED:
                 self.flag_job(job, None, f"... and {len(absent) - MISSING_LISTED} more missing rows")
-        cells = tuple(np.array(axis, dtype=np.int64) for axis in zip(*index)) if index else \
-            tuple(np.zeros(0, dtype=np.int64) for _ in keys)
+        cells = (
+            tuple(np.array(axis, dtype=np.int64) for axis in zip(*index))
+            if index
+            else tuple(np.zeros(0, dtype=np.int64) for _ in keys)
+        )
         return np.array(placed, dtype=np.int64), cells
 
     @staticmethod
@@ -150,8 +153,13 @@ def _job(t: dict[str, _Table], r: int, job: str) -> Job | None:
     U = spots.shape[1]
     vol, drift = _diffusion(t["mc_diffusion"], job, models, T, U)
     cholesky = _cholesky(t, job, models, U)
-    bridge = _bridge(t["mc_bridge"], job, T) if job in t["mc_bridge"].rows else \
-        bridges.from_dates(dates) if dates is not None else None
+    bridge = (
+        _bridge(t["mc_bridge"], job, T)
+        if job in t["mc_bridge"].rows
+        else bridges.from_dates(dates)
+        if dates is not None
+        else None
+    )
     if head is None:
         return None
     cls, paths, bits, source, precision = head
@@ -161,8 +169,24 @@ def _job(t: dict[str, _Table], r: int, job: str) -> Job | None:
     directions = _directions(t["mc_directions"], t["mc_jobs"], r, job, source, T * U, bits)
     if sum(len(table.problems) for table in t.values()) > before or spots.size == 0:
         return None
-    return Job(job, contract, paths, bits, source, precision, dates, directions, bridge, models, spots,
-               vol, drift, cholesky, discounts, detvals)
+    return Job(
+        job,
+        contract,
+        paths,
+        bits,
+        source,
+        precision,
+        dates,
+        directions,
+        bridge,
+        models,
+        spots,
+        vol,
+        drift,
+        cholesky,
+        discounts,
+        detvals,
+    )
 
 
 def _head(jobs: _Table, r: int):
@@ -170,8 +194,11 @@ def _head(jobs: _Table, r: int):
     frame = jobs.frame
     cls = contracts.kind(frame["contract"].iloc[r])
     if cls is None:
-        jobs.flag(r, "contract", f"unknown contract {frame['contract'].iloc[r]!r}; use 1, 2, 3 or "
-                                 f"{', '.join(contracts.NAMES)}")
+        jobs.flag(
+            r,
+            "contract",
+            f"unknown contract {frame['contract'].iloc[r]!r}; use 1, 2, 3 or {', '.join(contracts.NAMES)}",
+        )
     (paths,), ok_paths = jobs.numbers([r], "paths", integer=True)
     (bits,), ok_bits = jobs.numbers([r], "sobol_bits", integer=True)
     ok = cls is not None and ok_paths[0] and ok_bits[0]
@@ -182,8 +209,11 @@ def _head(jobs: _Table, r: int):
         jobs.flag(r, "sobol_bits", f"must be in 1..{sobol.MAX_BITS}")
         ok = False
     elif ok_bits[0] and ok_paths[0] and paths >= 2**bits:
-        jobs.flag(r, "paths", f"must be < 2^sobol_bits = {2 ** int(bits)} (the Sobol sequence has "
-                              f"2^{int(bits)} - 1 nonzero points)")
+        jobs.flag(
+            r,
+            "paths",
+            f"must be < 2^sobol_bits = {2 ** int(bits)} (the Sobol sequence has 2^{int(bits)} - 1 nonzero points)",
+        )
         ok = False
     source = str(frame["directions"].iloc[r]).strip()
     if source not in sobol.SOURCES:
@@ -285,8 +315,9 @@ def _diffusion(table: _Table, job: str, models: tuple, T: int, U: int):
             table.flag(r, "vol", "must be >= 0")
             ok_vol[p] = False
     before = len(table.problems)
-    placed, cell = table.grid(job, rows, [("model", model, 0, len(models)), ("date_index", date, 1, T),
-                                          ("underlying", underlying, 0, U)])
+    placed, cell = table.grid(
+        job, rows, [("model", model, 0, len(models)), ("date_index", date, 1, T), ("underlying", underlying, 0, U)]
+    )
     if len(table.problems) > before or not (ok_vol.all() and ok_drift.all()):
         return None, None
     out = np.empty((2, len(models), T, U))
@@ -327,8 +358,12 @@ def _cholesky(t: dict[str, _Table], job: str, models: tuple, U: int):
     """Lower-triangular L [M, U, U] with L Lᵀ a correlation, from mc_cholesky or mc_correlation."""
     given = [name for name in ("mc_cholesky", "mc_correlation") if job in t[name].rows]
     if len(given) != 1:
-        t["mc_cholesky"].flag_job(job, None, "give the job's correlation in exactly one of mc_cholesky "
-                                             "or mc_correlation" + (", not both" if given else ""))
+        t["mc_cholesky"].flag_job(
+            job,
+            None,
+            "give the job's correlation in exactly one of mc_cholesky "
+            "or mc_correlation" + (", not both" if given else ""),
+        )
         return None
     table = t[given[0]]
     matrix, rows = _square(table, job, models, U)
@@ -405,17 +440,26 @@ def _directions(table: _Table, jobs: _Table, r: int, job: str, source: str, dims
     rows = table.rows.get(job, [])
     if source == sobol.JOE_KUO:
         if rows:
-            table.flag(rows[0], None, "direction numbers are given but the job's directions are "
-                                      f"{sobol.JOE_KUO} (set directions = {sobol.INPUT} to use them)")
+            table.flag(
+                rows[0],
+                None,
+                "direction numbers are given but the job's directions are "
+                f"{sobol.JOE_KUO} (set directions = {sobol.INPUT} to use them)",
+            )
             return None
         if dims > sobol.JOE_KUO_DIMS:
-            jobs.flag(r, "directions", f"{sobol.JOE_KUO} has {sobol.JOE_KUO_DIMS} dimensions; the job needs "
-                                       f"{dims} (dates x underlyings): give directions = {sobol.INPUT}")
+            jobs.flag(
+                r,
+                "directions",
+                f"{sobol.JOE_KUO} has {sobol.JOE_KUO_DIMS} dimensions; the job needs "
+                f"{dims} (dates x underlyings): give directions = {sobol.INPUT}",
+            )
             return None
         return sobol.joe_kuo(dims, bits)
     if not rows:
-        table.flag_job(job, None, f"directions = {sobol.INPUT} needs mc_directions rows for dim 0..{dims - 1}, "
-                                  f"bit 0..{bits - 1}")
+        table.flag_job(
+            job, None, f"directions = {sobol.INPUT} needs mc_directions rows for dim 0..{dims - 1}, bit 0..{bits - 1}"
+        )
         return None
     dim, _ = table.numbers(rows, "dim", integer=True)
     bit, _ = table.numbers(rows, "bit", integer=True)
@@ -508,5 +552,8 @@ def check_options(job: Job, paths: int | None, precision: str | None) -> None:
 def with_options(job: Job, *, paths: int | None = None, precision: str | None = None) -> Job:
     """The same job with another path count or precision."""
     check_options(job, paths, precision)
-    return replace(job, paths=job.paths if paths is None else int(paths),
-                   precision=job.precision if precision is None else precision)
+    return replace(
+        job,
+        paths=job.paths if paths is None else int(paths),
+        precision=job.precision if precision is None else precision,
+    )

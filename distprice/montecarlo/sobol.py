@@ -17,6 +17,7 @@ the last lane, x_{k0+L}, is the next block's base: gray(k0 + L) XOR gray(k0) has
 w + c(k0 / L), so x_{k0+L} = x_{k0} XOR directions[:, w − 1] XOR directions[:, w + c(k0 / L)]
 (:func:`leap`).
 """
+
 from __future__ import annotations
 
 import functools
@@ -65,7 +66,7 @@ def points(directions: np.ndarray, first: int, count: int) -> np.ndarray:
     steps = np.empty((count, directions.shape[0]), dtype=np.uint32)
     steps[0] = independent(directions, first)
     n = np.arange(first, first + count - 1, dtype=np.int64)
-    lowest_zero = np.log2((n + 1) & ~n).astype(np.int64)      # (n + 1) & ~n = 2^c(n)
+    lowest_zero = np.log2((n + 1) & ~n).astype(np.int64)  # (n + 1) & ~n = 2^c(n)
     steps[1:] = directions[:, lowest_zero].T
     return np.bitwise_xor.accumulate(steps, axis=0)
 
@@ -120,8 +121,9 @@ def joe_kuo(dims: int, bits: int) -> np.ndarray:
 @functools.lru_cache(maxsize=16)
 def _joe_kuo(dims: int, bits: int) -> np.ndarray:
     if not 1 <= dims <= JOE_KUO_DIMS or not 1 <= bits <= MAX_BITS:
-        raise ValueError(f"Joe-Kuo directions exist for 1..{JOE_KUO_DIMS} dimensions and 1..{MAX_BITS} bits, "
-                         f"not {dims} and {bits}")
+        raise ValueError(
+            f"Joe-Kuo directions exist for 1..{JOE_KUO_DIMS} dimensions and 1..{MAX_BITS} bits, not {dims} and {bits}"
+        )
     from scipy.stats import qmc
 
     engine = qmc.Sobol(dims, scramble=False, bits=bits)

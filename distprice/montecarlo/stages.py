@@ -6,6 +6,7 @@ pipeline up to and including stage s, for s = 1 … 4, and taking differences gi
 Times are CPU seconds of the calling thread (medians after a warm-up), which on a shared machine count the
 work rather than the cores other work took.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -27,7 +28,7 @@ def stage_split(job: Job, paths: int, repeats: int = 3) -> dict[str, float]:
     sums, none = np.zeros((1, len(job.models))), np.empty((0, 0))
     cuts = []
     for stages in range(1, len(cpu.STAGES) + 1):
-        cpu.walk(*args, 0, paths, stages, sums, 0, none)                  # compiles, warms the caches
+        cpu.walk(*args, 0, paths, stages, sums, 0, none)  # compiles, warms the caches
         seconds = []
         for _ in range(repeats):
             start = time.thread_time()
