@@ -15,13 +15,11 @@ import numpy as np
 from .cuda import gpu_available, gpu_turn
 from .curves import ZeroCurve
 from .inspector import Part, Plan, plan
-from .lattice.batch import pack, pack_parts
-from .lattice.cpu import price_cpu
-from .lattice.engines import AUTO, GPU_ENGINES
+from .lattice.batch import pack_parts
+from .lattice.engines import AUTO, ENGINES, GPU_ENGINES, HOST, Engine
 from .lattice.geometry import node_steps
 from .lattice.gpu import layout_run, start_gpu, upload
 from .lattice.instruments import Instruments
-from .lattice.reference import price_reference
 from .planner import cut_by_cost
 from .precision import precision_name
 from .tuning import current_model
@@ -62,25 +60,19 @@ def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bo
                 gpu_processes)
 
 
-def _price_on_host(instruments: Instruments, part: Part, curve_sets, real, bond: np.ndarray,
+def _price_on_host(instruments: Instruments, part: Part, engine: Engine, curve_sets, real, bond: np.ndarray,
                    option: np.ndarray, progress) -> float:
-    """Prices a ``reference`` or ``cpu`` part into ``bond`` and ``option`` under every curve set, piece by
-    piece (:func:`host_pieces`; each piece's event tables laid out once); returns the seconds spent in the
-    engine, layout excluded. ``progress`` is told the node-steps of each piece priced under a curve set."""
+    """Prices a part on a host ``engine`` into ``bond`` and ``option`` under every curve set, piece by piece
+    (:func:`host_pieces`; each piece prepared once: :attr:`~.lattice.engines.Engine.prepare`); returns the
+    seconds spent in the engine, preparation excluded. ``progress`` is told the node-steps of each piece priced
+    under a curve set."""
     seconds = 0.0
     for piece in host_pieces(instruments, part.rows, part.engine):
         rows = instruments.take(piece)
-        if part.engine == "reference":
-            def engine(curves):
-                return price_reference(rows, curves)
-        else:
-            batch = pack(rows, curve_sets[0], real)
-
-            def engine(curves):
-                return price_cpu(batch.with_curves(curves))
+        price = engine.prepare(rows, curve_sets[0], real)
         for s, curves in enumerate(curve_sets):
             tick = time.perf_counter()
-            bond[s, piece], option[s, piece] = engine(curves)
+            bond[s, piece], option[s, piece] = price(curves)
             seconds += time.perf_counter() - tick
             progress(float(rows.node_steps))
     return seconds
@@ -135,10 +127,11 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
     bond, option = np.full(shape, np.nan), np.full(shape, np.nan)
     kernel_seconds = 0.0
     for part in parts:
-        if part.engine not in GPU_ENGINES:
-            kernel_seconds += _price_on_host(instruments, part, curve_sets, real, bond, option, progress)
+        engine = ENGINES[part.engine]
+        if engine.kind == HOST:
+            kernel_seconds += _price_on_host(instruments, part, engine, curve_sets, real, bond, option, progress)
             continue
-        kernel = part.engine.removeprefix("gpu-")
+        kernel = engine.kernel
         block = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and kernel == "flat"}
         waves = [part.rows[j::part.waves] for j in range(part.waves)]
         in_flight = collections.deque()

@@ -7,6 +7,7 @@ plan (:mod:`distprice.execute`) may give parts of a portfolio to different engin
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -20,30 +21,50 @@ from .gpu import price_gpu
 from .instruments import Instruments
 from .reference import price_reference
 
-Engine = Callable[[Instruments, dict[str, ZeroCurve], np.dtype], tuple[np.ndarray, np.ndarray]]
+HOST, GPU = "host", "gpu"
+"""Where an engine runs: on the host's cores, or on a GPU (CUDA kernels)."""
+
+Prices = tuple[np.ndarray, np.ndarray]
+Pricer = Callable[[dict[str, ZeroCurve]], Prices]
 
 
-def _reference(instruments: Instruments, curves: dict[str, ZeroCurve], real):
-    """The reference engine (float64 only)."""
-    return price_reference(instruments, curves)
+@dataclass(frozen=True)
+class Engine:
+    """A lattice engine: its ``name``, where it runs (``kind``: HOST or GPU), and how it prices.
+
+    A host engine's ``prepare(instruments, curves, real)`` readies rows for pricing once (the CPU engine packs
+    them in precision ``real``) and returns their pricer: curve set -> bond and option prices, called once per
+    market scenario (``curves``, the first curve set, must name every curve a scenario gives the rows). A GPU
+    engine is its CUDA ``kernel`` (``outer`` or ``flat``), launched by :func:`~.gpu.start_gpu`. Calling an
+    engine prices ``instruments`` on ``curves`` in precision ``real``."""
+
+    name: str
+    kind: str
+    prepare: Callable[[Instruments, dict[str, ZeroCurve], np.dtype], Pricer] | None = None
+    kernel: str | None = None
+
+    def __call__(self, instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Prices:
+        if self.kind == GPU:
+            run = price_gpu(pack(instruments, curves, real), self.kernel)
+            return run.bond, run.option
+        return self.prepare(instruments, curves, real)(curves)
 
 
-def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real):
-    """The CPU engine."""
-    return price_cpu(pack(instruments, curves, real))
+def _reference(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer:
+    """The reference engine's pricer of ``instruments`` (float64 only: ``real`` is not read)."""
+    return lambda scenario: price_reference(instruments, scenario)
 
 
-def _gpu(kernel: str) -> Engine:
-    def engine(instruments: Instruments, curves: dict[str, ZeroCurve], real):
-        run = price_gpu(pack(instruments, curves, real), kernel)
-        return run.bond, run.option
-    engine.__doc__ = f"The {kernel} CUDA kernel (needs a GPU and CuPy)."
-    return engine
+def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer:
+    """The CPU engine's pricer of ``instruments``, packed once."""
+    batch = pack(instruments, curves, real)
+    return lambda scenario: price_cpu(batch.with_curves(scenario))
 
 
-ENGINES: dict[str, Engine] = {"reference": _reference, "cpu": _cpu,
-                              "gpu-outer": _gpu("outer"), "gpu-flat": _gpu("flat")}
-GPU_ENGINES = ("gpu-outer", "gpu-flat")
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (
+    Engine("reference", HOST, prepare=_reference), Engine("cpu", HOST, prepare=_cpu),
+    Engine("gpu-outer", GPU, kernel="outer"), Engine("gpu-flat", GPU, kernel="flat"))}
+GPU_ENGINES = tuple(name for name, engine in ENGINES.items() if engine.kind == GPU)
 AUTO = "auto"
 ENGINE_NAMES = (AUTO, *ENGINES)
 """What a job may name: ``auto`` or an engine."""
