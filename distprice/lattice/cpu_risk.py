@@ -15,8 +15,19 @@ import numba
 import numpy as np
 
 from .batch import Batch
-from .cpu import (_FASTMATH, _apply, _coefficients, _discount_bond, _event_amount, _forward_all, _roll_pair,
-                  _roll_step, _span, _state_value, balance)
+from .cpu import (
+    _FASTMATH,
+    _apply,
+    _coefficients,
+    _discount_bond,
+    _event_amount,
+    _forward_all,
+    _roll_pair,
+    _roll_step,
+    _span,
+    _state_value,
+    balance,
+)
 from .events import EXERCISE
 from .geometry import TreeGeometry
 from .groups import kept_states, tree_groups

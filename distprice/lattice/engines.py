@@ -7,8 +7,8 @@ plan (:mod:`distprice.execute`) may give parts of a portfolio to different engin
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

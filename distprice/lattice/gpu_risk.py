@@ -155,7 +155,7 @@ class GpuRisk:
                 bond[chosen], option[chosen] = roll(trees, tasks[chosen], grid, dz[chosen])
         return bond, option
 
-    def _arguments(self, trees: Trees, device: "_Device", tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray,
+    def _arguments(self, trees: Trees, device: _Device, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray,
                    lanes: int):
         """What both roll kernels read after the batch's arrays, up to their own layout's arguments (``lanes``:
         the stride of the trees' exp(-alpha dt) values, WARP for trees a thread ran forward, 1 for a block's)."""
