@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import OptionError
 
-PRECISIONS = {"fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32)}
+PRECISIONS: dict[str, np.dtype] = {"fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32)}
 
 
 def real_dtype(precision: str) -> np.dtype:
