@@ -12,9 +12,10 @@ import pytest
 from distributed import wait
 
 from distprice.cluster.dashboard import PAGE, JobBoard, again_key, end_job, job_workers, post_job, register
-from distprice.cluster.tasks import price_chunk, task_name
+from distprice.cluster.tasks import run_chunk
 from distprice.curves import builtin_curves
 from distprice.execute import fixed_plan
+from distprice.families.lattice import price_chunk, task_name
 from distprice.planner import partition
 from distprice.report.browser import chromium, render_page
 
@@ -113,7 +114,7 @@ def test_the_page_follows_a_job_on_a_loopback_cluster(local, book):
 
     def submit(i):
         piece = pieces[i]
-        return local.submit(price_chunk, piece, [builtin_curves()], fixed_plan("cpu", len(piece)).parts,
+        return local.submit(run_chunk, price_chunk, piece, [builtin_curves()], fixed_plan("cpu", len(piece)).parts,
                             np.dtype(np.float64), key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}")
 
     first = [submit(0), submit(1)]

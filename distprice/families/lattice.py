@@ -1,0 +1,290 @@
+"""The lattice family on a cluster: a portfolio job cut into chunks of rows, and what a worker runs of it.
+
+A portfolio the client holds is validated there (:func:`read`), sorted and cut into chunks of equal cost
+(:mod:`distprice.planner`), each priced by one ``price_<engine>_<precision>`` task (e.g. ``price_gpu_flat_fp64``)
+carrying its instruments and the plan the inspector made for the workers' device, under one block of scenarios;
+a ``gather`` task per block puts the prices back in portfolio order (:func:`split`).
+
+A big Parquet portfolio is read by the workers instead, a slice each (:func:`read_chunk`): the client gets what
+it needs of every slice (:func:`inspect_chunk`), checks what only the whole file shows (:func:`file_problems`:
+ids held twice, exercise schedule lines no row takes), then each slice is priced where it lies
+(:func:`price_read_chunk`, or :func:`write_read_chunk` into a folder of parts). Tasks carry their inputs as plain
+values (instruments with their geometry, the market, the plan), so a lost worker's tasks can run elsewhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InvalidInputError, Problem
+from ..execute import choose_plan, fixed_plan, price_parts
+from ..inspector import CostModel
+from ..job import (
+    Job,
+    JobOptions,
+    Risk,
+    Tally,
+    echoed,
+    exercise_lines,
+    exercise_schedule,
+    exercise_table,
+    model_table,
+    prepare_job,
+    read_risk,
+)
+from ..lattice.dated import unmatched_lines
+from ..lattice.instruments import DUPLICATE_ID, Instruments, duplicated_ids, id_hashes, prepare
+from ..lattice.quotes import Quotes
+from ..planner import FileSlice, partition, work_grid
+from ..precision import precision_name
+from ..scenarios import Market
+from ..tables import LABEL_COLUMNS, text_columns, to_pandas, write_part
+from .work import Chunk, Family, Metered, Work, Workers
+
+
+@dataclass(frozen=True)
+class Portfolio:
+    """A validated portfolio job, the engine it asks for and its name on the dashboard."""
+
+    job: Job
+    engine: str
+    name: str
+
+
+def read(portfolio, options: JobOptions) -> Portfolio:
+    """Reads and checks a portfolio (a DataFrame or a CSV/Parquet path) under checked ``options``
+    (:func:`~distprice.job.prepare_job`)."""
+    job = prepare_job(portfolio, options)
+    name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
+    return Portfolio(job, options.engine, name)
+
+
+def split(portfolio: Portfolio, workers: Workers) -> Work:
+    """A job's valid rows in cost-balanced chunks, scenario block by scenario block, each chunk planned for the
+    workers' device. The work's result is the job's :class:`~distprice.job.Tally` and a generator of the priced
+    table's pieces, in order (the tally is complete once the generator is exhausted)."""
+    job = portfolio.job
+    instruments = job.instruments()
+    geometry = instruments.geometry
+    sets = job.market.curve_sets
+    row_chunks, blocks = work_grid(len(instruments), len(sets), workers.count, workers.chunks_per_worker)
+    chunks = partition(geometry.width, geometry.height, row_chunks)
+    tally = Tally(len(job.table), len(sets))
+    if not chunks:
+        empty = np.zeros((len(sets), 0))
+        measured = job.measure()  # of no rows: the columns, empty
+        nothing = [(empty, empty, np.empty(0, dtype=object), measured)]
+        return Work([], lambda results: (tally, frames(job, nothing, [range(len(sets))], tally)), "pricing")
+    model = CostModel.from_json(workers.model)
+    pieces = [instruments.take(p) for p in chunks]
+    quotes = job.valid_quotes()
+    plans = [choose_plan(piece, portfolio.engine, job.real, model=model, gpu=workers.gpu,
+                         gpu_processes=workers.gpu_processes) for piece in pieces]
+    figures = dict(name=portfolio.name, rows=len(job.table), invalid=len(job.table) - len(instruments),
+                   scenarios=len(sets), chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
+                   predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(workers.count, 1))
+    gathered = []
+    for b, block in enumerate(blocks):
+        priced = [Chunk(f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}", price_chunk,
+                        (piece, sets[block.start:block.stop], plan.parts, job.real, job.risk,
+                         None if quotes is None else quotes.take(rows)), priority=-b)
+                  for i, (piece, plan, rows) in enumerate(zip(pieces, plans, chunks))]
+        gathered.append(Chunk(f"gather-{b}", gather, (chunks, *priced), priority=-b))
+    return Work(gathered, lambda results: (tally, frames(job, results, blocks, tally)), "pricing", figures)
+
+
+LATTICE = Family(read, split)
+"""Portfolios of bond options, callable and puttable bonds on Hull-White trees."""
+
+
+def frames(job: Job, prices, blocks: list[range], tally: Tally):
+    """The priced table's pieces from the (bond, option, engines, measures) of each scenario block, in order."""
+    for (bond, option, engines, measured), block in zip(prices, blocks):
+        for frame in job.priced_frames(bond, option, engines, first_set=block.start, measured=measured):
+            if job.market.scenarios is None:
+                frame.index = job.table.index
+            yield tally.add(frame)
+
+
+def task_name(engines, real) -> str:
+    """``price_<engine>[_<engine>]_<precision>``: Dask's task names keep no word holding a digit, hence the
+    underscores."""
+    return "price_" + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"
+
+
+def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None,
+                quotes: Quotes | None = None) -> Metered:
+    """Prices the ``instruments`` of a chunk as ``parts`` say: bond, option (curve sets x rows), engines, and the
+    chunk's risk measures (on the first curve set, the base; None without ``risk``), metered."""
+    tick = time.perf_counter()
+    bond, option, kernel_seconds = price_parts(instruments, curve_sets, parts, real)
+    engines = np.empty(len(instruments), dtype=object)
+    for part in parts:
+        engines[part.rows] = part.engine
+    seconds = time.perf_counter() - tick
+    measured = None if risk is None else risk.measure(instruments, curve_sets[0], quotes, bond[0], option[0], real)
+    return Metered((bond, option, engines, measured), len(instruments) * len(curve_sets),
+                   instruments.node_steps * len(curve_sets), seconds, kernel_seconds,
+                   "+".join(dict.fromkeys(p.engine for p in parts)))
+
+
+def gather(positions, *chunks):
+    """The prices (and measures) of every chunk, put back in the order of the valid rows (``positions`` of
+    each chunk)."""
+    scenarios = chunks[0][0].shape[0]
+    n = sum(len(p) for p in positions)
+    bond, option = np.full((scenarios, n), np.nan), np.full((scenarios, n), np.nan)
+    engines = np.empty(n, dtype=object)
+    measured = None if chunks[0][3] is None else {k: np.empty(n, dtype=v.dtype) for k, v in chunks[0][3].items()}
+    for rows, (b, o, e, m) in zip(positions, chunks):
+        bond[:, rows], option[:, rows], engines[rows] = b, o, e
+        for k in measured or ():
+            measured[k][rows] = m[k]
+    return bond, option, engines, measured
+
+
+# ---- a big file, read by the workers ----
+
+@dataclass
+class ReadChunk:
+    """A slice of a big file as a worker read and checked it, the plan to price it, and the rows of the job's
+    exercise schedule table its ids took (None without one)."""
+
+    job: Job
+    parts: list
+    schedule_lines: np.ndarray | None = None
+
+
+def read_slice(piece: FileSlice) -> pd.DataFrame:
+    """The rows of a slice of a Parquet portfolio, indexed by their positions in the file (label columns as
+    categories, as :func:`~distprice.tables.read_portfolio` reads them)."""
+    import pyarrow.parquet as pq
+
+    labels = text_columns(pq.read_schema(piece.path), LABEL_COLUMNS)
+    file = pq.ParquetFile(piece.path, read_dictionary=labels or None)
+    table = to_pandas(file.read_row_groups(list(piece.groups)).slice(piece.start, piece.rows))
+    table.index = pd.RangeIndex(piece.first_row, piece.first_row + len(table))
+    return table
+
+
+def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool,
+               gpu_processes: int = 1) -> ReadChunk:
+    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers (``gpu`` and
+    ``gpu_processes``: :func:`~distprice.execute.choose_plan`'s)."""
+    table = read_slice(piece)
+    schedule = exercise_table(options.exercise_schedule)
+    lines = exercise_lines(options.exercise_schedule, table)
+    prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
+                       exercise_schedule=exercise_schedule(schedule, table, lines),
+                       models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
+    prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
+    job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
+    plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
+                       gpu=gpu, gpu_processes=gpu_processes)
+    return ReadChunk(job, plan.parts, lines)
+
+
+def inspect_chunk(chunk: ReadChunk) -> dict:
+    """What the client needs of a slice read by a worker: its problems, id hashes, the plan's engines and the
+    rows of the exercise schedule table its ids took."""
+    ids = chunk.job.prepared.table["id"]
+    return {"problems": chunk.job.prepared.problems, "id_hashes": id_hashes(ids),
+            "engines": [p.engine for p in chunk.parts], "schedule_lines": chunk.schedule_lines}
+
+
+@dataclass(frozen=True)
+class DuplicateId(Problem):
+    piece: int = -1
+    """The slice of the file the row is in (``position`` counts from the slice's first row)."""
+
+
+def file_problems(path: str, options: JobOptions, summaries: list[dict],
+                  slices: list[FileSlice]) -> tuple[list[Problem], list[DuplicateId]]:
+    """The problems of a big file's rows (:func:`inspect_chunk`'s of every slice) and its rows whose id another row
+    also holds; :class:`InvalidInputError` for exercise schedule lines that name no row of the file (market data of
+    the whole job), and for any problem in strict mode."""
+    if options.exercise_schedule is not None:  # every line must name a row
+        unmatched = unmatched_lines(exercise_table(options.exercise_schedule),
+                                    np.concatenate([s["schedule_lines"] for s in summaries]))
+        if unmatched:
+            raise InvalidInputError(unmatched)
+    problems = [p for s in summaries for p in s["problems"]]
+    duplicates = _duplicates(path, np.concatenate([s["id_hashes"] for s in summaries]), slices)
+    if (problems or duplicates) and options.on_invalid == "strict":
+        raise InvalidInputError(problems + duplicates)
+    return problems, duplicates
+
+
+def _duplicates(path: str, hashes: np.ndarray, slices: list[FileSlice]) -> list[DuplicateId]:
+    """Problems for rows of a big file whose id another row also holds (the client reads only those ids)."""
+    import pyarrow.parquet as pq
+
+    def ids_at(positions):  # a folder's files are read in parquet_files' order, the order its slices number rows
+        return to_pandas(pq.read_table(path, columns=["id"]).column("id").take(positions))
+
+    duplicated = duplicated_ids(hashes, ids_at)
+    if not len(duplicated):
+        return []
+    starts = np.array([s.first_row for s in slices])
+    problems = []
+    for position, label in zip(duplicated, ids_at(duplicated)):
+        piece = int(np.searchsorted(starts, position, side="right") - 1)
+        problems.append(DuplicateId(int(position - starts[piece]), f"row {position + 1} (id {label!r})",
+                                    "id", DUPLICATE_ID, piece))
+    return problems
+
+
+def _price_slice(chunk: ReadChunk, problems: list[Problem]) -> tuple[Job, Metered]:
+    """A slice read by a worker, priced: its job with the problems found across slices (duplicate ids), and the
+    bond, option, engines and measures of its valid rows, metered."""
+    job = chunk.job.with_problems(problems)
+    instruments = job.instruments()
+    parts = chunk.parts
+    if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
+        parts = fixed_plan(parts[0].engine, len(instruments), parts[0].turns).parts if parts else []
+    return job, price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk, job.valid_quotes())
+
+
+def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> Metered:
+    """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
+    portfolio's columns back: they need not travel, :func:`with_columns`), with the problems found across slices
+    (duplicate ids)."""
+    job, priced = _price_slice(chunk, problems)
+    bond, option, engines, measured = priced.result
+    return dataclasses.replace(priced, result=job.priced(bond, option, engines, measured, echo=False))
+
+
+def write_read_chunk(chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int,
+                     after=None) -> Metered:
+    """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table, its own
+    columns and the priced ones, as part ``part`` of the folder being built at ``folder`` (under scenarios,
+    parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows.
+    ``after``: an earlier task of the job that must end first (the slice's first writing, which this one
+    replaces)."""
+    job, priced = _price_slice(chunk, problems)
+    bond, option, engines, measured = priced.result
+    tally = Tally(len(job.table), len(job.market.curve_sets))
+    for s, frame in enumerate(job.priced_frames(bond, option, engines, measured=measured)):
+        write_part(tally.add(frame), folder, part + s * parts)
+    return dataclasses.replace(priced, result=tally)
+
+
+def with_columns(piece: FileSlice, priced: pd.DataFrame) -> pd.DataFrame:
+    """The priced table of a slice read by a worker: its priced columns (:func:`price_read_chunk`) after its own,
+    read here."""
+    return echoed(read_slice(piece), priced)
+
+
+def by_scenario(priced, slices: list[FileSlice], scenarios: int):
+    """The priced table of a file's slices in the order of a priced table with scenarios: every row under
+    the first scenario, then under the second... ``priced``: each slice's priced columns under every
+    scenario in turn; they are held (the portfolio's columns are not: each slice is read again per
+    scenario)."""
+    held = list(priced)
+    for s in range(scenarios):
+        for piece, frame in zip(slices, held):
+            yield echoed(read_slice(piece), frame.iloc[s * piece.rows:(s + 1) * piece.rows])

@@ -1,0 +1,74 @@
+"""What the runtime knows of a family: its inputs read on the client, then cut into chunks, each a task that runs
+on a worker, whose results, in chunk order, make the job's result.
+
+The runtime (:mod:`distprice.cluster`) sends the chunks, waits on them and hands their results to the family;
+it never looks inside a chunk's arguments or results.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The cluster a job is cut for: ``count`` workers, ``chunks_per_worker`` chunks wanted of each, and what the
+    first worker to answer said of them all: ``gpu`` (whether it has one), ``model`` (the inspector's cost model
+    for its device and the job's precision, as JSON) and ``gpu_processes`` (the most workers that share a GPU)."""
+
+    count: int
+    chunks_per_worker: int
+    gpu: bool
+    model: str
+    gpu_processes: int = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Chunk:
+    """One task of a job: ``run(*args)`` on a worker. ``name`` is its key without the job's id, the dashboard's
+    task name first (``price_cpu_fp64-0-3``, ``mc_paths_gpu_fp64-large-0``, ``fit_heston-2``). An argument that is
+    itself a Chunk stands for that chunk's result: its task is sent too, and runs first. Tasks of higher
+    ``priority`` start first."""
+
+    name: str
+    run: Callable
+    args: tuple = ()
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Work:
+    """A job cut into chunks. ``combine`` makes the job's result of the chunks' results, handed to it in chunk
+    order as they come (an iterator, so that a big result can be written piece by piece while the rest is being
+    priced). ``label`` names the stage on the progress bar; ``figures`` are what the dashboard's page shows of
+    the job (the keywords of :func:`~distprice.cluster.dashboard.post_job`), None to show nothing."""
+
+    chunks: list[Chunk]
+    combine: Callable[[Iterator], Any]
+    label: str
+    figures: dict | None = None
+
+
+@dataclass(frozen=True)
+class Metered:
+    """A chunk's result with what its pricing did, for the cluster's metrics (:mod:`distprice.cluster.metrics`):
+    ``rows`` priced (times the curve sets), ``node_steps`` (all curve sets), ``seconds`` of pricing (host layout
+    included), of those ``kernel_seconds`` in the GPU kernels or the CPU engines' loops, and ``engine`` (names
+    joined by ``+``). The runtime reports the figures and hands on ``result`` alone."""
+
+    result: Any
+    rows: int
+    node_steps: float
+    seconds: float
+    kernel_seconds: float
+    engine: str
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family as the runtime runs it: ``read(inputs, **options)`` reads and checks a job's inputs on the client,
+    before any task is sent; ``split(read, workers)`` cuts what it read into the :class:`Work` of ``workers``."""
+
+    read: Callable[..., Any]
+    split: Callable[[Any, Workers], Work]
