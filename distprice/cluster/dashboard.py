@@ -277,8 +277,8 @@ class JobBoard(SchedulerPlugin):
             self._pending[msg["worker"]].append(msg)
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if start == "processing" and finish in ("memory", "erred") and isinstance(key, str) \
-                and key.startswith(PRICING_PREFIX):
+        if (start == "processing" and finish in ("memory", "erred") and isinstance(key, str)
+                and key.startswith(PRICING_PREFIX)):
             # a pricing task logs its event just before it ends, on the stream that reports its end
             waiting = self._pending.get(kwargs.get("worker"))
             event = waiting.popleft() if waiting else None

@@ -61,8 +61,8 @@ def _options(config: ClusterConfig) -> dict:
     gpus = queue.gpus_per_job
     directives = list(queue.job_extra_directives)
     # without a dashboard the scheduler still serves /health and /metrics over HTTP: on loopback, then
-    http = {"dashboard_address": config.dashboard_address} if config.dashboard_address else \
-        {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    http = ({"dashboard_address": config.dashboard_address} if config.dashboard_address else
+            {"dashboard": False, "dashboard_address": "127.0.0.1:0"})
     options = dict(job_name=JOB_NAME, queue=queue.queue, account=queue.account, walltime=queue.walltime,
                    cores=queue.cores, memory=queue.memory, processes=queue.processes or gpus or 1,
                    interface=queue.interface, local_directory=queue.local_directory,

@@ -89,8 +89,8 @@ class Watch:
         if self.deadline is not None and now > self.deadline:
             self._fail(JobTimeoutError(f"the job ran past its timeout of {self.timeout:g} s; its tasks were "
                                        f"cancelled and nothing was written"))
-        if self._lasted("lost", self.client.status != "running", now) > LOST_SECONDS or \
-                self.client.status in ("closing", "closed"):
+        if (self._lasted("lost", self.client.status != "running", now) > LOST_SECONDS
+                or self.client.status in ("closing", "closed")):
             self._lost()
         if self.client.status != "running":
             return
