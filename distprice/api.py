@@ -1,17 +1,35 @@
 """The Python entry points: ``distprice.price`` (lattice portfolios), ``distprice.price_mc`` (Monte-Carlo
-jobs), ``distprice.calibrate_heston`` and ``distprice.calibrate_hull_white`` (model calibration)."""
+jobs), ``distprice.calibrate_heston`` and ``distprice.calibrate_hull_white`` (model calibration); and the work
+of the command line's commands: :func:`run` (price and write), :func:`inspect`, :func:`generate` and
+:func:`tune`."""
 from __future__ import annotations
 
+import contextlib
+import gc
+import logging
+import os
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
+from . import inspector
+from .cuda import device_name, gpu_available
+from .curves import load_curves
 from .errors import JobTimeoutError
 from .execute import price_plan
-from .job import JobOptions, prepare_job
-from .progress import Bar
-from .curves import load_curves
+from .inspector import CostModel, Inspection
+from .job import JobOptions, Summary, Tally, prepare_job
+from .lattice import datasets
+from .lattice.desk import AS_OF, desk
 from .models import calibrate_heston as fit_heston
 from .models import calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
+from .progress import Bar
+from .tables import FOLDER, read_portfolio, table_format, write_table
+from .tuning import CPU_DEVICE, current_model, save_model
+from .tuning import tune as measure
+
+log = logging.getLogger(__name__)
 
 
 STARTING = "pricing (the engines compile on their first use here)"
@@ -110,3 +128,122 @@ def calibrate_hull_white(quotes, curves=None, *, cluster=None):
         with Pricer(cluster) as pricer:
             return pricer.calibrate_hull_white(quotes, curve_set)
     return fit_hull_white(quotes, curve_set)
+
+
+IN_PROCESS_ROWS = 20_000
+"""Portfolios under this many rows are priced in this process by :func:`run` unless a cluster is named."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What :func:`run` did: the job's ``summary``; ``ready``, the :func:`time.perf_counter` at which its cluster
+    was up (None: priced in this process); ``workers``, with ``per_worker``, what each of the cluster's workers
+    priced (:func:`~distprice.cluster.dashboard.job_workers`, for the job report), else None."""
+
+    summary: Summary
+    ready: float | None = None
+    workers: dict | None = None
+
+
+def run(portfolio, *, output, cluster=None, in_process: bool = False, progress: bool = False,
+        chunks_per_worker: int | None = None, per_worker: bool = False, **options) -> Run:
+    """Prices ``portfolio`` (a DataFrame or a CSV/Parquet path) and writes the priced table to ``output``
+    atomically, as :meth:`distprice.Pricer.run` does: on ``cluster`` (a config file or
+    :class:`~distprice.cluster.config.Config`, a scheduler address, a :class:`distributed.Client`) with
+    ``chunks_per_worker`` chunks per worker, Dask's log lines one line each; without one, in this process when
+    ``in_process`` or when the portfolio has fewer than IN_PROCESS_ROWS rows, else on a local cluster sized to
+    this machine. ``options`` are the fields of :class:`~distprice.job.JobOptions`; ``progress`` draws a
+    progress bar on stderr when it is a terminal. While the job runs, the objects alive when it starts are kept
+    out of the garbage collector's full passes."""
+    if table_format(portfolio) in ("csv", FOLDER):
+        portfolio = read_portfolio(portfolio)  # read once: the size test and the job share it
+    if cluster is not None or not (in_process or _small(portfolio)):
+        from .cluster.dashboard import job_workers
+        from .cluster.pricer import Pricer
+        from .cluster.start import one_line_logs
+
+        one_line_logs()
+        with Pricer(cluster, progress=progress, chunks_per_worker=chunks_per_worker) as pricer:
+            ready = time.perf_counter()
+            with _settled():
+                summary = pricer.run(portfolio, output=output, **options)
+            workers = (job_workers(pricer.client, pricer.last_job) or None) if per_worker else None
+        return Run(summary, ready, workers)
+    log.info("pricing in this process")
+    tick = time.perf_counter()
+    with _settled():
+        priced = price(portfolio, progress=progress, **options)
+        scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
+        tally = Tally(len(priced) // max(scenarios, 1), scenarios)
+        write_table(tally.add(priced), output)
+    return Run(tally.summary(time.perf_counter() - tick, 0))
+
+
+def _small(portfolio) -> bool:
+    """A portfolio (a table, or a Parquet file) small enough that starting a cluster would cost more than
+    pricing it here."""
+    if isinstance(portfolio, str):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(portfolio).metadata.num_rows < IN_PROCESS_ROWS
+    return len(portfolio) < IN_PROCESS_ROWS
+
+
+@contextlib.contextmanager
+def _settled():
+    """Keeps the objects alive when a job starts (modules, a local cluster's scheduler and its state) out of the
+    garbage collector's full passes while it runs (``gc.freeze``, then ``gc.unfreeze``): a full pass over them
+    stalled this process for 0.1-0.2 s in the middle of a job, and a local cluster's scheduler, which runs here,
+    with it."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def inspect(portfolio, curves=None, *, precision: str = "fp64") -> Inspection:
+    """The shape of ``portfolio`` (a DataFrame or a CSV/Parquet path) on ``curves`` (a table or path, or None
+    for the built-in ``hull``) and the plan ``engine="auto"`` follows in this process, under the tuned model of
+    this machine for ``precision``."""
+    market = load_curves(curves)
+    table = read_portfolio(portfolio)
+    gpu = gpu_available()
+    return inspector.inspect(table, market, current_model(precision, gpu), gpu)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What :func:`generate` wrote: the portfolio's ``rows``, the ``paths`` of its tables by what they hold
+    (``portfolio``; for the desk book also its ``curves`` and ``exercise_schedule``), and the desk book's
+    valuation date ``as_of`` (None for the papers' time-form portfolios)."""
+
+    rows: int
+    paths: dict[str, str]
+    as_of: str | None = None
+
+
+def generate(name: str, output: str, *, size: int | None = None, seed: int = 0) -> Generated:
+    """Writes synthetic portfolio ``name`` (one of :data:`~distprice.lattice.datasets.DATASETS`; ``size`` rows,
+    None for its own size) to ``output`` (.csv or .parquet); the dated desk book's curves and exercise schedule
+    go beside it, at ``output``'s stem plus ``.curves`` and ``.exercise``."""
+    if name == "desk":
+        book = desk(datasets.DEFAULT_SIZES[name] if size is None else size, seed)
+        stem, suffix = os.path.splitext(output)
+        paths = {"portfolio": output, "curves": f"{stem}.curves{suffix}",
+                 "exercise_schedule": f"{stem}.exercise{suffix}"}
+        for table, path in ((book.portfolio, paths["portfolio"]), (book.curves, paths["curves"]),
+                            (book.exercise_schedule, paths["exercise_schedule"])):
+            write_table(table, path)
+        return Generated(len(book.portfolio), paths, AS_OF)
+    table = datasets.generate(name, size, seed)
+    write_table(table, output)
+    return Generated(len(table), {"portfolio": output})
+
+
+def tune(precision: str = "fp64", repeat: int = 3) -> tuple[CostModel, Path]:
+    """Measures this machine (its GPU's engines too, with one) with ``repeat`` timed runs per measurement and
+    stores the inspector's cost model for its device and ``precision``; the model and where it was stored."""
+    gpu = gpu_available()
+    model = measure(device_name() if gpu else CPU_DEVICE, precision, gpu=gpu, repeat=repeat)
+    return model, save_model(model)

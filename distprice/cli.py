@@ -9,15 +9,11 @@ bar is drawn on stderr only when it is a terminal.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import gc
-import importlib.resources
+import json
 import logging
-import os
 import signal
-import statistics
 import sys
 import threading
 import time
@@ -25,23 +21,14 @@ import warnings
 
 import click
 
-from .api import calibrate_heston, calibrate_hull_white, price, price_mc
-from .cuda import gpu_available
-from .curves import builtin_curves, load_curves
+from . import api
+from .bench import bench_lattice, bench_paths, lattice_dataset, lattice_engine, path_set
 from .errors import DistpriceError, InvalidInputError, OptionError
-from .execute import price_plan
-from .job import ON_INVALID, Tally, exercise_schedule, valuation_day
-from .lattice import datasets
-from .lattice.desk import AS_OF, desk
-from .lattice.engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
-from .lattice.instruments import prepare
-from .lattice.measures import check_bump, parse_key_rates, parse_measures
-from .precision import PRECISIONS, real_dtype
-from .scenarios import parse_shifts
-from .tables import FOLDER, check_output, check_place, read_portfolio, table_format, write_table
-
-IN_PROCESS_ROWS = 20_000
-"""Portfolios under this many rows are priced in this process unless a cluster is named."""
+from .job import ON_INVALID, JobOptions
+from .lattice.datasets import DATASETS
+from .lattice.engines import AUTO, ENGINE_NAMES
+from .precision import PRECISIONS
+from .tables import check_output, check_place, table_format, write_table
 
 precision_option = click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp64",
                                 show_default=True, help="Floating-point precision of the node arithmetic.")
@@ -52,7 +39,6 @@ EXIT_ROW_ERRORS = 4
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 """Ctrl-C (SIGINT) and SIGTERM: the job's tasks are cancelled and nothing is written."""
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-log = logging.getLogger("distprice.cli")  # the same name when run as python -m distprice.cli
 
 
 class Terminated(BaseException):
@@ -170,8 +156,6 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     SIGTERM; 1 anything else.
     """
     from .cluster.config import JobConfig, load_config
-    from .cluster.pricer import Pricer
-    from .cluster.start import one_line_logs
 
     start = time.perf_counter()
     config = load_config(cluster) if cluster and "://" not in cluster else None
@@ -184,55 +168,23 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     _check_flags(job, portfolio, output, create_dirs)
     if report:
         _flag("--report", lambda path: _report_place(path, create_dirs), report)
-    named = portfolio
     options = {f.name: getattr(job, f.name) for f in dataclasses.fields(JobConfig)
                if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")}
-    if table_format(portfolio) in ("csv", FOLDER):
-        portfolio = read_portfolio(portfolio)  # read once: the size test and the job share it
-    workers, timings = None, {}
-    if cluster is not None or not (in_process or _small(portfolio)):
-        one_line_logs()
-        with Pricer(config or cluster, progress=progress, chunks_per_worker=job.chunks_per_worker) as pricer:
-            timings["start"] = time.perf_counter() - start
-            with _settled():
-                summary = pricer.run(portfolio, output=output, **options)
-            if report:
-                from .cluster.dashboard import job_workers
-
-                workers = job_workers(pricer.client, pricer.last_job) or None
-    else:
-        log.info("pricing in this process")
-        tick = time.perf_counter()
-        with _settled():
-            priced = price(portfolio, progress=progress, **options)
-            scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
-            tally = Tally(len(priced) // max(scenarios, 1), scenarios)
-            write_table(tally.add(priced), output)
-        summary = tally.summary(time.perf_counter() - tick, 0)
+    ran = api.run(portfolio, output=output, cluster=config or cluster, in_process=in_process, progress=progress,
+                  chunks_per_worker=job.chunks_per_worker, per_worker=bool(report), **options)
+    summary = ran.summary
+    timings = {} if ran.ready is None else {"start": ran.ready - start}
     timings["price"] = summary.seconds
     click.echo(f"{summary.line(wall=time.perf_counter() - start)}, wrote {output}")
     if report:
         from .report import write_report
 
-        write_report(output, report, portfolio=named, summary=summary, timings=timings, workers=workers)
+        write_report(output, report, portfolio=portfolio, summary=summary, timings=timings, workers=ran.workers)
         click.echo(f"wrote the job report {report}")
     if summary.priced < summary.rows:
         click.echo(f"distprice: {summary.rows - summary.priced} rows have an error instead of a price (their "
                    f"error column says why)", err=True)
         sys.exit(EXIT_ROW_ERRORS)
-
-
-@contextlib.contextmanager
-def _settled():
-    """Keeps the objects alive when a job starts (modules, a local cluster's scheduler and its state) out of the
-    garbage collector's full passes while it runs (``gc.freeze``, then ``gc.unfreeze``): a full pass over them
-    stalled this process for 0.1-0.2 s in the middle of a job, and a local cluster's scheduler, which runs here,
-    with it."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _report_place(path: str, create_dirs: bool = False) -> None:
@@ -252,31 +204,27 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     if job.scenarios is not None and job.shifts_bp is not None:
         raise click.UsageError("give --scenarios or --shifts-bp (job.scenarios or job.shifts_bp), not both")
     if job.shifts_bp is not None:
-        _flag("--shifts-bp", parse_shifts, job.shifts_bp)
-    _flag("--as-of", valuation_day, job.as_of)
+        _option("--shifts-bp", shifts_bp=job.shifts_bp)
+    _option("--as-of", as_of=job.as_of)
     if job.measures is not None:
-        _flag("--measures", parse_measures, job.measures)
+        _option("--measures", measures=job.measures)
         if job.scenarios is not None or job.shifts_bp is not None:
             raise click.UsageError("risk measures are of the base market: give --measures or --scenarios / "
                                    "--shifts-bp, not both")
-    _flag("--bump-bp", check_bump, job.bump_bp)
-    _flag("--key-rates", parse_key_rates, job.key_rates)
+    _option("--bump-bp", bump_bp=job.bump_bp)
+    _option("--key-rates", key_rates=job.key_rates)
 
 
-def _small(portfolio) -> bool:
-    """A portfolio (a table, or a Parquet file) small enough that starting a cluster would cost more than
-    pricing it here."""
-    if isinstance(portfolio, str):
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(portfolio).metadata.num_rows < IN_PROCESS_ROWS
-    return len(portfolio) < IN_PROCESS_ROWS
+def _option(flag: str, **option) -> None:
+    """One job option checked alone, as the job checks it (:meth:`JobOptions.checked`), its error shown as a
+    usage error of ``flag``."""
+    _flag(flag, lambda given: JobOptions.of(**given).checked(), option)
 
 
 @main.command()
 @click.option("--input", "inputs", required=True, type=click.Path(exists=True),
-              help="Monte-Carlo jobs: a folder of mc_* tables (.csv or .parquet), or a FinPar input.data or Futhark .in "
-                   "file.")
+              help="Monte-Carlo jobs: a folder of mc_* tables (.csv or .parquet), or a FinPar input.data or Futhark "
+                   ".in file.")
 @click.option("--output", required=True, type=click.Path(dir_okay=False),
               help="Prices to write (.csv or .parquet): one row per job and model.")
 @click.option("--paths", type=click.IntRange(min=1), help="Paths of every job (default: each job's own).")
@@ -295,7 +243,7 @@ def mc(inputs, output, paths, precision, engine, chunks, cluster, report):
     if report:
         _flag("--report", _report_place, report)
     start = time.perf_counter()
-    priced = price_mc(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks, cluster=cluster)
+    priced = api.price_mc(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks, cluster=cluster)
     write_table(priced, output)
     seconds = time.perf_counter() - start
     jobs = priced.drop_duplicates("job")
@@ -338,9 +286,9 @@ def calibrate_heston_command(quotes, output, quotes_output, seed, max_evals, pop
         if path:
             _flag(flag, check_output, path)
     start = time.perf_counter()
-    surfaces, fitted = calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
-                                        quadrature=quadrature, polish=polish, engine=engine, cluster=cluster,
-                                        progress=_generation_line if sys.stderr.isatty() and not cluster else None)
+    surfaces, fitted = api.calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
+                                            quadrature=quadrature, polish=polish, engine=engine, cluster=cluster,
+                                            progress=_generation_line if sys.stderr.isatty() and not cluster else None)
     write_table(surfaces, output)
     if quotes_output:
         write_table(fitted, quotes_output)
@@ -368,13 +316,13 @@ def calibrate_hull_white_command(quotes, curves, output, cluster):
     """Fit Hull-White mean reversion and volatility of each model to its European swaptions."""
     _flag("--output", check_output, output)
     start = time.perf_counter()
-    models = calibrate_hull_white(quotes, curves, cluster=cluster)
+    models = api.calibrate_hull_white(quotes, curves, cluster=cluster)
     write_table(models, output)
     click.echo(f"fitted {len(models)} models in {time.perf_counter() - start:.2f} s, wrote {output}")
 
 
 @main.command()
-@click.argument("name", type=click.Choice(datasets.DATASETS))
+@click.argument("name", type=click.Choice(DATASETS))
 @click.option("--size", type=click.IntRange(min=0), help="Rows (default: the dataset's own size).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--output", required=True, type=click.Path(dir_okay=False), help=".csv or .parquet file to write.")
@@ -382,18 +330,12 @@ def calibrate_hull_white_command(quotes, curves, output, cluster):
 def generate(name, size, seed, output):
     """Write one of the papers' synthetic portfolios (U1 ... S2), a mixture, Hull's example book, or the dated
     desk book (with its curves and exercise schedule beside it: OUTPUT's stem plus .curves and .exercise)."""
-    if name == "desk":
-        book = desk(datasets.DEFAULT_SIZES[name] if size is None else size, seed)
-        stem, suffix = os.path.splitext(output)
-        for table, path in ((book.portfolio, output), (book.curves, f"{stem}.curves{suffix}"),
-                            (book.exercise_schedule, f"{stem}.exercise{suffix}")):
-            write_table(table, path)
-        click.echo(f"wrote {len(book.portfolio)} rows of desk to {output}, its curves to {stem}.curves{suffix} and "
-                   f"its exercise schedule to {stem}.exercise{suffix} (valued on {AS_OF})")
+    made = api.generate(name, output, size=size, seed=seed)
+    if made.as_of is not None:
+        click.echo(f"wrote {made.rows} rows of desk to {output}, its curves to {made.paths['curves']} and its "
+                   f"exercise schedule to {made.paths['exercise_schedule']} (valued on {made.as_of})")
         return
-    table = datasets.generate(name, size, seed)
-    write_table(table, output)
-    click.echo(f"wrote {len(table)} rows of {name} to {output}")
+    click.echo(f"wrote {made.rows} rows of {name} to {output}")
 
 
 @main.command()
@@ -420,109 +362,19 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
     device memory they allocate.
     """
     if family == "mc":
-        _bench_paths(dataset or "large", size, engine, precision, repeat)
-        return
-    dataset = dataset or "R1"
-    if dataset not in datasets.DATASETS:
-        raise click.BadParameter(f"{dataset!r} is no lattice dataset; choose one of {', '.join(datasets.DATASETS)}",
-                                 param_hint="--dataset")
-    if engine not in ENGINE_NAMES:
-        raise click.BadParameter(f"{engine!r} is no lattice engine; choose one of {', '.join(ENGINE_NAMES)}",
-                                 param_hint="--engine")
-    from .lattice.batch import pack
-
-    real = real_dtype(precision)
-    engine = resolve(engine, real)
-    if dataset == "desk":
-        book = desk(datasets.DEFAULT_SIZES[dataset] if size is None else size, seed)
-        curve_set = load_curves(book.curves)
-        prepared = prepare(book.portfolio, curve_set, exercise_schedule=exercise_schedule(book.exercise_schedule,
-                                                                                          book.portfolio))
+        lines = bench_paths(_flag("--dataset", path_set, dataset or "large"), size, engine, precision, repeat)
     else:
-        curve_set = builtin_curves()
-        prepared = prepare(datasets.generate(dataset, size, seed), curve_set)
-    if prepared.problems:
-        raise InvalidInputError(prepared.problems)
-    instruments = prepared.instruments()
-    node_steps = int(instruments.node_steps)
-    run_engine = ENGINES.get(engine) or (lambda rows, curves, real: price_plan(rows, [curves], AUTO, real)[:2])
-    # warm-up: compilation and caches (GPU kernels are built per block shape, so warm up on the same rows)
-    run_engine(instruments if engine in (*GPU_ENGINES, AUTO) else instruments.take(range(min(8, len(instruments)))),
-               curve_set, real)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run_engine(instruments, curve_set, real)
-        times.append(time.perf_counter() - start)
-    seconds = statistics.median(times)
-    start = time.perf_counter()
-    batch = pack(instruments, curve_set, real)
-    layout = time.perf_counter() - start
-    click.echo(f"dataset {dataset}  rows {len(instruments)}  engine {engine}  precision {precision}")
-    click.echo(f"node-steps {node_steps:.4e}  seconds {seconds:.4f} (median of {repeat}; layout {layout:.4f})"
-               f"  NS/s {node_steps / seconds:.4e}")
-    if engine == AUTO:
-        plan = price_plan(instruments, [curve_set], AUTO, real)[2]
-        click.echo("plan: " + "; ".join(f"{p.engine} {len(p.rows)} rows" for p in plan.parts)
-                   + f" (predicted {plan.seconds:.4f} s, {plan.model.source})")
-    if engine in GPU_ENGINES:
-        from .cuda import device_name
-        from .lattice.gpu import price_gpu
-
-        runs = [price_gpu(batch, engine.removeprefix("gpu-")) for _ in range(repeat)]
-        part = {name: statistics.median(r.seconds[name] for r in runs) for name in runs[0].seconds}
-        click.echo(f"device {device_name()}  kernel {part['kernel']:.4f} s  NS/s {node_steps / part['kernel']:.4e}"
-                   f"  kernel layout {part['layout']:.4f} s  upload {part['upload']:.4f} s"
-                   f"  download {part['download']:.4f} s  device memory {runs[0].device_bytes / 2**20:.1f} MiB"
-                   + "".join(f"  {k} {v}" for k, v in runs[0].detail.items() if k in ("nodes", "threads", "bins")))
-    if peer:
-        from .lattice.quantlib import price_quantlib
-
-        rows = instruments.table.head(peer_size)
-        peer_steps = int(instruments.geometry.node_steps[:len(rows)].sum())
-        start = time.perf_counter()
-        price_quantlib(rows, {name: (c.t, c.zero_rate) for name, c in curve_set.items()})
-        peer_seconds = time.perf_counter() - start
-        ours = peer_steps / (node_steps / seconds)
-        click.echo(f"peer quantlib  rows {len(rows)}  seconds {peer_seconds:.4f}  NS/s {peer_steps / peer_seconds:.4e}"
-                   f"  ratio {peer_seconds / ours:.1f}x (distprice faster)")
-
-
-def _bench_paths(dataset: str, paths, engine: str, precision: str, repeat: int) -> None:
-    """``bench --family mc``: an engine on a Monte-Carlo set, path-date-underlyings per second."""
-    from .montecarlo import datasets as mc_sets
-    from .montecarlo import price_range, read_inputs, resolve_engine, validate, with_options
-
-    sets = {"small": "finpar_small.input.data", "medium": "finpar_medium.input.data"}
-    if dataset == "large":
-        job = validate(mc_sets.large(paths or 2**17))[0]
-    elif dataset in sets:
-        job = validate(read_inputs(importlib.resources.files("distprice.montecarlo") / "data" / sets[dataset]))[0]
-    else:
-        raise click.BadParameter(f"{dataset!r} is no Monte-Carlo set; choose small, medium or large",
-                                 param_hint="--dataset")
-    job = with_options(job, paths=paths, precision=precision)
-    engine = resolve_engine(engine, job)
-    times = [price_range(job, 0, job.paths, engine).seconds for _ in range(repeat + 1)][1:]
-    seconds = statistics.median(times)
-    units = job.paths * len(job.t) * job.spots.shape[1] * len(job.models)
-    click.echo(f"set {dataset}  contract {job.contract.name}  paths {job.paths}  dates {len(job.t)}  underlyings "
-               f"{job.spots.shape[1]}  models {len(job.models)}  engine {engine}  precision {job.precision}")
-    click.echo(f"path-date-underlyings {units:.4e}  seconds {seconds:.4f} (median of {repeat})  PDU/s {units / seconds:.4e}")
-    if engine == "cpu":
-        from .montecarlo import stage_split
-
-        n = min(job.paths, max(4096, 2**21 // job.dims))
-        split = stage_split(job, n)
-        per_unit = n * job.dims * len(job.models)
-        click.echo("stages (1 thread, CPU ns per PDU): " + "  ".join(
-            f"{k} {split[k] / per_unit * 1e9:.2f}" for k in ("sobol", "inverse_normal", "bridge", "paths_payoff"))
-            + f"  one thread's PDU/s {split['pdu_per_s']:.4e}")
+        dataset = _flag("--dataset", lattice_dataset, dataset or "R1")
+        lines = bench_lattice(dataset, size, seed, _flag("--engine", lattice_engine, engine), precision, repeat,
+                              peer, peer_size)
+    for line in lines:
+        click.echo(line)
 
 
 @main.command()
 @click.argument("portfolio", type=click.Path(exists=True, dir_okay=False))
-@click.option("--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one.")
+@click.option("--curves", type=click.Path(exists=True, dir_okay=False),
+              help="Zero curves table, if the portfolio needs one.")
 @precision_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option("--plot", type=click.Path(dir_okay=False),
@@ -530,59 +382,16 @@ def _bench_paths(dataset: str, paths, engine: str, precision: str, repeat: int) 
 @reports_errors
 def inspect(portfolio, curves, precision, as_json, plot):
     """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
-    import json
-
-    import numba
-    import pandas as pd
-
-    from .inspector import describe, plan
-    from .lattice.groups import instrument_groups, shared_node_steps
-    from .tuning import current_model
-
-    market = load_curves(curves)
-    prepared = prepare(read_portfolio(portfolio), market)
-    valid = prepared.valid
-    width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
-    groups = instrument_groups(prepared.instruments(), market)
-    gpu = gpu_available()
-    chosen = plan(width, height, current_model(precision, gpu), gpu)
+    inspection = api.inspect(portfolio, curves, precision=precision)
     if plot:
         from .report import draw_shape
 
-        draw_shape(plot, width, height, plan=chosen)
-    ids = pd.Series(prepared.table["id"].to_numpy()[valid])
-    execution = (f"this process: {chosen.model.device}" if gpu else
-                 f"this process: the CPU engine on {numba.get_num_threads()} threads")
-    report = {
-        "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
-        "shared": {"groups": len(groups), "node_steps": shared_node_steps(width, height, groups.group)},
-        "model": {"device": chosen.model.device, "precision": precision, "source": chosen.model.source},
-        "plan": {"predicted_seconds": chosen.seconds,
-                 "parts": [{"engine": p.engine, "rows": len(p.rows), "node_steps": float((2 * width[p.rows] * height[p.rows]).sum()),
-                            "predicted_seconds": p.seconds, "reason": p.reason,
-                            **p.detail,
-                            "first_ids": ids.iloc[p.rows[:3]].tolist()} for p in chosen.parts]},
-        "candidates": chosen.considered,
-    }
+        draw_shape(plot, inspection.width, inspection.height, plan=inspection.plan)
     if as_json:
-        click.echo(json.dumps(report, indent=1, default=str))
+        click.echo(json.dumps(inspection.figures, indent=1, default=str))
         return
-    shape = report["shape"]
-    shared = report["shared"]
-    click.echo(f"rows {shape['rows']} ({report['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
-               f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)")
-    for name in ("width", "height"):
-        q = shape[name]
-        if q:
-            click.echo(f"{name:6} " + "  ".join(f"{k} {v:.4g}" for k, v in q.items()))
-    click.echo(f"model: {chosen.model.device}, {precision}, {chosen.model.source}")
-    click.echo(f"plan: predicted {chosen.seconds:.4g} s for pricing in {execution} (a cluster of n such workers "
-               f"prices it in about 1/n of that, plus its start)")
-    for part in report["plan"]["parts"]:
-        extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part)
-        click.echo(f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
-                   f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
-    click.echo("candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(), key=lambda kv: kv[1])))
+    for line in inspection.lines():
+        click.echo(line)
 
 
 @main.command()
@@ -591,14 +400,8 @@ def inspect(portfolio, curves, precision, as_json, plot):
 @reports_errors
 def tune(precision, repeat):
     """Measure this machine (GPU and CPU engines) and store the inspector's cost model for it."""
-    from .cuda import device_name
-    from .tuning import CPU_DEVICE, save_model, tune as measure
-
-    gpu = gpu_available()
-    device = device_name() if gpu else CPU_DEVICE
-    model = measure(device, precision, gpu=gpu, repeat=repeat)
-    path = save_model(model)
-    click.echo(f"tuned {device} ({precision}); wrote {path}")
+    model, path = api.tune(precision, repeat)
+    click.echo(f"tuned {model.device} ({precision}); wrote {path}")
     click.echo(model.to_json())
 
 

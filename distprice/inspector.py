@@ -39,12 +39,17 @@ more: it cannot win then, and predicting costs host time (a sort).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 
+import numba
 import numpy as np
 import pandas as pd
 
 from .lattice.batch import PACK_THREADS
+from .lattice.geometry import node_steps
+from .lattice.groups import instrument_groups, shared_node_steps
+from .lattice.instruments import prepare
 from .lattice.layouts import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
                               shape_sample)
 
@@ -103,12 +108,12 @@ class CostModel:
             sample = shape_sample(w, FLAT_SAMPLE)
             w_sample, h_sample = w[sample], h[sample]
             nodes, threads = choose_flat_shape(w_sample, h_sample)
-            busy_share = (2.0 * w_sample * h_sample).sum() / flat_thread_steps(w_sample, h_sample, threads, nodes)
-            busy = (2.0 * w * h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
+            busy_share = node_steps(w_sample, h_sample).sum() / flat_thread_steps(w_sample, h_sample, threads, nodes)
+            busy = node_steps(w, h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
             seconds += self.gpu_launch + max(busy, 2 * int(h.max()) * self.flat_block_step)
             detail.update(nodes=nodes, threads=threads, busy_share=round(float(busy_share), 3))
         if wide.any():
-            work = 2.0 * width[wide] * height[wide]
+            work = node_steps(width[wide], height[wide])
             seconds += self.gpu_launch + max(work.sum() / self.multiprocessors, work.max()) * self.wide_node_step
             detail.update(wide_rows=int(wide.sum()))
         return seconds, detail
@@ -119,7 +124,7 @@ class CostModel:
         padded = np.zeros((2, groups * WARP), dtype=np.int64)
         padded[0, :len(width)], padded[1, :len(width)] = width, height
         pitch, tallest = padded[0].reshape(groups, WARP)[:, 0], padded[1].reshape(groups, WARP).max(axis=1)
-        warp_steps = 2.0 * pitch * tallest
+        warp_steps = node_steps(pitch, tallest)
         cached = 2 * pitch * itemsize * OUTER_THREADS_PER_SM * self.multiprocessors <= self.l2_bytes
         busy = WARP * (warp_steps[cached].sum() * self.outer_cached_node_step
                        + warp_steps[~cached].sum() * self.outer_node_step)
@@ -132,7 +137,7 @@ class CostModel:
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
-        return float((2.0 * width * height).sum() * self.cpu_node_step + 2.0 * height.sum() * self.cpu_step
+        return float(node_steps(width, height).sum() * self.cpu_node_step + 2.0 * height.sum() * self.cpu_step
                      + len(width) * self.cpu_row), {}
 
 
@@ -184,7 +189,7 @@ def describe(width: np.ndarray, height: np.ndarray) -> dict:
         return {"min": q[0], "p10": q[1], "p50": q[2], "p90": q[3], "p99": q[4], "max": q[5],
                 "mean": float(values.mean()), "skewness": skew}
 
-    return {"rows": int(len(width)), "node_steps": float((2 * width * height).sum()),
+    return {"rows": int(len(width)), "node_steps": float(node_steps(width, height).sum()),
             "width": spread(width), "height": spread(height)}
 
 
@@ -241,3 +246,59 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu
     considered = {name: total(parts) for name, parts in candidates.items()}
     best = min(considered, key=considered.get)
     return Plan(candidates[best], considered[best], model, considered)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """A portfolio as the inspector sees it: the trees of its valid rows (``width``, ``height``), the ``plan``
+    that prices them in this process, and ``figures``: its shape, invalid rows, where it would be priced, its
+    trees shared, the model and the plan (what ``distprice inspect --json`` prints)."""
+
+    width: np.ndarray
+    height: np.ndarray
+    plan: Plan
+    figures: dict
+
+    def lines(self) -> Iterator[str]:
+        """The figures in words, as ``distprice inspect`` prints them."""
+        shape, shared, chosen = self.figures["shape"], self.figures["shared"], self.plan
+        yield (f"rows {shape['rows']} ({self.figures['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
+               f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)")
+        for name in ("width", "height"):
+            q = shape[name]
+            if q:
+                yield f"{name:6} " + "  ".join(f"{k} {v:.4g}" for k, v in q.items())
+        yield f"model: {chosen.model.device}, {chosen.model.precision}, {chosen.model.source}"
+        yield (f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
+               f"such workers prices it in about 1/n of that, plus its start)")
+        for part in self.figures["plan"]["parts"]:
+            extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part)
+            yield (f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
+                   f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
+        yield "candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(),
+                                                                             key=lambda kv: kv[1]))
+
+
+def inspect(portfolio: pd.DataFrame, market, model: CostModel, gpu: bool) -> Inspection:
+    """The inspection of a portfolio table on ``market`` (curves by id): its valid rows' shape and trees shared,
+    and the plan that prices them in this process under ``model``, with or without a ``gpu``."""
+    prepared = prepare(portfolio, market)
+    valid = prepared.valid
+    width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
+    groups = instrument_groups(prepared.instruments(), market)
+    chosen = plan(width, height, model, gpu)
+    ids = pd.Series(prepared.table["id"].to_numpy()[valid])
+    execution = (f"this process: {chosen.model.device}" if gpu else
+                 f"this process: the CPU engine on {numba.get_num_threads()} threads")
+    figures = {
+        "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
+        "shared": {"groups": len(groups), "node_steps": shared_node_steps(width, height, groups.group)},
+        "model": {"device": chosen.model.device, "precision": chosen.model.precision, "source": chosen.model.source},
+        "plan": {"predicted_seconds": chosen.seconds,
+                 "parts": [{"engine": p.engine, "rows": len(p.rows),
+                            "node_steps": float(node_steps(width[p.rows], height[p.rows]).sum()),
+                            "predicted_seconds": p.seconds, "reason": p.reason, **p.detail,
+                            "first_ids": ids.iloc[p.rows[:3]].tolist()} for p in chosen.parts]},
+        "candidates": chosen.considered,
+    }
+    return Inspection(width, height, chosen, figures)

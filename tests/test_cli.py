@@ -93,7 +93,7 @@ def test_a_job_runs_with_the_objects_of_its_setup_out_of_full_garbage_collection
     and no longer."""
     import gc
 
-    import distprice.cli
+    import distprice.api
 
     pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "book.csv", index=False)
     frozen = []
@@ -102,7 +102,7 @@ def test_a_job_runs_with_the_objects_of_its_setup_out_of_full_garbage_collection
         frozen.append(gc.get_freeze_count())
         return distprice.price(*args, **kwargs)
 
-    monkeypatch.setattr(distprice.cli, "price", price)
+    monkeypatch.setattr(distprice.api, "price", price)
     assert gc.get_freeze_count() == 0
     result = runner.invoke(main, ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--output",
                                   str(tmp_path / "priced.csv")])

@@ -16,6 +16,7 @@ FLOORS = {
     "distprice.lattice": 2, "distprice.montecarlo": 2, "distprice.models": 2,
     "distprice.inspector": 3, "distprice.tuning": 3, "distprice.planner": 3,
     "distprice.execute": 4, "distprice.job": 4, "distprice.timing": 4, "distprice.families": 4,
+    "distprice.bench": 4,
     "distprice.cluster": 5,
     "distprice.report": 6,
     "distprice.api": 7, "distprice.cli": 7, "distprice": 7,

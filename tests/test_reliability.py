@@ -282,7 +282,7 @@ def test_stdout_holds_the_summary_and_stderr_the_logs_with_no_bar_off_a_terminal
                            "--output", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and done.stdout.startswith("priced 1 of 1 rows")
-    assert " INFO distprice.cli: pricing in this process" in done.stderr
+    assert " INFO distprice.api: pricing in this process" in done.stderr
     assert "\r" not in done.stdout + done.stderr and "[#" not in done.stderr
 
 
