@@ -8,7 +8,8 @@ import pytest
 
 from distprice.errors import ConfigError
 from distprice.cluster.config import (CLUSTER_KINDS, ClusterConfig, Config, JobConfig, Security, load_config,
-                              parse_config, parse_shifts)
+                              parse_config)
+from distprice.scenarios import parse_shifts
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

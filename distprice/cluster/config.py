@@ -22,9 +22,7 @@ from dask.utils import parse_bytes
 from ..errors import ConfigError, OptionError, shown
 from ..job import ON_INVALID, JobOptions, valuation_day
 from ..lattice.engines import ENGINE_NAMES
-from ..lattice.measures import check_bump, parse_key_rates, parse_measures
 from ..precision import PRECISIONS
-from ..scenarios import parse_shifts
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
@@ -348,6 +346,12 @@ def _date(value):
     return value if not isinstance(value, datetime.date) else value.isoformat()
 
 
+def _job_option(name: str):
+    """The check of job option ``name`` alone, as the job checks it (:meth:`JobOptions.checked`): its value
+    parsed."""
+    return lambda value: getattr(JobOptions.of(**{name: value}).checked(), name)
+
+
 def _path(value):
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"must be a path, not {shown(value)}")
@@ -396,12 +400,12 @@ _CHECKS = {
                     "memory_limit": _memory, "dashboard_address": _dashboard, "address": _optional(_address),
                     "security": None, "timeout": _seconds, "no_workers_timeout": _seconds,
                     "jobqueue": None},  # sections of their own
-    JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(parse_shifts),
+    JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(_job_option("shifts_bp")),
                 "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
                 "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date,
                 "allow_empty": _boolean, "max_invalid": _optional(_count), "timeout": _optional(_seconds),
-                "base_scenario": _boolean, "measures": _optional(parse_measures), "bump_bp": check_bump,
-                "key_rates": parse_key_rates},
+                "base_scenario": _boolean, "measures": _optional(_job_option("measures")),
+                "bump_bp": _job_option("bump_bp"), "key_rates": _job_option("key_rates")},
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}
