@@ -84,9 +84,10 @@ def dashboard_picture(output: Path) -> None:
     from distributed import Client, LocalCluster, wait
 
     from distprice.cluster.dashboard import post_job, register
-    from distprice.cluster.tasks import price_chunk, task_name
+    from distprice.cluster.tasks import run_chunk
     from distprice.curves import builtin_curves
     from distprice.execute import fixed_plan
+    from distprice.families.lattice import price_chunk, task_name
     from distprice.lattice.instruments import prepare
     from distprice.planner import partition
     from distprice.report.browser import render_page
@@ -102,7 +103,7 @@ def dashboard_picture(output: Path) -> None:
         post_job(client, token, rows=len(instruments), chunks=len(pieces), node_steps=instruments.node_steps,
                  predicted_seconds=chosen.seconds / 2, name="r1.parquet")
         def submit(i):
-            return client.submit(price_chunk, pieces[i], [builtin_curves()], fixed_plan("cpu", len(pieces[i])).parts,
+            return client.submit(run_chunk, price_chunk, pieces[i], [builtin_curves()], fixed_plan("cpu", len(pieces[i])).parts,
                                  np.dtype(np.float64), key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}")
 
         wait([submit(i) for i in range(5)])  # the rest waits: the page holds still for its picture

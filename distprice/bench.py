@@ -98,7 +98,7 @@ def bench_lattice(dataset: str, size: int | None, seed: int, engine: str, precis
         yield ("plan: " + "; ".join(f"{p.engine} {len(p.rows)} rows" for p in plan.parts)
                + f" (predicted {plan.seconds:.4f} s, {plan.model.source})")
     if engine in GPU_ENGINES:
-        runs = [price_gpu(batch, engine.removeprefix("gpu-")) for _ in range(repeat)]
+        runs = [price_gpu(batch, ENGINES[engine].kernel) for _ in range(repeat)]
         part = {name: statistics.median(r.seconds[name] for r in runs) for name in runs[0].seconds}
         yield (f"device {device_name()}  kernel {part['kernel']:.4f} s  NS/s {node_steps / part['kernel']:.4e}"
                f"  kernel layout {part['layout']:.4f} s  upload {part['upload']:.4f} s"

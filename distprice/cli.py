@@ -27,6 +27,8 @@ from .errors import DistpriceError, InvalidInputError, OptionError
 from .job import ON_INVALID, JobOptions
 from .lattice.datasets import DATASETS
 from .lattice.engines import AUTO, ENGINE_NAMES
+from .models.heston_fit import ENGINE_NAMES as HESTON_ENGINE_NAMES
+from .montecarlo.pricing import ENGINE_NAMES as MC_ENGINE_NAMES
 from .precision import PRECISIONS
 from .tables import check_output, check_place, table_format, write_table
 
@@ -229,7 +231,7 @@ def _option(flag: str, **option) -> None:
               help="Prices to write (.csv or .parquet): one row per job and model.")
 @click.option("--paths", type=click.IntRange(min=1), help="Paths of every job (default: each job's own).")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), help="fp64 or fp32 (default: each job's own).")
-@click.option("--engine", type=click.Choice(["auto", "reference", "cpu", "gpu"]), default="auto", show_default=True,
+@click.option("--engine", type=click.Choice(MC_ENGINE_NAMES), default="auto", show_default=True,
               help="auto: the GPU where there is one, else the CPU engine.")
 @click.option("--chunks", type=click.IntRange(min=1), help="In this process: path ranges per job (the price does not "
               "depend on it).")
@@ -276,7 +278,7 @@ def calibrate():
 @click.option("--quadrature", type=click.Choice(["gl20", "accurate"]), default="gl20", show_default=True,
               help="gl20: the benchmark's 20-point rule; accurate: adaptive, within 1e-10 of the exact price.")
 @click.option("--polish", is_flag=True, help="Finish with bounded least squares from the best point.")
-@click.option("--engine", type=click.Choice(["auto", "reference", "cpu", "gpu"]), default="auto", show_default=True)
+@click.option("--engine", type=click.Choice(HESTON_ENGINE_NAMES), default="auto", show_default=True)
 @click.option("--cluster", help="Cluster config YAML or a scheduler address: the surfaces fitted at once.")
 @reports_errors
 def calibrate_heston_command(quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine,
