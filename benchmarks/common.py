@@ -1,5 +1,6 @@
 """What the benchmarks share: timing, the portfolios they price, the machine they ran on, and writing
 ``<stem>.json`` (every figure) and ``<stem>.md`` (the table), the table printed last where a terminal shows it."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,6 @@ from distprice.lattice.instruments import prepare
 from distprice.tables import write_tables
 
 LIBRARIES = ("numpy", "pandas", "pyarrow", "numba", "dask", "distributed", "cupy-cuda12x", "cupy-cuda13x")
-
 
 
 def median_times(run, repeat: int):
@@ -65,8 +65,12 @@ def instruments(name: str, size: int | None = None, seed: int = 0):
     if name == "desk":
         book = desk(size or 100_000, seed)
         curves = load_curves(book.curves)
-        prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
-                           exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
+        prepared = prepare(
+            book.portfolio,
+            curves,
+            as_of=valuation_day(AS_OF),
+            exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio),
+        )
         assert not prepared.problems, prepared.problems[:3]
         return prepared.instruments(), curves
     curves = builtin_curves()
@@ -78,10 +82,12 @@ def instruments(name: str, size: int | None = None, seed: int = 0):
 def write_copies(path: Path, name: str, rows: int, copy_rows: int = 1_000_000) -> int:
     """Writes ``rows`` rows of dataset ``name`` to ``path``: copies of ``copy_rows`` rows at seeds 0, 1, ...,
     ids renumbered; returns the rows written."""
+
     def pieces():
         for seed, first in enumerate(range(0, rows, copy_rows)):
             table = datasets.generate(name, min(copy_rows, rows - first), seed=seed)
             yield table.assign(id=np.arange(first, first + len(table)))
+
     return write_tables(pieces(), path)
 
 
@@ -94,11 +100,17 @@ def write_desk_copies(folder: Path, rows: int, copy_rows: int = 100_000) -> dict
 
     def renumbered(table, seed):
         return table.assign(id=f"{seed}-" + table["id"].astype("str"))
-    files = {"portfolio": folder / "desk.parquet", "curves": folder / "desk.curves.parquet",
-             "exercise_schedule": folder / "desk.exercise.parquet"}
+
+    files = {
+        "portfolio": folder / "desk.parquet",
+        "curves": folder / "desk.curves.parquet",
+        "exercise_schedule": folder / "desk.exercise.parquet",
+    }
     write_tables((renumbered(book.portfolio, seed) for seed, book in enumerate(books)), files["portfolio"])
-    write_tables([pd.concat([renumbered(book.exercise_schedule, seed) for seed, book in enumerate(books)],
-                            ignore_index=True)], files["exercise_schedule"])
+    write_tables(
+        [pd.concat([renumbered(book.exercise_schedule, seed) for seed, book in enumerate(books)], ignore_index=True)],
+        files["exercise_schedule"],
+    )
     write_tables([books[0].curves], files["curves"])
     return {key: str(path) for key, path in files.items()}
 
@@ -111,14 +123,20 @@ def environment() -> dict:
             libraries[name] = version(name)
         except PackageNotFoundError:
             pass
-    return {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "libraries": libraries}
+    return {
+        "date": time.strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "libraries": libraries,
+    }
 
 
 def save(output_dir: Path, stem: str, report: dict, lines: list[str]) -> None:
     """Writes ``report`` (with :func:`environment` added) and the table ``lines``; prints the table."""
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / f"{stem}.json").write_text(json.dumps({"environment": environment(), **report}, indent=1,
-                                                        default=str))
+    (output_dir / f"{stem}.json").write_text(
+        json.dumps({"environment": environment(), **report}, indent=1, default=str)
+    )
     (output_dir / f"{stem}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

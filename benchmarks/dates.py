@@ -8,6 +8,7 @@ The floor: a stage reads its inputs and writes its outputs once; those bytes ove
 parallel copy bound it from below. CPU seconds are split into user (the kernels) and system time (the kernel's
 page faults when fresh output memory is first written, heavy on a virtual machine).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,20 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from distprice.dates import (CALENDARS, CONVENTIONS, DAY_COUNTS, accrued, bond_terms, business_table, cash_flows,
-                             coupons, day_numbers, redemption_dates, schedule, settlement_dates)
+from distprice.dates import (
+    CALENDARS,
+    CONVENTIONS,
+    DAY_COUNTS,
+    accrued,
+    bond_terms,
+    business_table,
+    cash_flows,
+    coupons,
+    day_numbers,
+    redemption_dates,
+    schedule,
+    settlement_dates,
+)
 
 from common import copy_bandwidth, environment, median_seconds, save
 
@@ -40,21 +53,30 @@ def random_book(rng: np.random.Generator, n: int):
     maturity = np.where(rng.random(n) < 0.2, ends, maturity)
     issue = valuation - rng.integers(0, 3653, n)
     coupon = np.where(rng.random(n) < 0.03, 0.0, rng.uniform(0.005, 0.08, n))
-    terms = bond_terms(maturity, issue, coupon=coupon, frequency=frequency,
-                       day_count=rng.integers(0, len(DAY_COUNTS.names), n),
-                       calendar=rng.integers(0, len(CALENDARS.names), n),
-                       accrual_convention=rng.integers(0, len(CONVENTIONS.names), n),
-                       payment_convention=rng.integers(0, len(CONVENTIONS.names), n),
-                       end_of_month=rng.random(n) < 0.3, settlement_days=rng.integers(0, 4, n),
-                       face=rng.choice([100.0, 1000.0], n), redemption=100.0)
+    terms = bond_terms(
+        maturity,
+        issue,
+        coupon=coupon,
+        frequency=frequency,
+        day_count=rng.integers(0, len(DAY_COUNTS.names), n),
+        calendar=rng.integers(0, len(CALENDARS.names), n),
+        accrual_convention=rng.integers(0, len(CONVENTIONS.names), n),
+        payment_convention=rng.integers(0, len(CONVENTIONS.names), n),
+        end_of_month=rng.random(n) < 0.3,
+        settlement_days=rng.integers(0, 4, n),
+        face=rng.choice([100.0, 1000.0], n),
+        redemption=100.0,
+    )
     return terms, np.full(n, valuation)
 
 
 def measured(run, repeat):
     """Median wall seconds, median user and system CPU seconds (after a warm-up call), and the result."""
+
     def cpu():
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return usage.ru_utime, usage.ru_stime
+
     samples = []
 
     def once():
@@ -64,6 +86,7 @@ def measured(run, repeat):
         wall, (u1, s1) = time.perf_counter() - tick, cpu()
         samples.append((wall, u1 - u0, s1 - s0))
         return result
+
     _, result = median_seconds(once, repeat)
     wall, user, system = (statistics.median(x) for x in zip(*samples[1:]))
     return {"seconds": wall, "user_cpu_seconds": user, "system_cpu_seconds": system}, result
@@ -88,10 +111,9 @@ def main():
     stages["redemption"], _ = measured(lambda: redemption_dates(terms), repeat)
     exercise_rows = np.repeat(rows, 4)
     exercise_days = np.repeat(settle, 4) + np.tile([30, 200, 400, 800], n)
-    stages["accrued at 4 dates a row"], _ = measured(lambda: accrued(terms, live, exercise_rows, exercise_days),
-                                                     repeat)
+    stages["accrued at 4 dates a row"], _ = measured(lambda: accrued(terms, live, exercise_rows, exercise_days), repeat)
     counts = {"live_coupons": len(live.payment)}
-    exercise_rows = exercise_days = live = None        # free the memory before the next stages
+    exercise_rows = exercise_days = live = None  # free the memory before the next stages
     stages["schedule (every date)"], dates = measured(lambda: schedule(terms), repeat)
     counts["schedule_dates"] = len(dates.dates)
     dates = None
@@ -101,7 +123,7 @@ def main():
     total, flows = measured(lambda: cash_flows(terms, valuation), repeat)
     counts["matured_rows"] = int(flows.matured.sum())
     flows = None
-    parts = [(terms.take(slice(a, a + args.chunk)), valuation[a:a + args.chunk]) for a in range(0, n, args.chunk)]
+    parts = [(terms.take(slice(a, a + args.chunk)), valuation[a : a + args.chunk]) for a in range(0, n, args.chunk)]
     chunked, _ = measured(lambda: [cash_flows(*part) for part in parts][-1], repeat)
     bandwidth = copy_bandwidth(1 << 30)
 
@@ -117,31 +139,49 @@ def main():
         "all coupons (not only live)": terms_bytes + 40 * all_n + n * 24,
     }
     for name, stage in stages.items():
-        stage.update(rows_per_s=n / stage["seconds"], floor_bytes=floors[name],
-                     floor_seconds=floors[name] / bandwidth)
+        stage.update(rows_per_s=n / stage["seconds"], floor_bytes=floors[name], floor_seconds=floors[name] / bandwidth)
     total["rows_per_s"] = n / total["seconds"]
     chunked["rows_per_s"] = n / chunked["seconds"]
     env = environment()
-    report = {"rows": n, "valuation": VALUATION, "seed": args.seed, "numba_threads": numba.get_num_threads(),
-              "shared_machine": True, **counts, "copy_bandwidth_gb_s": bandwidth / 1e9, "stages": stages,
-              "cash_flows": total, "cash_flows_chunked": {"chunk_rows": args.chunk, **chunked}}
-    lines = [f"# Dated-bond machinery on {n:,} random bonds", "",
-             f"{env['date']}, a shared {os.cpu_count()}-core virtual machine ({env['cpu']}), "
-             f"{numba.get_num_threads()} numba threads; numpy {np.__version__}, numba {numba.__version__}. "
-             f"{d:,} schedule dates, {live_n:,} live coupons ({all_n:,} in all), copy bandwidth "
-             f"{bandwidth / 1e9:.1f} GB/s. Medians of {repeat}.", "",
-             "| stage | seconds | rows/s | user CPU s | system CPU s | floor s (its bytes copied) | × floor |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    report = {
+        "rows": n,
+        "valuation": VALUATION,
+        "seed": args.seed,
+        "numba_threads": numba.get_num_threads(),
+        "shared_machine": True,
+        **counts,
+        "copy_bandwidth_gb_s": bandwidth / 1e9,
+        "stages": stages,
+        "cash_flows": total,
+        "cash_flows_chunked": {"chunk_rows": args.chunk, **chunked},
+    }
+    lines = [
+        f"# Dated-bond machinery on {n:,} random bonds",
+        "",
+        f"{env['date']}, a shared {os.cpu_count()}-core virtual machine ({env['cpu']}), "
+        f"{numba.get_num_threads()} numba threads; numpy {np.__version__}, numba {numba.__version__}. "
+        f"{d:,} schedule dates, {live_n:,} live coupons ({all_n:,} in all), copy bandwidth "
+        f"{bandwidth / 1e9:.1f} GB/s. Medians of {repeat}.",
+        "",
+        "| stage | seconds | rows/s | user CPU s | system CPU s | floor s (its bytes copied) | × floor |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, s in stages.items():
-        lines.append(f"| {name} | {s['seconds']:.4f} | {s['rows_per_s'] / 1e6:.2f} M | {s['user_cpu_seconds']:.3f} | "
-                     f"{s['system_cpu_seconds']:.3f} | {s['floor_seconds']:.4f} | "
-                     f"{s['seconds'] / s['floor_seconds']:.0f} |")
-    lines.append(f"| **cash_flows** (settlement, live coupons, accrued at settlement, redemption) | "
-                 f"{total['seconds']:.4f} | {total['rows_per_s'] / 1e6:.2f} M | {total['user_cpu_seconds']:.3f} | "
-                 f"{total['system_cpu_seconds']:.3f} | | |")
-    lines.append(f"| **cash_flows** in pieces of {args.chunk:,} rows | {chunked['seconds']:.4f} | "
-                 f"{chunked['rows_per_s'] / 1e6:.2f} M | {chunked['user_cpu_seconds']:.3f} | "
-                 f"{chunked['system_cpu_seconds']:.3f} | | |")
+        lines.append(
+            f"| {name} | {s['seconds']:.4f} | {s['rows_per_s'] / 1e6:.2f} M | {s['user_cpu_seconds']:.3f} | "
+            f"{s['system_cpu_seconds']:.3f} | {s['floor_seconds']:.4f} | "
+            f"{s['seconds'] / s['floor_seconds']:.0f} |"
+        )
+    lines.append(
+        f"| **cash_flows** (settlement, live coupons, accrued at settlement, redemption) | "
+        f"{total['seconds']:.4f} | {total['rows_per_s'] / 1e6:.2f} M | {total['user_cpu_seconds']:.3f} | "
+        f"{total['system_cpu_seconds']:.3f} | | |"
+    )
+    lines.append(
+        f"| **cash_flows** in pieces of {args.chunk:,} rows | {chunked['seconds']:.4f} | "
+        f"{chunked['rows_per_s'] / 1e6:.2f} M | {chunked['user_cpu_seconds']:.3f} | "
+        f"{chunked['system_cpu_seconds']:.3f} | | |"
+    )
     save(args.output_dir, "dates", report, lines)
 
 

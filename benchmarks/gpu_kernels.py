@@ -14,6 +14,7 @@ ceilings: device-to-device copy bandwidth and the FP64/FP32 FMA rate.
 
 Writes ``gpu_kernels.json`` and ``gpu_kernels.md`` into OUTPUT_DIR.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,15 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common import instruments, save
-
+from distprice.cuda import device_name, require_cupy
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
-from distprice.cuda import require_cupy
-from distprice.cuda import device_name
 from distprice.lattice.gpu import price_gpu
 from distprice.lattice.instruments import prepare
+
+from common import instruments, save
 
 FMA_KERNEL = r"""
 extern "C" __global__ void fma_rate(REAL* out, int iterations, REAL a, REAL b)
@@ -73,7 +73,8 @@ def ceilings(cupy) -> dict:
         sink = cupy.empty(blocks * threads, dtype=np.float64 if real == "double" else np.float32)
         scalar = np.float64 if real == "double" else np.float32
         seconds = _median_event_seconds(
-            cupy, lambda: kernel((blocks,), (threads,), (sink, np.int32(iterations), scalar(0.999), scalar(1e-3))), 5)
+            cupy, lambda: kernel((blocks,), (threads,), (sink, np.int32(iterations), scalar(0.999), scalar(1e-3))), 5
+        )
         out[f"fma_per_s_{'fp64' if real == 'double' else 'fp32'}"] = blocks * threads * iterations * 8 / seconds
     return out
 
@@ -109,12 +110,17 @@ def run_variant(batch, options, repeat, reference):
     finite = np.isfinite(last.bond) & np.isfinite(last.option)
     bond_error = float(np.max(np.abs(last.bond - reference[0])[finite] / np.abs(reference[0][finite])))
     option_error = float(np.max(np.abs(last.option - reference[1])[finite] / np.abs(reference[0][finite])))
-    return dict(kernel_s=kernel, layout_s=statistics.median(r.seconds["layout"] for r in runs),
-                upload_s=statistics.median(r.seconds["upload"] for r in runs),
-                download_s=statistics.median(r.seconds["download"] for r in runs),
-                device_bytes=last.device_bytes, bond_error=bond_error, option_error=option_error,
-                non_finite=int((~finite).sum()),
-                **{("computed_node_steps" if k == "node_steps" else k): v for k, v in last.detail.items()})
+    return dict(
+        kernel_s=kernel,
+        layout_s=statistics.median(r.seconds["layout"] for r in runs),
+        upload_s=statistics.median(r.seconds["upload"] for r in runs),
+        download_s=statistics.median(r.seconds["download"] for r in runs),
+        device_bytes=last.device_bytes,
+        bond_error=bond_error,
+        option_error=option_error,
+        non_finite=int((~finite).sum()),
+        **{("computed_node_steps" if k == "node_steps" else k): v for k, v in last.detail.items()},
+    )
 
 
 WIDE_TREES = {1027: 0.00431, 2057: 0.00215, 4017: 0.0011, 4419: 0.001}
@@ -132,11 +138,29 @@ def wide_trees(repeat: int, copies=(1, 64)) -> list[dict]:
     rows = []
     for width, a in WIDE_TREES.items():
         for n in copies:
-            table = pd.DataFrame([dict(id=i, instrument="bond_option", option_type="put", exercise="bermudan",
-                                       strike=95.0, expiry=60.0, first_exercise=10.0, exercise_frequency=4,
-                                       maturity=100.0, coupon=0.05, coupon_frequency=2, face=100.0,
-                                       mean_reversion=a, volatility=0.004, steps_per_year=12, curve="hull")
-                                  for i in range(n)])
+            table = pd.DataFrame(
+                [
+                    dict(
+                        id=i,
+                        instrument="bond_option",
+                        option_type="put",
+                        exercise="bermudan",
+                        strike=95.0,
+                        expiry=60.0,
+                        first_exercise=10.0,
+                        exercise_frequency=4,
+                        maturity=100.0,
+                        coupon=0.05,
+                        coupon_frequency=2,
+                        face=100.0,
+                        mean_reversion=a,
+                        volatility=0.004,
+                        steps_per_year=12,
+                        curve="hull",
+                    )
+                    for i in range(n)
+                ]
+            )
             batch = pack(prepare(table, curves).instruments(), curves)
             assert int(batch.geometry.width[0]) == width
             tick = time.perf_counter()
@@ -145,10 +169,12 @@ def wide_trees(repeat: int, copies=(1, 64)) -> list[dict]:
             for kernel in ("flat", "outer"):
                 measured = run_variant(batch, dict(kernel=kernel), repeat, reference)
                 rows.append(dict(width=width, copies=n, kernel=kernel, cpu_engine_s=cpu_s, **measured))
-                print(f"wide {width:5} x{n:3} {kernel:5} kernel {measured['kernel_s'] * 1e3:9.2f} ms  "
-                      f"cpu engine {cpu_s * 1e3:9.2f} ms  err {max(measured['bond_error'], measured['option_error']):.1e}"
-                      + "".join(f"  {k}={measured[k]}" for k in ("nodes", "threads", "outer_rows") if k in measured),
-                      flush=True)
+                print(
+                    f"wide {width:5} x{n:3} {kernel:5} kernel {measured['kernel_s'] * 1e3:9.2f} ms  "
+                    f"cpu engine {cpu_s * 1e3:9.2f} ms  err {max(measured['bond_error'], measured['option_error']):.1e}"
+                    + "".join(f"  {k}={measured[k]}" for k in ("nodes", "threads", "outer_rows") if k in measured),
+                    flush=True,
+                )
     return rows
 
 
@@ -164,8 +190,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
     cupy = require_cupy()
-    names = (list(VARIANTS) if args.variants == "all" else list(SHIPPED) if args.variants == "shipped"
-             else args.variants.split(","))
+    names = (
+        list(VARIANTS)
+        if args.variants == "all"
+        else list(SHIPPED)
+        if args.variants == "shipped"
+        else args.variants.split(",")
+    )
     report = {"device": device_name(), "ceilings": ceilings(cupy), "rows": []}
     print(f"device {report['device']}: " + ", ".join(f"{k} {v:.3e}" for k, v in report["ceilings"].items()), flush=True)
     if args.wide:
@@ -187,25 +218,41 @@ def main(argv=None):
             except ValueError as error:  # e.g. a fixed block narrower than the widest tree
                 print(f"{name:3} {variant:16} {precision} skipped: {error}", flush=True)
                 continue
-            row = dict(dataset=name, rows=len(rows), node_steps=node_steps, variant=variant, precision=precision,
-                       pack_s=pack_s, cpu_engine_s=cpu_s, **measured)
+            row = dict(
+                dataset=name,
+                rows=len(rows),
+                node_steps=node_steps,
+                variant=variant,
+                precision=precision,
+                pack_s=pack_s,
+                cpu_engine_s=cpu_s,
+                **measured,
+            )
             row["ns_per_s"] = node_steps / row["kernel_s"]
             host = row["pack_s"] + row["layout_s"] + row["upload_s"] + row["download_s"]
             row["preprocessing_share"] = host / (host + row["kernel_s"])
             report["rows"].append(row)
-            print(f"{name:3} {variant:16} {precision} kernel {row['kernel_s'] * 1e3:9.2f} ms  "
-                  f"NS/s {row['ns_per_s']:.3e}  mem {row['device_bytes'] / 2**20:8.1f} MiB  "
-                  f"layout {row['layout_s'] * 1e3:7.1f} ms  upload {row['upload_s'] * 1e3:6.1f} ms  "
-                  f"err bond {row['bond_error']:.1e} option {row['option_error']:.1e} non-finite {row['non_finite']}  "
-                  + " ".join(f"{k}={row[k]}" for k in ("nodes", "threads", "bins", "occupancy") if k in row), flush=True)
-    lines = [f"device {report['device']}, {time.strftime('%Y-%m-%d')}", "",
-             "| dataset | variant | precision | kernel ms | NS/s | device MiB | pack+layout+transfer ms | max rel err |",
-             "|---|---|---|---|---|---|---|---|"]
+            print(
+                f"{name:3} {variant:16} {precision} kernel {row['kernel_s'] * 1e3:9.2f} ms  "
+                f"NS/s {row['ns_per_s']:.3e}  mem {row['device_bytes'] / 2**20:8.1f} MiB  "
+                f"layout {row['layout_s'] * 1e3:7.1f} ms  upload {row['upload_s'] * 1e3:6.1f} ms  "
+                f"err bond {row['bond_error']:.1e} option {row['option_error']:.1e} non-finite {row['non_finite']}  "
+                + " ".join(f"{k}={row[k]}" for k in ("nodes", "threads", "bins", "occupancy") if k in row),
+                flush=True,
+            )
+    lines = [
+        f"device {report['device']}, {time.strftime('%Y-%m-%d')}",
+        "",
+        "| dataset | variant | precision | kernel ms | NS/s | device MiB | pack+layout+transfer ms | max rel err |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in report["rows"]:
         host = (r["pack_s"] + r["layout_s"] + r["upload_s"] + r["download_s"]) * 1e3
-        lines.append(f"| {r['dataset']} | {r['variant']} | {r['precision']} | {r['kernel_s'] * 1e3:.2f} | "
-                     f"{r['ns_per_s']:.3e} | {r['device_bytes'] / 2**20:.0f} | {host:.0f} | "
-                     f"{max(r['bond_error'], r['option_error']):.1e} |")
+        lines.append(
+            f"| {r['dataset']} | {r['variant']} | {r['precision']} | {r['kernel_s'] * 1e3:.2f} | "
+            f"{r['ns_per_s']:.3e} | {r['device_bytes'] / 2**20:.0f} | {host:.0f} | "
+            f"{max(r['bond_error'], r['option_error']):.1e} |"
+        )
     save(args.output_dir, "gpu_kernels", report, lines)
     return 0
 

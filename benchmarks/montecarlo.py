@@ -22,6 +22,7 @@ core with two multiply and two add pipes of 4 doubles or 8 floats (AVX2: AMD Zen
 dependent multiply-add chain it is the floor in ns. ``single_thread_over_floor`` compares the stage
 split's single-thread CPU seconds per PDU with it, ``over_floor`` those of the run on every core.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,9 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from common import save
-
 from distprice.montecarlo import cpu, datasets, read_inputs, reference, stage_split, validate, with_options
+
+from common import save
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "optionpricing"
 ANCHORS = {"small": 7.9e6, "medium": 8.7e6, "large": 4.15e6}
@@ -98,8 +99,8 @@ def floor_cycles(job) -> dict:
     """Vector operations per PDU (multiplies, adds, divisions; counted in the module's docstring, in vectors
     of 4 doubles) and the cycles of the busiest pipe."""
     u = job.underlyings
-    own = np.array([1 + 16 + 3 + (u + 1) / 2 + 1, 2 + 17 + 3 + (u - 1) / 2 + 2, 1.0])     # the job's precision
-    double = 0.15 * np.array([32.0, 30.0, 2.0])                                          # tails: log in float64
+    own = np.array([1 + 16 + 3 + (u + 1) / 2 + 1, 2 + 17 + 3 + (u - 1) / 2 + 2, 1.0])  # the job's precision
+    double = 0.15 * np.array([32.0, 30.0, 2.0])  # tails: log in float64
     exp = np.array([20.0, 19.0, 0.0])
     per_path = np.array([6.0, 6.0, 2.0])
     if job.logarithmic:
@@ -118,8 +119,9 @@ def measure(name, job, precision, ghz) -> dict:
     for threads in sorted({1, cores}):
         numba.set_num_threads(threads)
         seconds, cpu_seconds = median_time(lambda: cpu.batch_sums(job, 0, job.paths))
-        rates[threads] = dict(wall_s=seconds, cpu_s=cpu_seconds, pdu_per_s=pdu(job) / seconds,
-                              pdu_per_cpu_s=pdu(job) / cpu_seconds)
+        rates[threads] = dict(
+            wall_s=seconds, cpu_s=cpu_seconds, pdu_per_s=pdu(job) / seconds, pdu_per_cpu_s=pdu(job) / cpu_seconds
+        )
     numba.set_num_threads(cores)
     slice_paths = max(1024, job.paths // (64 if name == "large" else 16))
     numpy_seconds, numpy_cpu_seconds = median_time(lambda: reference.batch_sums(job, 0, slice_paths), repeats=1)
@@ -129,37 +131,57 @@ def measure(name, job, precision, ghz) -> dict:
     floor = floor_cycles(job)
     floor_ns = floor["cycles"] / ghz
     best = rates[cores]
-    return dict(set=name, precision=precision, paths=job.paths, dates=job.dates, underlyings=job.underlyings,
-                models=len(job.models), cores=cores, lanes=cpu.lanes(job), threads=rates,
-                cpu_seconds=best["wall_s"], cpu_pdu_per_s=best["pdu_per_s"], cpu_pdu_per_cpu_s=best["pdu_per_cpu_s"],
-                per_core_vs_lexifi_c=best["pdu_per_s"] / cores / ANCHORS[name],
-                per_cpu_second_vs_lexifi_c=best["pdu_per_cpu_s"] / ANCHORS[name],
-                numpy_paths=slice_paths, numpy_pdu_per_s=numpy_rate,
-                numpy_pdu_per_cpu_s=pdu(job, slice_paths) / numpy_cpu_seconds,
-                speedup_vs_numpy=best["pdu_per_s"] / numpy_rate,
-                speedup_vs_contract_numpy=best["pdu_per_s"] / CONTRACT_NUMPY[name],
-                stage_ns_per_pdu={k: split[k] / pdu(job, split_paths) * 1e9 for k in cpu.STAGES},
-                single_thread_pdu_per_s=split["pdu_per_s"], floor=floor, floor_ns_per_pdu=floor_ns,
-                cpu_ns_per_pdu=1e9 / best["pdu_per_cpu_s"], over_floor=(1e9 / best["pdu_per_cpu_s"]) / floor_ns,
-                single_thread_over_floor=(1e9 / split["pdu_per_s"]) / floor_ns)
+    return dict(
+        set=name,
+        precision=precision,
+        paths=job.paths,
+        dates=job.dates,
+        underlyings=job.underlyings,
+        models=len(job.models),
+        cores=cores,
+        lanes=cpu.lanes(job),
+        threads=rates,
+        cpu_seconds=best["wall_s"],
+        cpu_pdu_per_s=best["pdu_per_s"],
+        cpu_pdu_per_cpu_s=best["pdu_per_cpu_s"],
+        per_core_vs_lexifi_c=best["pdu_per_s"] / cores / ANCHORS[name],
+        per_cpu_second_vs_lexifi_c=best["pdu_per_cpu_s"] / ANCHORS[name],
+        numpy_paths=slice_paths,
+        numpy_pdu_per_s=numpy_rate,
+        numpy_pdu_per_cpu_s=pdu(job, slice_paths) / numpy_cpu_seconds,
+        speedup_vs_numpy=best["pdu_per_s"] / numpy_rate,
+        speedup_vs_contract_numpy=best["pdu_per_s"] / CONTRACT_NUMPY[name],
+        stage_ns_per_pdu={k: split[k] / pdu(job, split_paths) * 1e9 for k in cpu.STAGES},
+        single_thread_pdu_per_s=split["pdu_per_s"],
+        floor=floor,
+        floor_ns_per_pdu=floor_ns,
+        cpu_ns_per_pdu=1e9 / best["pdu_per_cpu_s"],
+        over_floor=(1e9 / best["pdu_per_cpu_s"]) / floor_ns,
+        single_thread_over_floor=(1e9 / split["pdu_per_s"]) / floor_ns,
+    )
 
 
 def markdown(rows, header) -> list[str]:
-    lines = [f"# Monte-Carlo CPU engine ({header})", "",
-             "| set | prec | paths | lanes | M PDU/s 1 thread | M PDU/s 2 threads (wall) | per core vs LexiFi C | "
-             "vs numpy here | vs contract's numpy | M PDU per CPU-s | "
-             "Sobol / Φ⁻¹ / bridge / paths+payoff ns per PDU (1 thread, CPU-s) | "
-             "floor ns per PDU | 1 thread over floor |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    lines = [
+        f"# Monte-Carlo CPU engine ({header})",
+        "",
+        "| set | prec | paths | lanes | M PDU/s 1 thread | M PDU/s 2 threads (wall) | per core vs LexiFi C | "
+        "vs numpy here | vs contract's numpy | M PDU per CPU-s | "
+        "Sobol / Φ⁻¹ / bridge / paths+payoff ns per PDU (1 thread, CPU-s) | "
+        "floor ns per PDU | 1 thread over floor |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
     for r in rows:
         s = r["stage_ns_per_pdu"]
         one = r["threads"][1]["pdu_per_s"]
-        lines.append(f"| {r['set']} | {r['precision']} | {r['paths']} | {r['lanes']} | {one / 1e6:.0f} | "
-                     f"{r['cpu_pdu_per_s'] / 1e6:.0f} | {r['per_core_vs_lexifi_c']:.1f}x | "
-                     f"{r['speedup_vs_numpy']:.1f}x | {r['speedup_vs_contract_numpy']:.0f}x | "
-                     f"{r['cpu_pdu_per_cpu_s'] / 1e6:.0f} | "
-                     f"{s['sobol']:.2f} / {s['inverse_normal']:.2f} / {s['bridge']:.2f} / {s['paths_payoff']:.2f} | "
-                     f"{r['floor_ns_per_pdu']:.2f} | {r['single_thread_over_floor']:.1f}x |")
+        lines.append(
+            f"| {r['set']} | {r['precision']} | {r['paths']} | {r['lanes']} | {one / 1e6:.0f} | "
+            f"{r['cpu_pdu_per_s'] / 1e6:.0f} | {r['per_core_vs_lexifi_c']:.1f}x | "
+            f"{r['speedup_vs_numpy']:.1f}x | {r['speedup_vs_contract_numpy']:.0f}x | "
+            f"{r['cpu_pdu_per_cpu_s'] / 1e6:.0f} | "
+            f"{s['sobol']:.2f} / {s['inverse_normal']:.2f} / {s['bridge']:.2f} / {s['paths_payoff']:.2f} | "
+            f"{r['floor_ns_per_pdu']:.2f} | {r['single_thread_over_floor']:.1f}x |"
+        )
     return lines
 
 
@@ -170,13 +192,22 @@ def main(argv=None) -> int:
     options = parser.parse_args(argv)
     load_before = os.getloadavg()
     ghz = clock_ghz()
-    rows = [measure(name, job, precision, ghz)
-            for name, job in sets(options.quick).items() for precision in ("fp64", "fp32")]
-    meta = dict(load_average_before=load_before, load_average_after=os.getloadavg(), clock_ghz=ghz,
-                note="shared machine: other work ran beside this benchmark; figures are noisy")
-    header = (f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores at {ghz:.2f} GHz, load "
-              f"{load_before[0]:.1f} before / {meta['load_average_after'][0]:.1f} after, numpy {np.__version__}, "
-              f"numba {numba.__version__}; shared machine")
+    rows = [
+        measure(name, job, precision, ghz)
+        for name, job in sets(options.quick).items()
+        for precision in ("fp64", "fp32")
+    ]
+    meta = dict(
+        load_average_before=load_before,
+        load_average_after=os.getloadavg(),
+        clock_ghz=ghz,
+        note="shared machine: other work ran beside this benchmark; figures are noisy",
+    )
+    header = (
+        f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores at {ghz:.2f} GHz, load "
+        f"{load_before[0]:.1f} before / {meta['load_average_after'][0]:.1f} after, numpy {np.__version__}, "
+        f"numba {numba.__version__}; shared machine"
+    )
     save(options.output, "montecarlo", dict(meta=meta, rows=rows), markdown(rows, header))
     return 0
 

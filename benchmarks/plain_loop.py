@@ -2,8 +2,10 @@
 
 One instrument per ``prange`` iteration in input order (no sorting), rows allocated once per instrument,
 full-width loops, a scatter forward step, ``exp(-(alpha + j dr) dt)`` evaluated per node and step as
-the tree's rule writes it, bond and option rolled back in separate loops. Same inputs (a ``distprice`` batch) and same prices.
+the tree's rule writes it, bond and option rolled back in separate loops. Same inputs (a ``distprice`` batch) and
+same prices.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +17,27 @@ from distprice.lattice.batch import Batch
 
 
 @numba.njit(parallel=True)
-def _plain(jmax, height, dt, dr, M, face, is_call, curve_index, curve_offsets, curve_t, curve_z,
-           c_off, c_step, c_amount, x_off, x_step, x_amount, bond_out, option_out):
+def _plain(
+    jmax,
+    height,
+    dt,
+    dr,
+    M,
+    face,
+    is_call,
+    curve_index,
+    curve_offsets,
+    curve_t,
+    curve_z,
+    c_off,
+    c_step,
+    c_amount,
+    x_off,
+    x_step,
+    x_amount,
+    bond_out,
+    option_out,
+):
     for r in numba.prange(len(jmax)):
         jm, n, h, d = jmax[r], height[r], dt[r], dr[r]
         w = 2 * jm + 1
@@ -32,8 +53,8 @@ def _plain(jmax, height, dt, dr, M, face, is_call, curve_index, curve_offsets, c
         x = -jm * M[r]
         pu[0], pm[0], pd[0] = 1 / 6 + (x * x - x) / 2, -1 / 3 - x * x + 2 * x, 7 / 6 + (x * x - 3 * x) / 2
         up[0], mid[0], down[0] = 2, 1, 0
-        ct = curve_t[curve_offsets[curve_index[r]]:curve_offsets[curve_index[r] + 1]]
-        cz = curve_z[curve_offsets[curve_index[r]]:curve_offsets[curve_index[r] + 1]]
+        ct = curve_t[curve_offsets[curve_index[r]] : curve_offsets[curve_index[r] + 1]]
+        cz = curve_z[curve_offsets[curve_index[r]] : curve_offsets[curve_index[r] + 1]]
         Q, Qn = np.zeros(w), np.zeros(w)
         Q[jm] = 1.0
         alpha = np.empty(n)
@@ -57,10 +78,12 @@ def _plain(jmax, height, dt, dr, M, face, is_call, curve_index, curve_offsets, c
             if i < n:
                 for c in range(w):
                     Bn[c] = math.exp(-(alpha[i] + (c - jm) * d) * h) * (
-                        pu[c] * B[up[c]] + pm[c] * B[mid[c]] + pd[c] * B[down[c]])
+                        pu[c] * B[up[c]] + pm[c] * B[mid[c]] + pd[c] * B[down[c]]
+                    )
                 for c in range(w):
                     On[c] = math.exp(-(alpha[i] + (c - jm) * d) * h) * (
-                        pu[c] * O[up[c]] + pm[c] * O[mid[c]] + pd[c] * O[down[c]])
+                        pu[c] * O[up[c]] + pm[c] * O[mid[c]] + pd[c] * O[down[c]]
+                    )
                 B, Bn, O, On = Bn, B, On, O
             while xi < x_off[r + 1] and x_step[xi] == i:
                 for c in range(w):
@@ -78,7 +101,25 @@ def price_plain(batch: Batch):
     """Bond and option prices of ``batch`` by the plain loop (float64)."""
     g = batch.geometry
     bond, option = np.empty(len(batch)), np.empty(len(batch))
-    _plain(g.jmax, g.height, g.dt, g.dr, g.M, batch.face, batch.is_call, batch.curve_index, batch.curve_offsets,
-           batch.curve_t, batch.curve_z, batch.coupons.offsets, batch.coupons.step, batch.coupons.value,
-           batch.exercises.offsets, batch.exercises.step, batch.exercises.value, bond, option)
+    _plain(
+        g.jmax,
+        g.height,
+        g.dt,
+        g.dr,
+        g.M,
+        batch.face,
+        batch.is_call,
+        batch.curve_index,
+        batch.curve_offsets,
+        batch.curve_t,
+        batch.curve_z,
+        batch.coupons.offsets,
+        batch.coupons.step,
+        batch.coupons.value,
+        batch.exercises.offsets,
+        batch.exercises.step,
+        batch.exercises.value,
+        bond,
+        option,
+    )
     return bond, option

@@ -15,6 +15,7 @@ the chunks (n log n) and takes the quantiles of widths and heights; that is ~0.3
 sends to the page does not grow with the rows (histograms, group sums, the largest positions), so Bokeh
 builds the same document at 10³ or 10⁶ rows: a fixed ~1 s here. Distance from the floor is printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,10 +58,19 @@ def facts(priced: pd.DataFrame) -> dict:
     width, height = (priced.loc[valid, c].to_numpy(dtype=np.int64) for c in ("width", "height"))
     chosen = plan(width, height, CostModel("cpu"), gpu=False)
     steps = float(node_steps(width, height).sum())
-    workers = {f"tcp://10.0.0.{i}:40000": dict(rows=int(valid.sum()) // 2, node_steps=steps / 2, seconds=4.5,
-                                               kernel_seconds=4.1, device="cpu") for i in (1, 2)}
-    return dict(plan=chosen, plan_seconds=[chosen.seconds * 1.1 for _ in chosen.parts], chunks=64,
-                timings=TIMINGS, workers=workers)
+    workers = {
+        f"tcp://10.0.0.{i}:40000": dict(
+            rows=int(valid.sum()) // 2, node_steps=steps / 2, seconds=4.5, kernel_seconds=4.1, device="cpu"
+        )
+        for i in (1, 2)
+    }
+    return dict(
+        plan=chosen,
+        plan_seconds=[chosen.seconds * 1.1 for _ in chosen.parts],
+        chunks=64,
+        timings=TIMINGS,
+        workers=workers,
+    )
 
 
 def report_picture(priced: pd.DataFrame, output: Path) -> None:
@@ -96,15 +106,32 @@ def dashboard_picture(output: Path) -> None:
     geometry = instruments.geometry
     pieces = [instruments.take(c) for c in partition(geometry.width, geometry.height, 8)]
     chosen = plan(geometry.width, geometry.height, CostModel("cpu"), gpu=False)
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+    ):
         url = register(client)
         token = uuid.uuid4().hex
-        post_job(client, token, rows=len(instruments), chunks=len(pieces), node_steps=instruments.node_steps,
-                 predicted_seconds=chosen.seconds / 2, name="r1.parquet")
+        post_job(
+            client,
+            token,
+            rows=len(instruments),
+            chunks=len(pieces),
+            node_steps=instruments.node_steps,
+            predicted_seconds=chosen.seconds / 2,
+            name="r1.parquet",
+        )
+
         def submit(i):
-            return client.submit(run_chunk, price_chunk, pieces[i], [builtin_curves()], fixed_plan("cpu", len(pieces[i])).parts,
-                                 np.dtype(np.float64), key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}")
+            return client.submit(
+                run_chunk,
+                price_chunk,
+                pieces[i],
+                [builtin_curves()],
+                fixed_plan("cpu", len(pieces[i])).parts,
+                np.dtype(np.float64),
+                key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}",
+            )
 
         wait([submit(i) for i in range(5)])  # the rest waits: the page holds still for its picture
         output.write_bytes(render_page(url).png)
@@ -135,15 +162,24 @@ def main(argv=None):
     floor = 0.3
     import bokeh
 
-    report = {"rows": args.rows, "seconds": seconds, "bytes": size, "seconds_1000_rows": small,
-              "r1_pricing_seconds": pricing, "floor_seconds": floor, "bokeh": bokeh.__version__,
-              "machine": "shared, 2 cores"}
-    lines = ["| rows | write_report s (median) | report MiB | same report at 10³ rows s | floor s | × floor |",
-             "|---:|---:|---:|---:|---:|---:|",
-             f"| {args.rows:,} | {seconds:.2f} | {size / 2**20:.2f} | {small:.2f} | {floor:.1f} | "
-             f"{seconds / floor:.0f} |",
-             "", f"{time.strftime('%Y-%m-%d')}, a shared 2-core machine, CPU only; plan, 64 chunks, timings and "
-                 f"two workers' totals given."]
+    report = {
+        "rows": args.rows,
+        "seconds": seconds,
+        "bytes": size,
+        "seconds_1000_rows": small,
+        "r1_pricing_seconds": pricing,
+        "floor_seconds": floor,
+        "bokeh": bokeh.__version__,
+        "machine": "shared, 2 cores",
+    }
+    lines = [
+        "| rows | write_report s (median) | report MiB | same report at 10³ rows s | floor s | × floor |",
+        "|---:|---:|---:|---:|---:|---:|",
+        f"| {args.rows:,} | {seconds:.2f} | {size / 2**20:.2f} | {small:.2f} | {floor:.1f} | {seconds / floor:.0f} |",
+        "",
+        f"{time.strftime('%Y-%m-%d')}, a shared 2-core machine, CPU only; plan, 64 chunks, timings and "
+        f"two workers' totals given.",
+    ]
     save(args.output_dir, "report", report, lines)
 
 

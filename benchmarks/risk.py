@@ -20,6 +20,7 @@ With ``--engine gpu`` the pricing is ``gpu-flat``'s and the measures the GPU ris
 seconds (results copied back), and ``gpu_vs_cpu`` is the largest difference from the CPU engine's measures on
 the first 200 rows, over the largest value of each measure's column.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from common import instruments as book, median_times, save
-
+from distprice.lattice import risk
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
 from distprice.lattice.cpu_risk import CpuRisk
@@ -37,12 +37,16 @@ from distprice.lattice.gpu import price_gpu
 from distprice.lattice.groups import instrument_groups, shared_node_steps
 from distprice.lattice.measures import DEFAULT_KEY_RATES
 from distprice.lattice.quotes import Quotes
-from distprice.lattice import risk
 from distprice.lattice.risk import price_measures, settlement
 from distprice.lattice.sweeps import key_rate_bumps, start_steps
 
-PARTS = {"parallel (3 bumps)": ["dv01", "duration", "convexity"], "key rates (16 bumps)": ["krd"],
-         "vega (2 trees)": ["vega"]}
+from common import instruments as book, median_times, save
+
+PARTS = {
+    "parallel (3 bumps)": ["dv01", "duration", "convexity"],
+    "key rates (16 bumps)": ["krd"],
+    "vega (2 trees)": ["vega"],
+}
 
 
 ENGINES = {"cpu": "cpu", "gpu": "gpu-flat"}
@@ -70,8 +74,11 @@ def agreement(instruments, curves, out: dict) -> float:
     rows, over the largest value of each measure's column."""
     rows = np.arange(min(AGREEMENT_ROWS, len(instruments)))
     cpu = price_measures(instruments.take(rows), curves, engine="cpu")
-    return max(float(np.nanmax(np.abs(out[k][rows] - v)) / np.nanmax(np.abs(v))) for k, v in cpu.items()
-               if k != "error" and np.isfinite(v).any())
+    return max(
+        float(np.nanmax(np.abs(out[k][rows] - v)) / np.nanmax(np.abs(v)))
+        for k, v in cpu.items()
+        if k != "error" and np.isfinite(v).any()
+    )
 
 
 def floor(instruments, curves, evaluations: float) -> dict:
@@ -95,9 +102,14 @@ def floor(instruments, curves, evaluations: float) -> dict:
     groups = instrument_groups(instruments, curves).group
     forward = shared_node_steps(g.width[option], n, groups[option]) - (w * n).sum()
     shared = shared_node_steps(g.width, g.height, groups) - (g.width.astype(np.float64) * g.height).sum()
-    parts = {"pricing": shared + (w * (n - cut)).sum(), "forward": forward + bond, "parallel": 3 * full,
-             "key rates": float((w[:, None] * rolled[:, 1:]).sum()), "vega": 2 * (forward + bond + full),
-             "oas": evaluations * full}
+    parts = {
+        "pricing": shared + (w * (n - cut)).sum(),
+        "forward": forward + bond,
+        "parallel": 3 * full,
+        "key rates": float((w[:, None] * rolled[:, 1:]).sum()),
+        "vega": 2 * (forward + bond + full),
+        "oas": evaluations * full,
+    }
     parts["measures"] = sum(v for k, v in parts.items() if k != "pricing")
     return parts
 
@@ -110,6 +122,7 @@ def counted(evaluations: list):
         roots, count = find_roots(*args, **kwargs)
         evaluations.append(count)
         return roots, count
+
     return wrapper
 
 
@@ -123,16 +136,27 @@ def run(name: str, size: int, repeat: int, engine: str = "cpu") -> dict:
     report = {"rows": len(instruments), "node_steps": instruments.node_steps, "pricing_seconds": seconds, "parts": {}}
     for part, measures in {**PARTS, "oas (rounds)": ["oas"]}.items():
         oas = part.startswith("oas")
-        seconds, out = timed(lambda: price_measures(instruments, curves, engine=ENGINES[engine], measures=measures,
-                                                    quotes=quotes if oas else None, base=price if oas else None),
-                             repeat, engine)
+        seconds, out = timed(
+            lambda: price_measures(
+                instruments,
+                curves,
+                engine=ENGINES[engine],
+                measures=measures,
+                quotes=quotes if oas else None,
+                base=price if oas else None,
+            ),
+            repeat,
+            engine,
+        )
         report["parts"][part] = seconds
         if part.startswith("oas"):
             report["oas_found"] = int(np.isfinite(out["oas"]).sum())
     report["measures_seconds"], out = timed(
-        lambda: price_measures(instruments, curves, engine=ENGINES[engine], quotes=quotes, base=price), repeat, engine)
+        lambda: price_measures(instruments, curves, engine=ENGINES[engine], quotes=quotes, base=price), repeat, engine
+    )
     report["measures_without_oas_seconds"], plain_out = timed(
-        lambda: price_measures(instruments, curves, engine=ENGINES[engine]), repeat, engine)
+        lambda: price_measures(instruments, curves, engine=ENGINES[engine]), repeat, engine
+    )
     if engine != "cpu":
         report["gpu_vs_cpu"] = agreement(instruments, curves, plain_out)
     report["errors"] = int(sum(e is not None for e in out["error"]))
@@ -156,23 +180,34 @@ def main():
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--engine", choices=sorted(ENGINES), default="cpu")
     args = parser.parse_args()
-    reports = {"engine": args.engine, "numba_threads": numba.get_num_threads(), "target_ratio": 6.0,
-               "desk": run("desk", args.desk_size, args.repeat, args.engine),
-               "R1": run("R1", args.r1_size, args.repeat, args.engine)}
+    reports = {
+        "engine": args.engine,
+        "numba_threads": numba.get_num_threads(),
+        "target_ratio": 6.0,
+        "desk": run("desk", args.desk_size, args.repeat, args.engine),
+        "R1": run("R1", args.r1_size, args.repeat, args.engine),
+    }
     unit = "CPU s" if args.engine == "cpu" else "s"
-    lines = [f"| book | rows | pricing {unit} | measures {unit} | ratio | without OAS | parallel | key rates | vega | "
-             "OAS | OAS evaluations | floor ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| book | rows | pricing {unit} | measures {unit} | ratio | without OAS | parallel | key rates | vega | "
+        "OAS | OAS evaluations | floor ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in ("desk", "R1"):
         r = reports[name]
         p = r["pricing_seconds"]
         parts = " | ".join(f"{r['parts'][k] / p:.2f}x" for k in (*PARTS, "oas (rounds)"))
-        lines.append(f"| {name} | {r['rows']} | {p:.2f} | {r['measures_seconds']:.2f} | "
-                     f"{r['measures_seconds'] / p:.2f}x | {r['measures_without_oas_seconds'] / p:.2f}x | {parts} | "
-                     f"{r['oas_evaluations_mean']:.1f} | {r['floor']['measures'] / r['floor']['pricing']:.2f}x |")
+        lines.append(
+            f"| {name} | {r['rows']} | {p:.2f} | {r['measures_seconds']:.2f} | "
+            f"{r['measures_seconds'] / p:.2f}x | {r['measures_without_oas_seconds'] / p:.2f}x | {parts} | "
+            f"{r['oas_evaluations_mean']:.1f} | {r['floor']['measures'] / r['floor']['pricing']:.2f}x |"
+        )
     if args.engine != "cpu":
         lines.append("")
-        lines.append("GPU against the CPU engine (measures without OAS, first rows, over each column's largest): " +
-                     ", ".join(f"{name} {reports[name]['gpu_vs_cpu']:.1e}" for name in ("desk", "R1")))
+        lines.append(
+            "GPU against the CPU engine (measures without OAS, first rows, over each column's largest): "
+            + ", ".join(f"{name} {reports[name]['gpu_vs_cpu']:.1e}" for name in ("desk", "R1"))
+        )
     save(args.output_dir, "risk", reports, lines)
 
 

@@ -16,6 +16,7 @@ The floor of the time shared is the time alone less the forward passes the follo
 forward passes of every row are timed apart (the risk engine's ``trees``, which runs them alone), and
 ``floor = alone - forward x (1 - leaders' share of the forward node-steps)``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,6 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from common import instruments, median_times, save
-
 from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.lattice import datasets
@@ -38,14 +37,17 @@ from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.groups import batch_groups, shared_node_steps
 from distprice.lattice.instruments import prepare
 
+from common import instruments, median_times, save
+
 
 def r1_few_models(size: int, models: int):
     """R1 with each row's (a, sigma) one of ``models`` pairs drawn from its rows."""
     table = datasets.generate("R1", size, seed=0)
     rng = np.random.default_rng(1)
     pick = rng.choice(len(table), models, replace=False)[rng.integers(0, models, len(table))]
-    table = table.assign(mean_reversion=table["mean_reversion"].to_numpy()[pick],
-                         volatility=table["volatility"].to_numpy()[pick])
+    table = table.assign(
+        mean_reversion=table["mean_reversion"].to_numpy()[pick], volatility=table["volatility"].to_numpy()[pick]
+    )
     curves = load_curves(None)
     return prepare(table, curves).instruments(), curves
 
@@ -62,10 +64,15 @@ def gpu_kernels(batch, repeat: int) -> dict:
             done = [price_gpu(batch, kernel, share=share) for _ in range(repeat + 1)][1:]
             runs[share] = done[-1]
             out[f"{kernel}_{'shared' if share else 'alone'}_kernel_s"] = statistics.median(
-                r.seconds["kernel"] for r in done)
+                r.seconds["kernel"] for r in done
+            )
         bond = np.abs(runs[False].bond)
-        out[f"{kernel}_max_difference"] = float(max(np.max(np.abs(runs[True].bond - runs[False].bond) / bond),
-                                                    np.max(np.abs(runs[True].option - runs[False].option) / bond)))
+        out[f"{kernel}_max_difference"] = float(
+            max(
+                np.max(np.abs(runs[True].bond - runs[False].bond) / bond),
+                np.max(np.abs(runs[True].option - runs[False].option) / bond),
+            )
+        )
     return out
 
 
@@ -75,10 +82,15 @@ def measure(name: str, rows, curves, repeat: int) -> dict:
     pack_s = time.perf_counter() - tick
     groups = batch_groups(batch)
     g = batch.geometry
-    report = {"book": name, "rows": len(batch), "groups": len(groups), "pack_s": pack_s,
-              "node_steps_alone": shared_node_steps(g.width, g.height),
-              "node_steps_shared": shared_node_steps(g.width, g.height, groups.group),
-              "load_before": os.getloadavg()[0]}
+    report = {
+        "book": name,
+        "rows": len(batch),
+        "groups": len(groups),
+        "pack_s": pack_s,
+        "node_steps_alone": shared_node_steps(g.width, g.height),
+        "node_steps_shared": shared_node_steps(g.width, g.height, groups.group),
+        "load_before": os.getloadavg()[0],
+    }
     results = {}
     for share in (False, True):
         wall, cpu, run = median_times(lambda: run_cpu(batch, share), repeat)
@@ -86,15 +98,20 @@ def measure(name: str, rows, curves, repeat: int) -> dict:
         report.update({f"cpu_{key}_wall_s": wall, f"cpu_{key}_process_s": cpu})
         assert run.node_steps == report[f"node_steps_{key}"]
         results[share] = run
-    report["bit_identical"] = bool(np.array_equal(results[True].bond, results[False].bond)
-                                   and np.array_equal(results[True].option, results[False].option))
+    report["bit_identical"] = bool(
+        np.array_equal(results[True].bond, results[False].bond)
+        and np.array_equal(results[True].option, results[False].option)
+    )
     every = np.arange(len(batch))
     forward = CpuRisk(batch)
     wall, cpu, _ = median_times(lambda: forward.trees(every, rows.table["volatility"].to_numpy(), g.dr), repeat)
     unshared = 1.0 - float((g.width * g.height)[groups.leader].sum() / (g.width * g.height).sum())
-    report.update(forward_wall_s=wall, forward_process_s=cpu,
-                  floor_wall_s=report["cpu_alone_wall_s"] - unshared * wall,
-                  floor_process_s=report["cpu_alone_process_s"] - unshared * cpu)
+    report.update(
+        forward_wall_s=wall,
+        forward_process_s=cpu,
+        floor_wall_s=report["cpu_alone_wall_s"] - unshared * wall,
+        floor_process_s=report["cpu_alone_process_s"] - unshared * cpu,
+    )
     report["load_after"] = os.getloadavg()[0]
     if gpu_available():
         report["gpu"] = gpu_kernels(batch, repeat)
@@ -109,20 +126,25 @@ def main():
     parser.add_argument("--models", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    books = {"desk": lambda: instruments("desk", args.desk_size),
-             f"R1 few ({args.models} models)": lambda: r1_few_models(args.r1_size, args.models),
-             "R1": lambda: instruments("R1", args.r1_size)}
+    books = {
+        "desk": lambda: instruments("desk", args.desk_size),
+        f"R1 few ({args.models} models)": lambda: r1_few_models(args.r1_size, args.models),
+        "R1": lambda: instruments("R1", args.r1_size),
+    }
     reports = []
     for name, build in books.items():
         rows, curves = build()
         report = measure(name, rows, curves, args.repeat)
         reports.append(report)
         print(report, flush=True)
-    lines = [f"CPU engine, {numba.get_num_threads()} threads; wall seconds (process CPU seconds), medians of "
-             f"{args.repeat} after a warm-up", "",
-             "| book | rows | groups | node-steps alone | shared | ratio | CPU alone s | CPU shared s | speed-up | "
-             "forward passes s | floor s | shared / floor | bit-identical | load |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    lines = [
+        f"CPU engine, {numba.get_num_threads()} threads; wall seconds (process CPU seconds), medians of "
+        f"{args.repeat} after a warm-up",
+        "",
+        "| book | rows | groups | node-steps alone | shared | ratio | CPU alone s | CPU shared s | speed-up | "
+        "forward passes s | floor s | shared / floor | bit-identical | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
     for r in reports:
         lines.append(
             f"| {r['book']} | {r['rows']} | {r['groups']} | {r['node_steps_alone']:.3e} | "
@@ -136,18 +158,31 @@ def main():
             f"{r['cpu_shared_wall_s'] / r['floor_wall_s']:.2f} "
             f"({r['cpu_shared_process_s'] / r['floor_process_s']:.2f}) | "
             f"{r['bit_identical']} | "
-            f"{r['load_before']:.1f}-{r['load_after']:.1f} |")
+            f"{r['load_before']:.1f}-{r['load_after']:.1f} |"
+        )
     gpu = [r for r in reports if "gpu" in r]
     if gpu:
-        lines += ["", f"GPU kernels on {gpu[0]['gpu']['device']} (CUDA events, medians of {args.repeat})", "",
-                  "| book | flat alone ms | flat shared ms | speed-up | outer alone ms | outer shared ms | speed-up | "
-                  "max difference (flat, outer) |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "",
+            f"GPU kernels on {gpu[0]['gpu']['device']} (CUDA events, medians of {args.repeat})",
+            "",
+            "| book | flat alone ms | flat shared ms | speed-up | outer alone ms | outer shared ms | speed-up | "
+            "max difference (flat, outer) |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for r in gpu:
             k = r["gpu"]
-            lines.append(" | ".join([f"| {r['book']}"] + [
-                f"{k[f'{e}_alone_kernel_s'] * 1e3:.2f} | {k[f'{e}_shared_kernel_s'] * 1e3:.2f} | "
-                f"{k[f'{e}_alone_kernel_s'] / k[f'{e}_shared_kernel_s']:.2f}x" for e in ("flat", "outer")]
-                + [f"{k['flat_max_difference']:.1e}, {k['outer_max_difference']:.1e} |"]))
+            lines.append(
+                " | ".join(
+                    [f"| {r['book']}"]
+                    + [
+                        f"{k[f'{e}_alone_kernel_s'] * 1e3:.2f} | {k[f'{e}_shared_kernel_s'] * 1e3:.2f} | "
+                        f"{k[f'{e}_alone_kernel_s'] / k[f'{e}_shared_kernel_s']:.2f}x"
+                        for e in ("flat", "outer")
+                    ]
+                    + [f"{k['flat_max_difference']:.1e}, {k['outer_max_difference']:.1e} |"]
+                )
+            )
     save(args.output_dir, "shared_trees", {"numba_threads": numba.get_num_threads(), "books": reports}, lines)
 
 

@@ -6,6 +6,7 @@ Monte-Carlo jobs (LexiFi's generic pricer);
 ``distprice.Pricer`` keeps one Dask cluster across pricing jobs (see :mod:`distprice.cluster`). Every error
 distprice raises on purpose is a :class:`DistpriceError` (see :mod:`distprice.errors`).
 """
+
 import os
 
 # Arrow allocates from the C library's heap, as numpy does, unless the environment names its pool: with its own
@@ -14,14 +15,38 @@ import os
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 from .api import calibrate_heston, calibrate_hull_white, price, price_mc
-from .errors import (ClusterError, ConfigError, DistpriceError, Fp32OverflowError, GpuUnavailableError,
-                     InvalidInputError, OptionError, Problem, SchedulerUnreachableError)
+from .errors import (
+    ClusterError,
+    ConfigError,
+    DistpriceError,
+    Fp32OverflowError,
+    GpuUnavailableError,
+    InvalidInputError,
+    OptionError,
+    Problem,
+    SchedulerUnreachableError,
+)
 from .job import JobOptions
 from .lattice.instruments import Limits
 
-__all__ = ["price", "price_mc", "calibrate_heston", "calibrate_hull_white", "Pricer", "JobOptions", "Limits", "ClusterError", "ConfigError", "DistpriceError",
-           "Fp32OverflowError", "GpuUnavailableError", "InvalidInputError", "OptionError", "Problem",
-           "SchedulerUnreachableError"]
+__all__ = [
+    "price",
+    "price_mc",
+    "calibrate_heston",
+    "calibrate_hull_white",
+    "Pricer",
+    "JobOptions",
+    "Limits",
+    "ClusterError",
+    "ConfigError",
+    "DistpriceError",
+    "Fp32OverflowError",
+    "GpuUnavailableError",
+    "InvalidInputError",
+    "OptionError",
+    "Problem",
+    "SchedulerUnreachableError",
+]
 
 
 def __getattr__(name: str):

@@ -2,6 +2,7 @@
 jobs), ``distprice.calibrate_heston`` and ``distprice.calibrate_hull_white`` (model calibration); and the work
 of the command line's commands: :func:`run` (price and write), :func:`inspect`, :func:`generate` and
 :func:`tune`."""
+
 from __future__ import annotations
 
 import contextlib
@@ -21,13 +22,11 @@ from .inspector import CostModel, Inspection
 from .job import JobOptions, Summary, Tally, prepare_job
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
-from .models import calibrate_heston as fit_heston
-from .models import calibrate_hull_white as fit_hull_white
+from .models import calibrate_heston as fit_heston, calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
 from .progress import Bar
 from .tables import FOLDER, read_portfolio, table_format, write_table
-from .tuning import CPU_DEVICE, current_model, save_model
-from .tuning import tune as measure
+from .tuning import CPU_DEVICE, current_model, save_model, tune as measure
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
     about 262 144 rows, whose event tables and engine arrays the next piece reuses), so Ctrl-C and ``timeout``
     stop the job within a piece's time.
     """
-    checked = JobOptions.of(curves=curves, **options).checked()   # before a cluster is started for nothing
+    checked = JobOptions.of(curves=curves, **options).checked()  # before a cluster is started for nothing
     if cluster is not None:
         from .cluster.pricer import Pricer
 
@@ -68,6 +67,7 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
     instruments = job.instruments()
     total = instruments.node_steps * len(job.market.curve_sets)
     with Bar(total, STARTING, shown=progress) as bar:
+
         def priced(node_steps: float) -> None:
             bar.update(bar.done + node_steps, "pricing")
             if deadline is not None and time.monotonic() > deadline:
@@ -77,8 +77,15 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
     return job.priced(bond, option, plan.engine_of_rows(len(instruments)), job.measure(bond[0], option[0]))
 
 
-def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto",
-             chunks: int | None = None, cluster=None):
+def price_mc(
+    inputs,
+    *,
+    paths: int | None = None,
+    precision: str | None = None,
+    engine: str = "auto",
+    chunks: int | None = None,
+    cluster=None,
+):
     """Price every Monte-Carlo job of ``inputs`` (a folder of ``mc_*`` tables, a FinPar ``input.data`` or
     Futhark ``.in`` file, or a dict of DataFrames): one row per (job, model) with ``price``, ``stderr_batches``,
     ``paths``, ``precision``, ``directions``, ``engine``, ``chunks`` and ``seconds``. ``paths`` and
@@ -93,9 +100,18 @@ def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, 
     return price_paths(inputs, paths=paths, precision=precision, engine=engine, chunks=chunks)
 
 
-def calibrate_heston(quotes, *, seed: int = 0, max_evals: int = 2000, population: int = 40,
-                     quadrature: str = "gl20", polish: bool = False, engine: str = "auto", progress=None,
-                     cluster=None):
+def calibrate_heston(
+    quotes,
+    *,
+    seed: int = 0,
+    max_evals: int = 2000,
+    population: int = 40,
+    quadrature: str = "gl20",
+    polish: bool = False,
+    engine: str = "auto",
+    progress=None,
+    cluster=None,
+):
     """Fit Heston's five parameters (v0, theta, rho, kappa, eta) to every surface of ``quotes`` (a table or a
     CSV / Parquet / benchmark ``.in`` path: ``maturity`` date, ``strike`` in units of spot, ``implied_vol``,
     optional ``weight`` and ``surface``, and per surface ``valuation_date``, ``spot``, ``rate``, ``dividend``)
@@ -109,10 +125,25 @@ def calibrate_heston(quotes, *, seed: int = 0, max_evals: int = 2000, population
         from .cluster.pricer import Pricer
 
         with Pricer(cluster) as pricer:
-            return pricer.calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
-                                           quadrature=quadrature, polish=polish, engine=engine)
-    return fit_heston(quotes, seed=seed, max_evals=max_evals, population=population, quadrature=quadrature,
-                      polish=polish, engine=engine, progress=progress)
+            return pricer.calibrate_heston(
+                quotes,
+                seed=seed,
+                max_evals=max_evals,
+                population=population,
+                quadrature=quadrature,
+                polish=polish,
+                engine=engine,
+            )
+    return fit_heston(
+        quotes,
+        seed=seed,
+        max_evals=max_evals,
+        population=population,
+        quadrature=quadrature,
+        polish=polish,
+        engine=engine,
+        progress=progress,
+    )
 
 
 def calibrate_hull_white(quotes, curves=None, *, cluster=None):
@@ -145,8 +176,17 @@ class Run:
     workers: dict | None = None
 
 
-def run(portfolio, *, output, cluster=None, in_process: bool = False, progress: bool = False,
-        chunks_per_worker: int | None = None, per_worker: bool = False, **options) -> Run:
+def run(
+    portfolio,
+    *,
+    output,
+    cluster=None,
+    in_process: bool = False,
+    progress: bool = False,
+    chunks_per_worker: int | None = None,
+    per_worker: bool = False,
+    **options,
+) -> Run:
     """Prices ``portfolio`` (a DataFrame or a CSV/Parquet path) and writes the priced table to ``output``
     atomically, as :meth:`distprice.Pricer.run` does: on ``cluster`` (a config file or
     :class:`~distprice.cluster.config.Config`, a scheduler address, a :class:`distributed.Client`) with
@@ -230,10 +270,16 @@ def generate(name: str, output: str, *, size: int | None = None, seed: int = 0) 
     if name == "desk":
         book = desk(datasets.DEFAULT_SIZES[name] if size is None else size, seed)
         stem, suffix = os.path.splitext(output)
-        paths = {"portfolio": output, "curves": f"{stem}.curves{suffix}",
-                 "exercise_schedule": f"{stem}.exercise{suffix}"}
-        for table, path in ((book.portfolio, paths["portfolio"]), (book.curves, paths["curves"]),
-                            (book.exercise_schedule, paths["exercise_schedule"])):
+        paths = {
+            "portfolio": output,
+            "curves": f"{stem}.curves{suffix}",
+            "exercise_schedule": f"{stem}.exercise{suffix}",
+        }
+        for table, path in (
+            (book.portfolio, paths["portfolio"]),
+            (book.curves, paths["curves"]),
+            (book.exercise_schedule, paths["exercise_schedule"]),
+        ):
             write_table(table, path)
         return Generated(len(book.portfolio), paths, AS_OF)
     table = datasets.generate(name, size, seed)

@@ -7,6 +7,7 @@ job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error d
 is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
 bar is drawn on stderr only when it is a terminal.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,8 +33,13 @@ from .montecarlo.pricing import ENGINE_NAMES as MC_ENGINE_NAMES
 from .precision import PRECISIONS
 from .tables import check_output, check_place, table_format, write_table
 
-precision_option = click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp64",
-                                show_default=True, help="Floating-point precision of the node arithmetic.")
+precision_option = click.option(
+    "--precision",
+    type=click.Choice(list(PRECISIONS)),
+    default="fp64",
+    show_default=True,
+    help="Floating-point precision of the node arithmetic.",
+)
 
 
 EXIT_ROW_ERRORS = 4
@@ -55,6 +61,7 @@ def reports_errors(command):
     """Shows a :class:`DistpriceError` as its message and exits with its status (invalid input: 2, nothing
     written; scheduler unreachable: 3; anything else: 1); Ctrl-C and SIGTERM end the job (its tasks
     cancelled, no file left half-written) with 130 and 143."""
+
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         main_thread = threading.current_thread() is threading.main_thread()
@@ -76,13 +83,19 @@ def reports_errors(command):
         finally:
             if main_thread:
                 signal.signal(signal.SIGTERM, previous)
+
     return wrapper
 
 
 @click.group()
 @click.version_option(package_name="distprice")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
-              show_default=True, help="Logs (to stderr) of this level and above.")
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Logs (to stderr) of this level and above.",
+)
 def main(log_level):
     """Price portfolios of bond options, callable and puttable bonds on Hull-White trinomial trees."""
     logger = logging.getLogger("distprice")
@@ -110,45 +123,89 @@ def _flag(flag: str, check, value):
 
 
 @main.command()
-@click.option("--cluster", help="Cluster config YAML (see configs/) or a scheduler address (tcp://host:8786). "
-              "Without it: a local cluster sized to this machine, or this process for small jobs.")
-@click.option("--portfolio", type=click.Path(exists=True),
-              help="Portfolio table (.csv, .parquet or a folder of Parquet parts), one row per instrument.")
-@click.option("--curves", type=click.Path(exists=True, dir_okay=False),
-              help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.")
-@click.option("--scenarios", type=click.Path(exists=True, dir_okay=False),
-              help="Scenario curves (scenario, curve, t, zero_rate): every instrument under every scenario.")
-@click.option("--base/--no-base", "base_scenario", default=None,
-              help="With --scenarios: also price the base curves, first, as the scenario 'base' [default: --base].")
+@click.option(
+    "--cluster",
+    help="Cluster config YAML (see configs/) or a scheduler address (tcp://host:8786). "
+    "Without it: a local cluster sized to this machine, or this process for small jobs.",
+)
+@click.option(
+    "--portfolio",
+    type=click.Path(exists=True),
+    help="Portfolio table (.csv, .parquet or a folder of Parquet parts), one row per instrument.",
+)
+@click.option(
+    "--curves",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.",
+)
+@click.option(
+    "--scenarios",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Scenario curves (scenario, curve, t, zero_rate): every instrument under every scenario.",
+)
+@click.option(
+    "--base/--no-base",
+    "base_scenario",
+    default=None,
+    help="With --scenarios: also price the base curves, first, as the scenario 'base' [default: --base].",
+)
 @click.option("--shifts-bp", help="Parallel shifts of every curve in basis points, e.g. -100,-50,0,50,100.")
 @click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
-@click.option("--exercise-schedule", type=click.Path(exists=True, dir_okay=False),
-              help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.")
-@click.option("--models", type=click.Path(exists=True, dir_okay=False),
-              help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
-                   "`distprice calibrate hull-white` writes it.")
-@click.option("--output", type=click.Path(),
-              help="Priced table to write (.csv, .parquet, or a folder of Parquet parts: a name ending in /), "
-                   "written atomically.")
-@click.option("--measures", help="Risk measures to add: dv01, duration, convexity, krd, vega, oas (comma-separated); "
-              "rows with a market_price are measured at their OAS.")
+@click.option(
+    "--exercise-schedule",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.",
+)
+@click.option(
+    "--models",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
+    "`distprice calibrate hull-white` writes it.",
+)
+@click.option(
+    "--output",
+    type=click.Path(),
+    help="Priced table to write (.csv, .parquet, or a folder of Parquet parts: a name ending in /), "
+    "written atomically.",
+)
+@click.option(
+    "--measures",
+    help="Risk measures to add: dv01, duration, convexity, krd, vega, oas (comma-separated); "
+    "rows with a market_price are measured at their OAS.",
+)
 @click.option("--bump-bp", type=float, help="Bump of the parallel and key-rate measures, basis points [default: 10].")
 @click.option("--key-rates", help="Key-rate times in years [default: 1,2,3,5,7,10,20,30].")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Pricing engine [default: auto].")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), help="Node arithmetic precision [default: fp64].")
-@click.option("--on-invalid", type=click.Choice(ON_INVALID),
-              help="strict: stop on any invalid row; report: price valid rows, flag the others [default: strict].")
-@click.option("--max-invalid", type=click.IntRange(min=0),
-              help="With --on-invalid report: stop before pricing when more rows than this are invalid.")
+@click.option(
+    "--on-invalid",
+    type=click.Choice(ON_INVALID),
+    help="strict: stop on any invalid row; report: price valid rows, flag the others [default: strict].",
+)
+@click.option(
+    "--max-invalid",
+    type=click.IntRange(min=0),
+    help="With --on-invalid report: stop before pricing when more rows than this are invalid.",
+)
 @click.option("--allow-empty", is_flag=True, default=None, help="Price a portfolio of no rows (else an error).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True),
-              help="Seconds the job may take; past them it stops (exit 6) and nothing is written.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Seconds the job may take; past them it stops (exit 6) and nothing is written.",
+)
 @click.option("--create-dirs", is_flag=True, help="Create the output's (and the report's) folder if it does not exist.")
-@click.option("--report", type=click.Path(dir_okay=False),
-              help="Also write the job report: one HTML file with the book's shape, values, risk and problems.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    help="Also write the job report: one HTML file with the book's shape, values, risk and problems.",
+)
 @click.option("--in-process", is_flag=True, help="Price in this process, without a cluster.")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Draw a progress bar on stderr when it is a terminal.")
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="Draw a progress bar on stderr when it is a terminal.",
+)
 @reports_errors
 def run(cluster, progress, in_process, create_dirs, report, portfolio, output, **flags):
     """Price a portfolio and write the priced table.
@@ -161,8 +218,9 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
 
     start = time.perf_counter()
     config = load_config(cluster) if cluster and "://" not in cluster else None
-    job = dataclasses.replace(config.job if config else JobConfig(),
-                              **{k: v for k, v in flags.items() if v is not None})
+    job = dataclasses.replace(
+        config.job if config else JobConfig(), **{k: v for k, v in flags.items() if v is not None}
+    )
     portfolio, output = portfolio or job.portfolio, output or job.output
     for name, value in (("portfolio", portfolio), ("output", output)):
         if not value:
@@ -170,10 +228,21 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     _check_flags(job, portfolio, output, create_dirs)
     if report:
         _flag("--report", lambda path: _report_place(path, create_dirs), report)
-    options = {f.name: getattr(job, f.name) for f in dataclasses.fields(JobConfig)
-               if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")}
-    ran = api.run(portfolio, output=output, cluster=config or cluster, in_process=in_process, progress=progress,
-                  chunks_per_worker=job.chunks_per_worker, per_worker=bool(report), **options)
+    options = {
+        f.name: getattr(job, f.name)
+        for f in dataclasses.fields(JobConfig)
+        if f.name not in ("portfolio", "output", "chunks_per_worker", "limits")
+    }
+    ran = api.run(
+        portfolio,
+        output=output,
+        cluster=config or cluster,
+        in_process=in_process,
+        progress=progress,
+        chunks_per_worker=job.chunks_per_worker,
+        per_worker=bool(report),
+        **options,
+    )
     summary = ran.summary
     timings = {} if ran.ready is None else {"start": ran.ready - start}
     timings["price"] = summary.seconds
@@ -184,8 +253,11 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
         write_report(output, report, portfolio=portfolio, summary=summary, timings=timings, workers=ran.workers)
         click.echo(f"wrote the job report {report}")
     if summary.priced < summary.rows:
-        click.echo(f"distprice: {summary.rows - summary.priced} rows have an error instead of a price (their "
-                   f"error column says why)", err=True)
+        click.echo(
+            f"distprice: {summary.rows - summary.priced} rows have an error instead of a price (their "
+            f"error column says why)",
+            err=True,
+        )
         sys.exit(EXIT_ROW_ERRORS)
 
 
@@ -200,8 +272,13 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     """The options of ``run`` that can be checked before anything is read or priced, as usage errors naming
     their flag."""
     _flag("--portfolio", table_format, portfolio)
-    inputs = {"--portfolio": portfolio, "--curves": job.curves, "--scenarios": job.scenarios,
-              "--exercise-schedule": job.exercise_schedule, "--models": job.models}
+    inputs = {
+        "--portfolio": portfolio,
+        "--curves": job.curves,
+        "--scenarios": job.scenarios,
+        "--exercise-schedule": job.exercise_schedule,
+        "--models": job.models,
+    }
     _flag("--output", lambda path: check_output(path, create_dirs, inputs), output)
     if job.scenarios is not None and job.shifts_bp is not None:
         raise click.UsageError("give --scenarios or --shifts-bp (job.scenarios or job.shifts_bp), not both")
@@ -211,8 +288,9 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     if job.measures is not None:
         _option("--measures", measures=job.measures)
         if job.scenarios is not None or job.shifts_bp is not None:
-            raise click.UsageError("risk measures are of the base market: give --measures or --scenarios / "
-                                   "--shifts-bp, not both")
+            raise click.UsageError(
+                "risk measures are of the base market: give --measures or --scenarios / --shifts-bp, not both"
+            )
     _option("--bump-bp", bump_bp=job.bump_bp)
     _option("--key-rates", key_rates=job.key_rates)
 
@@ -224,17 +302,33 @@ def _option(flag: str, **option) -> None:
 
 
 @main.command()
-@click.option("--input", "inputs", required=True, type=click.Path(exists=True),
-              help="Monte-Carlo jobs: a folder of mc_* tables (.csv or .parquet), or a FinPar input.data or Futhark "
-                   ".in file.")
-@click.option("--output", required=True, type=click.Path(dir_okay=False),
-              help="Prices to write (.csv or .parquet): one row per job and model.")
+@click.option(
+    "--input",
+    "inputs",
+    required=True,
+    type=click.Path(exists=True),
+    help="Monte-Carlo jobs: a folder of mc_* tables (.csv or .parquet), or a FinPar input.data or Futhark .in file.",
+)
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Prices to write (.csv or .parquet): one row per job and model.",
+)
 @click.option("--paths", type=click.IntRange(min=1), help="Paths of every job (default: each job's own).")
 @click.option("--precision", type=click.Choice(list(PRECISIONS)), help="fp64 or fp32 (default: each job's own).")
-@click.option("--engine", type=click.Choice(MC_ENGINE_NAMES), default="auto", show_default=True,
-              help="auto: the GPU where there is one, else the CPU engine.")
-@click.option("--chunks", type=click.IntRange(min=1), help="In this process: path ranges per job (the price does not "
-              "depend on it).")
+@click.option(
+    "--engine",
+    type=click.Choice(MC_ENGINE_NAMES),
+    default="auto",
+    show_default=True,
+    help="auto: the GPU where there is one, else the CPU engine.",
+)
+@click.option(
+    "--chunks",
+    type=click.IntRange(min=1),
+    help="In this process: path ranges per job (the price does not depend on it).",
+)
 @click.option("--cluster", help="Cluster config YAML or a scheduler address: each job's paths spread over the workers.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Also write the job report (HTML).")
 @reports_errors
@@ -249,9 +343,11 @@ def mc(inputs, output, paths, precision, engine, chunks, cluster, report):
     write_table(priced, output)
     seconds = time.perf_counter() - start
     jobs = priced.drop_duplicates("job")
-    click.echo(f"priced {len(jobs)} job{'s' * (len(jobs) != 1)} ({len(priced)} model{'s' * (len(priced) != 1)}) on "
-               f"{int(jobs['paths'].sum())} paths in {seconds:.2f} s, engines: "
-               f"{', '.join(sorted(set(priced['engine'])))}, wrote {output}")
+    click.echo(
+        f"priced {len(jobs)} job{'s' * (len(jobs) != 1)} ({len(priced)} model{'s' * (len(priced) != 1)}) on "
+        f"{int(jobs['paths'].sum())} paths in {seconds:.2f} s, engines: "
+        f"{', '.join(sorted(set(priced['engine'])))}, wrote {output}"
+    )
     if report:
         from .report import write_report
 
@@ -265,53 +361,96 @@ def calibrate():
 
 
 @calibrate.command("heston")
-@click.option("--quotes", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Option quotes (.csv, .parquet, or the benchmark's .in): maturity, strike, implied_vol, ...")
-@click.option("--output", required=True, type=click.Path(dir_okay=False),
-              help="Fitted parameters, one row per surface (.csv or .parquet).")
-@click.option("--quotes-output", type=click.Path(dir_okay=False),
-              help="Also write every quote with its model price and error.")
+@click.option(
+    "--quotes",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Option quotes (.csv, .parquet, or the benchmark's .in): maturity, strike, implied_vol, ...",
+)
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Fitted parameters, one row per surface (.csv or .parquet).",
+)
+@click.option(
+    "--quotes-output", type=click.Path(dir_okay=False), help="Also write every quote with its model price and error."
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the differential evolution.")
-@click.option("--max-evals", type=click.IntRange(min=1), default=2000, show_default=True,
-              help="Objective evaluations of the differential evolution.")
+@click.option(
+    "--max-evals",
+    type=click.IntRange(min=1),
+    default=2000,
+    show_default=True,
+    help="Objective evaluations of the differential evolution.",
+)
 @click.option("--population", type=click.IntRange(min=4), default=40, show_default=True)
-@click.option("--quadrature", type=click.Choice(["gl20", "accurate"]), default="gl20", show_default=True,
-              help="gl20: the benchmark's 20-point rule; accurate: adaptive, within 1e-10 of the exact price.")
+@click.option(
+    "--quadrature",
+    type=click.Choice(["gl20", "accurate"]),
+    default="gl20",
+    show_default=True,
+    help="gl20: the benchmark's 20-point rule; accurate: adaptive, within 1e-10 of the exact price.",
+)
 @click.option("--polish", is_flag=True, help="Finish with bounded least squares from the best point.")
 @click.option("--engine", type=click.Choice(HESTON_ENGINE_NAMES), default="auto", show_default=True)
 @click.option("--cluster", help="Cluster config YAML or a scheduler address: the surfaces fitted at once.")
 @reports_errors
-def calibrate_heston_command(quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine,
-                             cluster):
+def calibrate_heston_command(
+    quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine, cluster
+):
     """Fit Heston (v0, theta, rho, kappa, eta) to each surface of option quotes by differential evolution."""
     for flag, path in (("--output", output), ("--quotes-output", quotes_output)):
         if path:
             _flag(flag, check_output, path)
     start = time.perf_counter()
-    surfaces, fitted = api.calibrate_heston(quotes, seed=seed, max_evals=max_evals, population=population,
-                                            quadrature=quadrature, polish=polish, engine=engine, cluster=cluster,
-                                            progress=_generation_line if sys.stderr.isatty() and not cluster else None)
+    surfaces, fitted = api.calibrate_heston(
+        quotes,
+        seed=seed,
+        max_evals=max_evals,
+        population=population,
+        quadrature=quadrature,
+        polish=polish,
+        engine=engine,
+        cluster=cluster,
+        progress=_generation_line if sys.stderr.isatty() and not cluster else None,
+    )
     write_table(surfaces, output)
     if quotes_output:
         write_table(fitted, quotes_output)
-    click.echo(f"fitted {len(surfaces)} surfaces ({int(surfaces['n_quotes'].sum())} quotes) in "
-               f"{time.perf_counter() - start:.2f} s, rmse " + ", ".join(f"{r:.4f}" for r in surfaces["rmse"])
-               + f", wrote {output}")
+    click.echo(
+        f"fitted {len(surfaces)} surfaces ({int(surfaces['n_quotes'].sum())} quotes) in "
+        f"{time.perf_counter() - start:.2f} s, rmse "
+        + ", ".join(f"{r:.4f}" for r in surfaces["rmse"])
+        + f", wrote {output}"
+    )
 
 
 def _generation_line(progress) -> None:
     """One line a generation, redrawn in place on the terminal."""
-    click.echo(f"\r{progress.surface}: generation {progress.generation}, {progress.n_evals} evaluations, "
-               f"rmse {progress.rmse:.4f}", nl=False, err=True)
+    click.echo(
+        f"\r{progress.surface}: generation {progress.generation}, {progress.n_evals} evaluations, "
+        f"rmse {progress.rmse:.4f}",
+        nl=False,
+        err=True,
+    )
 
 
 @calibrate.command("hull-white")
-@click.option("--quotes", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="Swaption quotes (.csv or .parquet): model, curve, expiry, tenor, fixed_frequency, volatility, "
-                   "volatility_type, ...")
+@click.option(
+    "--quotes",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Swaption quotes (.csv or .parquet): model, curve, expiry, tenor, fixed_frequency, volatility, "
+    "volatility_type, ...",
+)
 @click.option("--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves the quotes name.")
-@click.option("--output", required=True, type=click.Path(dir_okay=False),
-              help="The model table (model, curve, mean_reversion, volatility, ...), for run --models.")
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The model table (model, curve, mean_reversion, volatility, ...), for run --models.",
+)
 @click.option("--cluster", help="Cluster config YAML or a scheduler address: the models fitted at once.")
 @reports_errors
 def calibrate_hull_white_command(quotes, curves, output, cluster):
@@ -334,27 +473,51 @@ def generate(name, size, seed, output):
     desk book (with its curves and exercise schedule beside it: OUTPUT's stem plus .curves and .exercise)."""
     made = api.generate(name, output, size=size, seed=seed)
     if made.as_of is not None:
-        click.echo(f"wrote {made.rows} rows of desk to {output}, its curves to {made.paths['curves']} and its "
-                   f"exercise schedule to {made.paths['exercise_schedule']} (valued on {made.as_of})")
+        click.echo(
+            f"wrote {made.rows} rows of desk to {output}, its curves to {made.paths['curves']} and its "
+            f"exercise schedule to {made.paths['exercise_schedule']} (valued on {made.as_of})"
+        )
         return
     click.echo(f"wrote {made.rows} rows of {name} to {output}")
 
 
 @main.command()
-@click.option("--family", type=click.Choice(["lattice", "mc"]), default="lattice", show_default=True,
-              help="lattice: the trees' engines on a portfolio; mc: the Monte-Carlo engines on a job.")
-@click.option("--dataset", help="lattice: U1 ... S2, B1, the mixtures, book or desk [default: R1]; mc: small, medium "
-              "or large [default: large].")
+@click.option(
+    "--family",
+    type=click.Choice(["lattice", "mc"]),
+    default="lattice",
+    show_default=True,
+    help="lattice: the trees' engines on a portfolio; mc: the Monte-Carlo engines on a job.",
+)
+@click.option(
+    "--dataset",
+    help="lattice: U1 ... S2, B1, the mixtures, book or desk [default: R1]; mc: small, medium "
+    "or large [default: large].",
+)
 @click.option("--size", type=click.IntRange(min=1), help="Rows (lattice) or paths (mc); default: the dataset's own.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--engine", default=AUTO, show_default=True,
-              help="lattice: auto, reference, cpu, gpu-outer or gpu-flat; mc: auto, reference, cpu or gpu.")
+@click.option(
+    "--engine",
+    default=AUTO,
+    show_default=True,
+    help="lattice: auto, reference, cpu, gpu-outer or gpu-flat; mc: auto, reference, cpu or gpu.",
+)
 @precision_option
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Timed runs after one warm-up; the median is reported.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Timed runs after one warm-up; the median is reported.",
+)
 @click.option("--peer", type=click.Choice(["quantlib"]), help="Also time a peer library on the same instruments.")
-@click.option("--peer-size", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Instruments the peer prices (it is far slower); its time is scaled to the full size.")
+@click.option(
+    "--peer-size",
+    type=click.IntRange(min=1),
+    default=200,
+    show_default=True,
+    help="Instruments the peer prices (it is far slower); its time is scaled to the full size.",
+)
 @reports_errors
 def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_size):
     """Time an engine on a synthetic dataset: node-steps, seconds and node-steps per second (NS/s) of a lattice
@@ -367,20 +530,25 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
         lines = bench_paths(_flag("--dataset", path_set, dataset or "large"), size, engine, precision, repeat)
     else:
         dataset = _flag("--dataset", lattice_dataset, dataset or "R1")
-        lines = bench_lattice(dataset, size, seed, _flag("--engine", lattice_engine, engine), precision, repeat,
-                              peer, peer_size)
+        lines = bench_lattice(
+            dataset, size, seed, _flag("--engine", lattice_engine, engine), precision, repeat, peer, peer_size
+        )
     for line in lines:
         click.echo(line)
 
 
 @main.command()
 @click.argument("portfolio", type=click.Path(exists=True, dir_okay=False))
-@click.option("--curves", type=click.Path(exists=True, dir_okay=False),
-              help="Zero curves table, if the portfolio needs one.")
+@click.option(
+    "--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one."
+)
 @precision_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-@click.option("--plot", type=click.Path(dir_okay=False),
-              help="Also draw the book's shape and the plan: .html, or .png (needs Chromium).")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    help="Also draw the book's shape and the plan: .html, or .png (needs Chromium).",
+)
 @reports_errors
 def inspect(portfolio, curves, precision, as_json, plot):
     """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""

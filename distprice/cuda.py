@@ -6,6 +6,7 @@ CuPy's disk cache is keyed by a module's own source text and options, not by the
 includes: after an upgrade that changed only a header, a cached module would run the old code. Every module
 is therefore compiled with a define naming a digest of every source in the folder (:func:`sources_digest`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -114,5 +115,7 @@ def compile_module(cupy, source: str, options: tuple[str, ...] = ()):
     """``cupy.RawModule`` of ``kernels/<source>`` with ``options``, the sources' folder on the include path and
     the sources' digest defined (``DISTPRICE_SOURCES``)."""
     kernels = kernel_dir()
-    return cupy.RawModule(code=(kernels / source).read_text(),
-                          options=(*options, f"-I{kernels}", f"-DDISTPRICE_SOURCES=0x{sources_digest()}"))
+    return cupy.RawModule(
+        code=(kernels / source).read_text(),
+        options=(*options, f"-I{kernels}", f"-DDISTPRICE_SOURCES=0x{sources_digest()}"),
+    )

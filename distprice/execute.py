@@ -3,6 +3,7 @@
 A plan (:mod:`distprice.inspector`) is a list of parts, each a set of rows and the engine that prices them;
 ``auto`` asks the inspector for the cheapest plan on this machine, a named engine is a plan of one part.
 """
+
 from __future__ import annotations
 
 import collections
@@ -47,8 +48,9 @@ def fixed_plan(engine: str, n: int, turns: bool = False) -> Plan:
     return Plan([part] if n else [], float("nan"), None)
 
 
-def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None,
-                gpu_processes: int = 1) -> Plan:
+def choose_plan(
+    instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None, gpu_processes: int = 1
+) -> Plan:
     """The plan for ``instruments``: the inspector's for ``auto`` (with ``model``, or this machine's tuned
     model), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one),
     ``gpu_processes`` how many processes price on that GPU at once (:func:`~distprice.inspector.plan`)."""
@@ -56,12 +58,19 @@ def choose_plan(instruments: Instruments, engine: str, real, model=None, gpu: bo
         return fixed_plan(engine, len(instruments), gpu_processes > 1)
     gpu = gpu_available() if gpu is None else gpu
     geometry = instruments.geometry
-    return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu,
-                gpu_processes)
+    return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu, gpu_processes)
 
 
-def _price_on_host(instruments: Instruments, part: Part, engine: Engine, curve_sets, real, bond: np.ndarray,
-                   option: np.ndarray, progress) -> float:
+def _price_on_host(
+    instruments: Instruments,
+    part: Part,
+    engine: Engine,
+    curve_sets,
+    real,
+    bond: np.ndarray,
+    option: np.ndarray,
+    progress,
+) -> float:
     """Prices a part on a host ``engine`` into ``bond`` and ``option`` under every curve set, piece by piece
     (:func:`host_pieces`; each piece prepared once: :attr:`~.lattice.engines.Engine.prepare`); returns the
     seconds spent in the engine, preparation excluded. ``progress`` is told the node-steps of each piece priced
@@ -84,9 +93,10 @@ def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list
     progress and answers Ctrl-C between pieces."""
     g = instruments.geometry
     cost = node_steps(g.width[rows], g.height[rows])
-    pieces = max(min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]),
-                     math.ceil(len(rows) / HOST_PIECE_ROWS[engine])),
-                 math.ceil(len(rows) / HOST_PIECE_MAX_ROWS))
+    pieces = max(
+        min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]), math.ceil(len(rows) / HOST_PIECE_ROWS[engine])),
+        math.ceil(len(rows) / HOST_PIECE_MAX_ROWS),
+    )
     return [rows[s] for s in cut_by_cost(cost, max(1, pieces))]
 
 
@@ -104,8 +114,7 @@ def _unwatched(node_steps: float) -> None:
     """The progress of a job nobody watches."""
 
 
-def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], parts, real,
-                progress=_unwatched):
+def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], parts, real, progress=_unwatched):
     """Prices each part (``engine``, ``rows`` of ``instruments``, ``waves``) with its engine under every curve
     set, in precision ``real``; returns bond and option prices, arrays of (curve sets, rows) in instrument
     order, and the kernel seconds: the GPU kernels' time (CUDA events) plus the time in the CPU engines'
@@ -133,7 +142,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
             continue
         kernel = engine.kernel
         block = {k: part.detail[k] for k in ("nodes", "threads") if k in part.detail and kernel == "flat"}
-        waves = [part.rows[j::part.waves] for j in range(part.waves)]
+        waves = [part.rows[j :: part.waves] for j in range(part.waves)]
         in_flight = collections.deque()
         for rows, batch in zip(waves, pack_parts(instruments, waves, curve_sets[0], real)):
             on_device = upload(batch)
@@ -143,8 +152,9 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
                 scenario = batch.with_curves(curves) if s else batch
                 device_batch = on_device.with_curves(scenario) if s else on_device
                 with gpu_turn() if part.turns else contextlib.nullcontext():  # unchecked: the job names such rows
-                    launched = start_gpu(scenario, kernel, device_batch=device_batch, layouts=layouts,
-                                         check_finite=False, **block)
+                    launched = start_gpu(
+                        scenario, kernel, device_batch=device_batch, layouts=layouts, check_finite=False, **block
+                    )
                     if part.turns:
                         launched.wait()
                 layouts = launched.layouts
@@ -156,8 +166,9 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
     return bond, option, kernel_seconds
 
 
-def price_plan(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], engine: str, real,
-               progress=_unwatched):
+def price_plan(
+    instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]], engine: str, real, progress=_unwatched
+):
     """Prices ``instruments`` under each curve set with ``engine`` (``auto``: the inspector's plan); returns
     bond and option prices (curve sets x rows), the plan and the kernel seconds (``progress`` as for
     :func:`price_parts`)."""

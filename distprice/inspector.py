@@ -36,6 +36,7 @@ Candidate plans: every engine alone and, with a GPU, the narrowest trees on ``gp
 ``gpu-outer`` are not even predicted when its best node-step (rows in the L2 cache) costs twice flat's or
 more: it cannot win then, and predicting costs host time (a sort).
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,7 @@ from .lattice.batch import PACK_THREADS
 from .lattice.geometry import node_steps
 from .lattice.groups import instrument_groups, shared_node_steps
 from .lattice.instruments import prepare
-from .lattice.layouts import (FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps,
-                              shape_sample)
+from .lattice.layouts import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps, shape_sample
 
 FLAT_SAMPLE = 2048
 """Rows packed to estimate the flat kernel's share of idle nodes."""
@@ -92,7 +92,7 @@ class CostModel:
         return json.dumps(asdict(self), indent=1)
 
     @classmethod
-    def from_json(cls, text: str) -> "CostModel":
+    def from_json(cls, text: str) -> CostModel:
         data = json.loads(text)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
@@ -122,13 +122,18 @@ class CostModel:
         """``gpu-outer`` on these trees, given in the kernel's order (decreasing width, then height)."""
         groups = -(-len(width) // WARP)
         padded = np.zeros((2, groups * WARP), dtype=np.int64)
-        padded[0, :len(width)], padded[1, :len(width)] = width, height
+        padded[0, : len(width)], padded[1, : len(width)] = width, height
         pitch, tallest = padded[0].reshape(groups, WARP)[:, 0], padded[1].reshape(groups, WARP).max(axis=1)
         warp_steps = node_steps(pitch, tallest)
         cached = 2 * pitch * itemsize * OUTER_THREADS_PER_SM * self.multiprocessors <= self.l2_bytes
-        busy = WARP * (warp_steps[cached].sum() * self.outer_cached_node_step
-                       + warp_steps[~cached].sum() * self.outer_node_step)
-        seconds = len(width) * self.outer_host_row + self.gpu_launch + max(busy, warp_steps.max() * self.outer_thread_node_step)
+        busy = WARP * (
+            warp_steps[cached].sum() * self.outer_cached_node_step + warp_steps[~cached].sum() * self.outer_node_step
+        )
+        seconds = (
+            len(width) * self.outer_host_row
+            + self.gpu_launch
+            + max(busy, warp_steps.max() * self.outer_thread_node_step)
+        )
         return seconds, {"cached_share": round(float(cached.mean()), 3)}
 
     def pack(self, height: np.ndarray) -> float:
@@ -137,8 +142,11 @@ class CostModel:
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
-        return float(node_steps(width, height).sum() * self.cpu_node_step + 2.0 * height.sum() * self.cpu_step
-                     + len(width) * self.cpu_row), {}
+        return float(
+            node_steps(width, height).sum() * self.cpu_node_step
+            + 2.0 * height.sum() * self.cpu_step
+            + len(width) * self.cpu_row
+        ), {}
 
 
 @dataclass
@@ -186,11 +194,23 @@ def describe(width: np.ndarray, height: np.ndarray) -> dict:
         q = np.quantile(values, [0.0, 0.1, 0.5, 0.9, 0.99, 1.0])
         sd = values.std()
         skew = float(((values - values.mean()) ** 3).mean() / sd**3) if sd > 0 else 0.0
-        return {"min": q[0], "p10": q[1], "p50": q[2], "p90": q[3], "p99": q[4], "max": q[5],
-                "mean": float(values.mean()), "skewness": skew}
+        return {
+            "min": q[0],
+            "p10": q[1],
+            "p50": q[2],
+            "p90": q[3],
+            "p99": q[4],
+            "max": q[5],
+            "mean": float(values.mean()),
+            "skewness": skew,
+        }
 
-    return {"rows": int(len(width)), "node_steps": float(node_steps(width, height).sum()),
-            "width": spread(width), "height": spread(height)}
+    return {
+        "rows": int(len(width)),
+        "node_steps": float(node_steps(width, height).sum()),
+        "width": spread(width),
+        "height": spread(height),
+    }
 
 
 def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu_processes: int = 1) -> Plan:
@@ -219,7 +239,8 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu
             f, fd = model.flat(width[on_flat], height[on_flat])
             candidates[f"gpu-outer (width <= {threshold}) + gpu-flat"] = [
                 Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od),
-                Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd)]
+                Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd),
+            ]
 
     def total(parts):
         """Seconds of the parts one after the other, each GPU part pipelined with its layout and copies."""
@@ -262,21 +283,30 @@ class Inspection:
     def lines(self) -> Iterator[str]:
         """The figures in words, as ``distprice inspect`` prints them."""
         shape, shared, chosen = self.figures["shape"], self.figures["shared"], self.plan
-        yield (f"rows {shape['rows']} ({self.figures['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
-               f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)")
+        yield (
+            f"rows {shape['rows']} ({self.figures['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
+            f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)"
+        )
         for name in ("width", "height"):
             q = shape[name]
             if q:
                 yield f"{name:6} " + "  ".join(f"{k} {v:.4g}" for k, v in q.items())
         yield f"model: {chosen.model.device}, {chosen.model.precision}, {chosen.model.source}"
-        yield (f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
-               f"such workers prices it in about 1/n of that, plus its start)")
+        yield (
+            f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
+            f"such workers prices it in about 1/n of that, plus its start)"
+        )
         for part in self.figures["plan"]["parts"]:
-            extra = ", ".join(f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part)
-            yield (f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
-                   f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else ""))
-        yield "candidates: " + ", ".join(f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(),
-                                                                             key=lambda kv: kv[1]))
+            extra = ", ".join(
+                f"{k} {part[k]}" for k in ("nodes", "busy_share", "wide_rows", "cached_share") if k in part
+            )
+            yield (
+                f"  {part['engine']:9} {part['rows']:>9} rows  {part['node_steps']:.3e} node-steps  "
+                f"{part['predicted_seconds']:.4g} s  {part['reason']}" + (f" ({extra})" if extra else "")
+            )
+        yield "candidates: " + ", ".join(
+            f"{k} {v:.4g} s" for k, v in sorted(chosen.considered.items(), key=lambda kv: kv[1])
+        )
 
 
 def inspect(portfolio: pd.DataFrame, market, model: CostModel, gpu: bool) -> Inspection:
@@ -288,17 +318,32 @@ def inspect(portfolio: pd.DataFrame, market, model: CostModel, gpu: bool) -> Ins
     groups = instrument_groups(prepared.instruments(), market)
     chosen = plan(width, height, model, gpu)
     ids = pd.Series(prepared.table["id"].to_numpy()[valid])
-    execution = (f"this process: {chosen.model.device}" if gpu else
-                 f"this process: the CPU engine on {numba.get_num_threads()} threads")
+    execution = (
+        f"this process: {chosen.model.device}"
+        if gpu
+        else f"this process: the CPU engine on {numba.get_num_threads()} threads"
+    )
     figures = {
-        "shape": describe(width, height), "invalid_rows": int((~valid).sum()), "execution": execution,
+        "shape": describe(width, height),
+        "invalid_rows": int((~valid).sum()),
+        "execution": execution,
         "shared": {"groups": len(groups), "node_steps": shared_node_steps(width, height, groups.group)},
         "model": {"device": chosen.model.device, "precision": chosen.model.precision, "source": chosen.model.source},
-        "plan": {"predicted_seconds": chosen.seconds,
-                 "parts": [{"engine": p.engine, "rows": len(p.rows),
-                            "node_steps": float(node_steps(width[p.rows], height[p.rows]).sum()),
-                            "predicted_seconds": p.seconds, "reason": p.reason, **p.detail,
-                            "first_ids": ids.iloc[p.rows[:3]].tolist()} for p in chosen.parts]},
+        "plan": {
+            "predicted_seconds": chosen.seconds,
+            "parts": [
+                {
+                    "engine": p.engine,
+                    "rows": len(p.rows),
+                    "node_steps": float(node_steps(width[p.rows], height[p.rows]).sum()),
+                    "predicted_seconds": p.seconds,
+                    "reason": p.reason,
+                    **p.detail,
+                    "first_ids": ids.iloc[p.rows[:3]].tolist(),
+                }
+                for p in chosen.parts
+            ],
+        },
         "candidates": chosen.considered,
     }
     return Inspection(width, height, chosen, figures)

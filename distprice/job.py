@@ -6,14 +6,15 @@ workers price), and on a worker that read a slice of a big file itself. :class:`
 value that says how a job is priced, whatever runs it (the config's ``job`` section, :func:`distprice.price`,
 :class:`distprice.Pricer`, ``distprice run``).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,12 +24,18 @@ import pyarrow.compute as pc
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan, host_pieces
-from .lattice.engines import AUTO, resolve
 from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, ScheduleRuns, read_exercise_schedule, schedule_lines
+from .lattice.engines import AUTO, resolve
 from .lattice.geometry import node_steps
 from .lattice.instruments import Instruments, Limits, Prepared, prepare
-from .lattice.measures import DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, check_bump, measure_columns, parse_key_rates, \
-    parse_measures
+from .lattice.measures import (
+    DEFAULT_BUMP_BP,
+    DEFAULT_KEY_RATES,
+    check_bump,
+    measure_columns,
+    parse_key_rates,
+    parse_measures,
+)
 from .lattice.quotes import Quotes, read_quotes
 from .lattice.risk import price_measures, price_of
 from .precision import precision_name, real_dtype
@@ -87,7 +94,7 @@ class JobOptions:
     key_rates: object = DEFAULT_KEY_RATES
 
     @classmethod
-    def of(cls, **options) -> "JobOptions":
+    def of(cls, **options) -> JobOptions:
         """Options from keywords; :class:`OptionError` names an unknown keyword and lists the known ones."""
         known = [f.name for f in dataclasses.fields(JobOptions)]
         unknown = [name for name in options if name not in known]
@@ -95,7 +102,7 @@ class JobOptions:
             raise OptionError(f"unknown job option {unknown[0]!r}; the options are {', '.join(known)}")
         return cls(**options)
 
-    def checked(self) -> "JobOptions":
+    def checked(self) -> JobOptions:
         """These options with the shifts parsed, once every option is known usable; raises
         :class:`OptionError` (or :class:`~distprice.errors.GpuUnavailableError` for a GPU engine without a
         GPU)."""
@@ -104,21 +111,31 @@ class JobOptions:
         resolve(self.engine, real_dtype(self.precision))
         if self.scenarios is not None and self.shifts_bp is not None:
             raise OptionError("give scenarios or shifts_bp, not both")
-        if self.timeout is not None and not (isinstance(self.timeout, (int, float)) and not isinstance(
-                self.timeout, bool) and 0 < self.timeout < np.inf):
+        if self.timeout is not None and not (
+            isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool) and 0 < self.timeout < np.inf
+        ):
             raise OptionError(f"timeout must be a number of seconds > 0, not {self.timeout!r}")
-        if self.max_invalid is not None and not (isinstance(self.max_invalid, (int, np.integer)) and not isinstance(
-                self.max_invalid, bool) and self.max_invalid >= 0):
+        if self.max_invalid is not None and not (
+            isinstance(self.max_invalid, (int, np.integer))
+            and not isinstance(self.max_invalid, bool)
+            and self.max_invalid >= 0
+        ):
             raise OptionError(f"max_invalid must be an integer >= 0, not {self.max_invalid!r}")
         shifts = None if self.shifts_bp is None else parse_shifts(self.shifts_bp)
         measures = None if self.measures is None else parse_measures(self.measures)
         if measures and (self.scenarios is not None or self.shifts_bp is not None):
             raise OptionError("risk measures are of the base market: give measures or scenarios / shifts_bp, not both")
-        return dataclasses.replace(self, shifts_bp=shifts, as_of=valuation_day(self.as_of), measures=measures,
-                                   bump_bp=check_bump(self.bump_bp), key_rates=parse_key_rates(self.key_rates))
+        return dataclasses.replace(
+            self,
+            shifts_bp=shifts,
+            as_of=valuation_day(self.as_of),
+            measures=measures,
+            bump_bp=check_bump(self.bump_bp),
+            key_rates=parse_key_rates(self.key_rates),
+        )
 
     @property
-    def risk(self) -> "Risk | None":
+    def risk(self) -> Risk | None:
         """The risk the (checked) options ask for, or None."""
         if not self.measures:
             return None
@@ -147,8 +164,9 @@ class Risk:
     def columns(self) -> tuple[str, ...]:
         return measure_columns(self.measures, self.key_rates)
 
-    def measure(self, instruments: Instruments, curves, quotes: Quotes | None, bond=None, option=None,
-                real=np.float64) -> dict[str, np.ndarray]:
+    def measure(
+        self, instruments: Instruments, curves, quotes: Quotes | None, bond=None, option=None, real=np.float64
+    ) -> dict[str, np.ndarray]:
         """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
         ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
         the OAS search starts from when they are float64. The rows are measured in the pieces a pricing in
@@ -159,13 +177,24 @@ class Risk:
         if bond is not None and np.dtype(real) == np.float64:
             base = price_of(instruments.table["instrument"].to_numpy(dtype=object), bond, option)
         rows = np.arange(len(instruments))
-        pieces = host_pieces(instruments, rows, "reference" if self.engine == "reference" else "cpu") \
-            if len(rows) else [rows]
+        pieces = (
+            host_pieces(instruments, rows, "reference" if self.engine == "reference" else "cpu")
+            if len(rows)
+            else [rows]
+        )
         out = {}
         for piece in pieces:
-            part = price_measures(instruments.take(piece), curves, np.float64, self.engine, self.measures,
-                                  self.bump_bp, self.key_rates, None if quotes is None else quotes.take(piece),
-                                  None if base is None else base[piece])
+            part = price_measures(
+                instruments.take(piece),
+                curves,
+                np.float64,
+                self.engine,
+                self.measures,
+                self.bump_bp,
+                self.key_rates,
+                None if quotes is None else quotes.take(piece),
+                None if base is None else base[piece],
+            )
             if len(pieces) == 1:
                 return part
             for name, values in part.items():
@@ -219,7 +248,7 @@ class Job:
         """The valid rows with their geometry: what the engines price."""
         return self.prepared.instruments()
 
-    def with_problems(self, problems: Sequence[Problem]) -> "Job":
+    def with_problems(self, problems: Sequence[Problem]) -> Job:
         """The job with more problems (rules of the whole portfolio found elsewhere); their rows become invalid."""
         if not problems:
             return self
@@ -228,8 +257,9 @@ class Job:
         merged = sorted([*self.prepared.problems, *problems], key=lambda p: p.position)
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
-    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row,
-               measured: dict | None = None, echo: bool = True) -> pd.DataFrame:
+    def priced(
+        self, bond: np.ndarray, option: np.ndarray, engine_of_row, measured: dict | None = None, echo: bool = True
+    ) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row (names, or a
         Categorical of them). With scenarios the
@@ -243,8 +273,15 @@ class Job:
             return frames[0]
         return pd.concat(frames, ignore_index=True)
 
-    def priced_frames(self, bond: np.ndarray, option: np.ndarray, engine_of_row,
-                      first_set: int = 0, measured: dict | None = None, echo: bool = True) -> Iterator[pd.DataFrame]:
+    def priced_frames(
+        self,
+        bond: np.ndarray,
+        option: np.ndarray,
+        engine_of_row,
+        first_set: int = 0,
+        measured: dict | None = None,
+        echo: bool = True,
+    ) -> Iterator[pd.DataFrame]:
         """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
         ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
         canonical, valid = self.prepared.table, self.prepared.valid
@@ -274,8 +311,11 @@ class Job:
                     errors[r] = f"{errors[r]}; {why}" if r in errors else why
         base = self.table.reset_index(drop=True)
         inputs = {name: base[name] for name in base.columns} if echo else {}  # echoed (no copy)
-        columns.update(width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
-                       height=pd.Series(geometry.height, dtype="Int64").mask(~valid), engine=_labels(engines, engine_names))
+        columns.update(
+            width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
+            height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
+            engine=_labels(engines, engine_names),
+        )
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
         sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
         quantity = canonical["quantity"].to_numpy()
@@ -288,8 +328,9 @@ class Job:
             if len(failed):
                 price[failed] = b[failed] = o[failed] = np.nan
                 error = {**errors, **{int(r): p.rule for r, p in zip(failed, self._unpriced(failed))}}
-            made = dict(columns, price=price, value=price * quantity, bond_price=b, option_price=o,
-                        error=_messages(n, error))
+            made = dict(
+                columns, price=price, value=price * quantity, bond_price=b, option_price=o, error=_messages(n, error)
+            )
             if dated:
                 made.update(self._dated_prices(price, self.market.curve_sets[first_set + s]))
             frame = pd.DataFrame({**inputs, **{name: made[name] for name in outputs}}, copy=False)
@@ -297,12 +338,12 @@ class Job:
                 frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
             yield frame
 
-
     def _unpriced(self, rows: np.ndarray) -> list[Problem]:
         """Problems of rows whose tree's values left the float range while they were priced."""
         fp = precision_name(self.real)
-        rule = (f"could not be priced: its tree's values left the {fp} range"
-                + (" (price it in fp64)" if fp == "fp32" else ""))
+        rule = f"could not be priced: its tree's values left the {fp} range" + (
+            " (price it in fp64)" if fp == "fp32" else ""
+        )
         ids = self.prepared.table["id"].to_numpy()
         return [Problem(int(r), f"row {r + 1} (id {ids[r]!r})", None, rule) for r in rows]
 
@@ -360,8 +401,10 @@ def model_table(source) -> pd.DataFrame | None:
         flags = np.array([isinstance(v, (bool, np.bool_)) for v in raw], dtype=bool)
         values = pd.to_numeric(raw.astype(object).where(~flags), errors="coerce")
         numbers[column] = values.to_numpy(dtype=np.float64, na_value=np.nan)
-        problems += [Problem(int(r), f"model table row {r + 1}", column, "must be a number")
-                     for r in np.flatnonzero(raw.notna().to_numpy() & np.isnan(numbers[column]))]
+        problems += [
+            Problem(int(r), f"model table row {r + 1}", column, "must be a number")
+            for r in np.flatnonzero(raw.notna().to_numpy() & np.isnan(numbers[column]))
+        ]
     if problems:
         raise InvalidInputError(problems)
     return table.assign(**numbers)
@@ -440,21 +483,46 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
         # the exercise schedule table is read while the portfolio's columns are checked
         schedule = beside.submit(exercise_schedule, options.exercise_schedule, table)
         chosen = options.market()
-        prepared = prepare(table, chosen.base, options.limits, as_of=options.as_of, exercise_schedule=schedule.result,
-                           curve_sets=chosen.curve_sets, models=model_table(options.models))
+        prepared = prepare(
+            table,
+            chosen.base,
+            options.limits,
+            as_of=options.as_of,
+            exercise_schedule=schedule.result,
+            curve_sets=chosen.curve_sets,
+            models=model_table(options.models),
+        )
         schedule.result()  # its problems, also where no row is dated
     prepared, quotes = read_risk(table, prepared, options.risk)
     if prepared.problems and options.on_invalid == "strict":
         raise InvalidInputError(prepared.problems)
     invalid = int((~prepared.valid).sum())
     if options.max_invalid is not None and invalid > options.max_invalid:
-        raise InvalidInputError([Problem(None, "portfolio", None, f"{invalid} rows are invalid, more than max_invalid "
-                                         f"({options.max_invalid}): nothing is priced")] + prepared.problems)
+        raise InvalidInputError(
+            [
+                Problem(
+                    None,
+                    "portfolio",
+                    None,
+                    f"{invalid} rows are invalid, more than max_invalid ({options.max_invalid}): nothing is priced",
+                )
+            ]
+            + prepared.problems
+        )
     work = float(prepared.geometry.node_steps[prepared.valid].sum()) * len(chosen.curve_sets)
     if work > options.limits.max_node_steps:
-        raise InvalidInputError([Problem(None, "portfolio", None, f"{work:.3g} node-steps (every row, every scenario) "
-                                         f"exceed limits.max_node_steps ({options.limits.max_node_steps:.3g}): "
-                                         f"{predicted(prepared, options)}")])
+        raise InvalidInputError(
+            [
+                Problem(
+                    None,
+                    "portfolio",
+                    None,
+                    f"{work:.3g} node-steps (every row, every scenario) "
+                    f"exceed limits.max_node_steps ({options.limits.max_node_steps:.3g}): "
+                    f"{predicted(prepared, options)}",
+                )
+            ]
+        )
     return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes)
 
 
@@ -463,8 +531,9 @@ def check_columns(columns, rows: int, options: JobOptions) -> None:
     as one distprice writes (it would be overwritten), and for no rows at all unless ``allow_empty``."""
     risk = options.risk.columns if options.risk is not None else ()
     taken = [c for c in (*PRICED_COLUMNS, *DATED_PRICES, *risk, SCENARIO_COLUMN) if c in columns]
-    problems = [Problem(None, "portfolio", c, "is a column distprice writes in the priced table: rename it")
-                for c in taken]
+    problems = [
+        Problem(None, "portfolio", c, "is a column distprice writes in the priced table: rename it") for c in taken
+    ]
     if rows == 0 and not options.allow_empty:
         problems.append(Problem(None, "portfolio", None, "has no rows (allow_empty prices an empty portfolio)"))
     if problems:
@@ -501,12 +570,19 @@ class Summary:
         where = f"on {self.workers} worker{'s' * (self.workers != 1)}" if self.workers else "in this process"
         under = f" under {self.scenarios} scenarios ({self.prices} prices)" if self.scenarios > 1 else ""
         totals = list(self.values.values())
-        value = (f"total value {totals[0]:.10g}" if len(totals) == 1 else
-                 f"total value {min(totals):.10g} to {max(totals):.10g} across scenarios" if totals else "no value")
+        value = (
+            f"total value {totals[0]:.10g}"
+            if len(totals) == 1
+            else f"total value {min(totals):.10g} to {max(totals):.10g} across scenarios"
+            if totals
+            else "no value"
+        )
         wall = f", {wall:.2f} s in all" if wall is not None else ""
-        return (f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid){under}, {value}, "
-                f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}{wall}, "
-                f"engines: {engines}")
+        return (
+            f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid){under}, {value}, "
+            f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}{wall}, "
+            f"engines: {engines}"
+        )
 
 
 def echoed(portfolio: pd.DataFrame, priced: pd.DataFrame) -> pd.DataFrame:
@@ -541,7 +617,7 @@ class Tally:
             self.values[None] = self.values.get(None, 0.0) + float(np.nansum(value))
         return priced
 
-    def absorb(self, other: "Tally") -> None:
+    def absorb(self, other: Tally) -> None:
         """Adds the totals of ``other``, a tally of other rows of the same job (a slice a worker wrote)."""
         self.prices += other.prices
         self.node_steps += other.node_steps
@@ -552,9 +628,17 @@ class Tally:
 
     def summary(self, seconds: float, workers: int) -> Summary:
         per_row = max(self.scenarios, 1)
-        return Summary(self.rows, self.prices // per_row, self.node_steps, seconds, workers,
-                       {name: count // per_row for name, count in self.engines.items()}, self.scenarios,
-                       self.prices, dict(self.values))
+        return Summary(
+            self.rows,
+            self.prices // per_row,
+            self.node_steps,
+            seconds,
+            workers,
+            {name: count // per_row for name, count in self.engines.items()},
+            self.scenarios,
+            self.prices,
+            dict(self.values),
+        )
 
 
 def _labels(codes: np.ndarray, names) -> pd.arrays.ArrowStringArray:
@@ -564,8 +648,7 @@ def _labels(codes: np.ndarray, names) -> pd.arrays.ArrowStringArray:
     names = list(names)
     if not names:
         return pd.arrays.ArrowStringArray(pa.nulls(len(codes), pa.large_string()))
-    return pd.arrays.ArrowStringArray(pc.take(pa.array(names, type=pa.large_string()),
-                                              pa.array(codes, mask=codes < 0)))
+    return pd.arrays.ArrowStringArray(pc.take(pa.array(names, type=pa.large_string()), pa.array(codes, mask=codes < 0)))
 
 
 def _messages(n: int, messages: dict[int, str]) -> pd.arrays.ArrowStringArray:

@@ -3,6 +3,7 @@
 A precision is named once, where a job's options are read; from there on it travels as the numpy dtype of the
 arrays an engine computes in.
 """
+
 from __future__ import annotations
 
 import numpy as np

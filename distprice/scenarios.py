@@ -5,6 +5,7 @@ Curves follow the conventions of :mod:`distprice.curves`: ``t`` in years, contin
 rates. A scenarios input is a ``scenario, curve, t, zero_rate`` table; shifts are in basis points
 (1 bp = 1e-4 of zero rate).
 """
+
 from __future__ import annotations
 
 import math
@@ -32,21 +33,24 @@ def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, Ze
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
     missing = [c for c in SCENARIO_COLUMNS if c not in table.columns]
     if missing:
-        raise InvalidInputError([Problem(None, "scenarios input", col, "scenarios input must have this column")
-                                 for col in missing])
+        raise InvalidInputError(
+            [Problem(None, "scenarios input", col, "scenarios input must have this column") for col in missing]
+        )
     if table.empty:
         raise InvalidInputError([Problem(None, "scenarios input", None, "scenarios input has no rows")])
     given = table["scenario"].astype(str)
     blank = (table["scenario"].isna() | given.str.strip().eq("")).to_numpy()
     names = given.to_numpy()
-    found = [(r, Problem(None, f"scenarios row {r}", "scenario", "scenario name is required"))
-             for r in np.flatnonzero(blank) + 1]
+    found = [
+        (r, Problem(None, f"scenarios row {r}", "scenario", "scenario name is required"))
+        for r in np.flatnonzero(blank) + 1
+    ]
     sets = {}
     for name in pd.unique(names[~blank]):
         positions = np.flatnonzero((names == name) & ~blank)
         group = table.iloc[positions].reset_index(drop=True)
         curves, problems = curves_from_frame(group)
-        for p in problems:    # curves_from_frame labels rows "curves row r", r 1-based within the group
+        for p in problems:  # curves_from_frame labels rows "curves row r", r 1-based within the group
             r = positions[int(p.where.removeprefix("curves row ")) - 1] + 1
             found.append((r, Problem(None, f"scenarios row {r} (scenario '{name}')", p.column, p.rule)))
         if not problems:
@@ -96,9 +100,8 @@ def shifted(base: dict[str, ZeroCurve], shifts: tuple[float, ...]) -> dict[str, 
     """One scenario per parallel shift (basis points, as :func:`parse_shifts` gives them), named like
     ``"-100bp"``, ``"+0bp"``, ``"+12.5bp"``: every curve of ``base`` (built-ins included) keeps its knots and
     has ``shift / 1e4`` added to its zero rates."""
-    names = [f"{s + 0.0:+g}bp" for s in shifts]    # + 0.0 turns -0.0 into 0.0, named "+0bp"
-    return {name: {c: curve.shifted(s / 1e4) for c, curve in base.items()}
-            for name, s in zip(names, shifts)}
+    names = [f"{s + 0.0:+g}bp" for s in shifts]  # + 0.0 turns -0.0 into 0.0, named "+0bp"
+    return {name: {c: curve.shifted(s / 1e4) for c, curve in base.items()} for name, s in zip(names, shifts)}
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,9 @@ BASE_SCENARIO = "base"
 """The name of the base market among the scenarios of a scenarios input."""
 
 
-def market(curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None,
-           base_scenario: bool = True) -> Market:
+def market(
+    curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None, base_scenario: bool = True
+) -> Market:
     """The market of a job: base ``curves`` (see :func:`~distprice.curves.load_curves`), and either
     ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path; with ``base_scenario`` the base curves
     come first as the scenario ``base``) or ``shifts_bp`` (parallel shifts of every base curve, basis points,
@@ -127,9 +131,17 @@ def market(curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = No
         sets = read_scenarios(scenarios, base)
         if base_scenario:
             if BASE_SCENARIO in sets:
-                raise InvalidInputError([Problem(None, "scenarios input", "scenario",
-                                                 f"the scenario name {BASE_SCENARIO!r} is the base market's: rename "
-                                                 f"it, or leave the base out (base_scenario false, --no-base)")])
+                raise InvalidInputError(
+                    [
+                        Problem(
+                            None,
+                            "scenarios input",
+                            "scenario",
+                            f"the scenario name {BASE_SCENARIO!r} is the base market's: rename "
+                            f"it, or leave the base out (base_scenario false, --no-base)",
+                        )
+                    ]
+                )
             sets = {BASE_SCENARIO: base, **sets}
     elif shifts_bp is not None:
         sets = shifted(base, shifts_bp)

@@ -5,6 +5,7 @@ Tuned models live in the user's configuration directory (``$DISTPRICE_CONFIG_DIR
 device name and precision. Without one, the shipped defaults (``tuning_defaults.json``: NVIDIA H100,
 NVIDIA H200, CPU) are used, and a warning says so once per process.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,8 +73,11 @@ def load_model(device: str, precision: str = "fp64") -> CostModel:
     model = shipped_default(device, precision)
     if (device, precision) not in _warned:
         _warned.add((device, precision))
-        warnings.warn(f"no tuning for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
-                      f"{model.source} figures. Run `distprice tune` to measure this machine.", stacklevel=2)
+        warnings.warn(
+            f"no tuning for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
+            f"{model.source} figures. Run `distprice tune` to measure this machine.",
+            stacklevel=2,
+        )
     return model
 
 
@@ -84,6 +88,7 @@ def current_model(precision: str, gpu: bool) -> CostModel:
 
 
 # ---- micro-benchmarks ----
+
 
 def _median_seconds(run, repeat: int) -> float:
     run()
@@ -131,14 +136,19 @@ def tune_cpu(model: CostModel, repeat: int = 3) -> CostModel:
             tick = time.perf_counter()
             pack(instruments, curves, real)
             return time.perf_counter() - tick
+
         return _median_seconds(run, repeat)
 
     rng = np.random.default_rng(4)
     shapes = [(2 * rng.integers(3, 29, 20_000) + 1, rng.integers(12, 132, 20_000)), _r1_like(20_000, seed=2)]
     portfolios = [_instruments(width, height, seed=4) for width, height in shapes]
-    pack_row, pack_step = np.maximum(np.linalg.solve(
-        np.array([[len(height), height.sum()] for _, height in shapes], dtype=np.float64),
-        np.array([pack_seconds(instruments) for instruments in portfolios])), 0.0)
+    pack_row, pack_step = np.maximum(
+        np.linalg.solve(
+            np.array([[len(height), height.sum()] for _, height in shapes], dtype=np.float64),
+            np.array([pack_seconds(instruments) for instruments in portfolios]),
+        ),
+        0.0,
+    )
     instruments = portfolios[1]
     # the same rows in PACK_THREADS parts, laid out one by one and then on as many threads at once
     parts = [np.arange(j, len(instruments), PACK_THREADS) for j in range(PACK_THREADS)]
@@ -149,11 +159,19 @@ def tune_cpu(model: CostModel, repeat: int = 3) -> CostModel:
             for _ in pack_parts(instruments, parts, curves, real, threads):
                 pass
             return time.perf_counter() - tick
+
         return _median_seconds(run, repeat)
 
     pack_parallel = max(run_parts(1) / run_parts(PACK_THREADS), 1.0)
-    return dataclasses.replace(model, cpu_node_step=float(node_step), cpu_step=float(step), cpu_row=float(row),
-                               pack_row=float(pack_row), pack_step=float(pack_step), pack_parallel=pack_parallel)
+    return dataclasses.replace(
+        model,
+        cpu_node_step=float(node_step),
+        cpu_step=float(step),
+        cpu_row=float(row),
+        pack_row=float(pack_row),
+        pack_step=float(pack_step),
+        pack_parallel=pack_parallel,
+    )
 
 
 def tune_gpu(model: CostModel, repeat: int = 3) -> CostModel:
@@ -177,13 +195,15 @@ def tune_gpu(model: CostModel, repeat: int = 3) -> CostModel:
     uniform = _batch(width, height, real)
     flat_node_step = (kernel_seconds(uniform, "flat") - launch) / run
     flat_block_step = (kernel_seconds(_batch(259 * one, 1200 * one, real), "flat") - launch) / 2400
-    wide_node_step = ((kernel_seconds(_batch(4419 * one, 600 * one, real), "flat") - launch)
-                      / float(node_steps(4419, 600)))
+    wide_node_step = (kernel_seconds(_batch(4419 * one, 600 * one, real), "flat") - launch) / float(
+        node_steps(4419, 600)
+    )
     # outer: rows beyond the L2 cache, rows inside it, one lone thread
     outer_node_step = (kernel_seconds(uniform, "outer") - launch) / float(node_steps(width, height).sum())
     narrow = np.full(100_000, 7)
-    outer_cached = ((kernel_seconds(_batch(narrow, np.full(100_000, 600), real), "outer") - launch)
-                    / (2 * 7 * 600 * 100_000))
+    outer_cached = (kernel_seconds(_batch(narrow, np.full(100_000, 600), real), "outer") - launch) / (
+        2 * 7 * 600 * 100_000
+    )
     outer_thread = (kernel_seconds(_batch(259 * one, 600 * one, real), "outer") - launch) / (2 * 259 * 600)
     # host work, on R1-like trees of two sizes: the copy to the device and each kernel's layout, per row
     # (and for flat a fixed part: the block shape is chosen on a sample)
@@ -208,12 +228,22 @@ def tune_gpu(model: CostModel, repeat: int = 3) -> CostModel:
         return time.perf_counter() - tick
 
     return dataclasses.replace(
-        model, gpu_launch=launch, flat_node_step=flat_node_step, flat_block_step=flat_block_step,
-        wide_node_step=wide_node_step, outer_node_step=outer_node_step, outer_cached_node_step=outer_cached,
-        outer_thread_node_step=outer_thread, multiprocessors=int(attributes["MultiProcessorCount"]),
-        l2_bytes=int(attributes["L2CacheSize"]), gpu_upload_row=per_row("outer", "upload"), flat_host=flat_host,
+        model,
+        gpu_launch=launch,
+        flat_node_step=flat_node_step,
+        flat_block_step=flat_block_step,
+        wide_node_step=wide_node_step,
+        outer_node_step=outer_node_step,
+        outer_cached_node_step=outer_cached,
+        outer_thread_node_step=outer_thread,
+        multiprocessors=int(attributes["MultiProcessorCount"]),
+        l2_bytes=int(attributes["L2CacheSize"]),
+        gpu_upload_row=per_row("outer", "upload"),
+        flat_host=flat_host,
         gpu_wave=_median_seconds(wave, repeat),
-        flat_host_row=per_row("flat", "layout"), outer_host_row=per_row("outer", "layout"))
+        flat_host_row=per_row("flat", "layout"),
+        outer_host_row=per_row("outer", "layout"),
+    )
 
 
 def tune(device: str, precision: str = "fp64", gpu: bool = True, repeat: int = 3) -> CostModel:

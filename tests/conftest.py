@@ -1,4 +1,5 @@
 """Fixtures the tests share (helpers are in utils.py)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,10 @@ def local():
     """A client of a LocalCluster of 2 single-threaded worker processes, dashboard on a free loopback port."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -62,8 +65,20 @@ def scheduler():
 
     port = free_port()
     quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                "--dashboard-address", ":0"], **quiet) as process:
+    with popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dashboard-address",
+            ":0",
+        ],
+        **quiet,
+    ) as process:
         yield f"tcp://127.0.0.1:{port}", process
 
 
@@ -76,9 +91,25 @@ def processes(scheduler):
     address, _ = scheduler
     with contextlib.ExitStack() as started:
         quiet = dict(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        workers = [started.enter_context(popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
-                                                "--nthreads", "1", "--no-nanny", "--host", "127.0.0.1"], **quiet))
-                   for _ in range(2)]
+        workers = [
+            started.enter_context(
+                popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "distributed.cli.dask_worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--host",
+                        "127.0.0.1",
+                    ],
+                    **quiet,
+                )
+            )
+            for _ in range(2)
+        ]
         yield address, workers
 
 

@@ -1,5 +1,6 @@
 """Model calibration through the interfaces: the calibrate commands, distprice.calibrate_heston and
 calibrate_hull_white, a cluster fitting surfaces and models at once, and a portfolio priced on fitted models."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,16 +19,37 @@ from distprice.models import read_quotes
 from utils import HULL_PUT
 
 QUOTES = Path(__file__).parent / "data" / "heston" / "1062_quotes.in"
-SWAPTIONS = pd.DataFrame({"model": ["USD"] * 4, "curve": "hull", "expiry": [1.0, 2.0, 3.0, 5.0],
-                          "tenor": [5.0, 5.0, 4.0, 5.0], "fixed_frequency": 2,
-                          "volatility": [0.0095, 0.0092, 0.009, 0.0086], "volatility_type": "normal"})
+SWAPTIONS = pd.DataFrame(
+    {
+        "model": ["USD"] * 4,
+        "curve": "hull",
+        "expiry": [1.0, 2.0, 3.0, 5.0],
+        "tenor": [5.0, 5.0, 4.0, 5.0],
+        "fixed_frequency": 2,
+        "volatility": [0.0095, 0.0092, 0.009, 0.0086],
+        "volatility_type": "normal",
+    }
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_calibrate_heston_writes_surfaces_and_quotes(tmp_path):
-    result = CliRunner().invoke(main, ["calibrate", "heston", "--quotes", str(QUOTES), "--max-evals", "200",
-                                       "--output", str(tmp_path / "s.csv"), "--quotes-output", str(tmp_path / "q.csv")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "heston",
+            "--quotes",
+            str(QUOTES),
+            "--max-evals",
+            "200",
+            "--output",
+            str(tmp_path / "s.csv"),
+            "--quotes-output",
+            str(tmp_path / "q.csv"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     surfaces, quotes = pd.read_csv(tmp_path / "s.csv"), pd.read_csv(tmp_path / "q.csv")
     expected, _ = distprice.calibrate_heston(QUOTES, max_evals=200)
@@ -37,16 +59,35 @@ def test_calibrate_heston_writes_surfaces_and_quotes(tmp_path):
 
 def test_fitted_models_price_a_portfolio(tmp_path):
     SWAPTIONS.to_csv(tmp_path / "swaptions.csv", index=False)
-    result = CliRunner().invoke(main, ["calibrate", "hull-white", "--quotes", str(tmp_path / "swaptions.csv"),
-                                       "--output", str(tmp_path / "models.csv")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "hull-white",
+            "--quotes",
+            str(tmp_path / "swaptions.csv"),
+            "--output",
+            str(tmp_path / "models.csv"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     models = pd.read_csv(tmp_path / "models.csv")
     assert list(models["model"]) == ["USD"] and models.loc[0, "status"] == "converged"
     row = {k: v for k, v in HULL_PUT.items() if k not in ("mean_reversion", "volatility", "curve")}
     book = pd.DataFrame([dict(row, id="m", model="USD")])
     priced = distprice.price(book, models=models)
-    direct = distprice.price(pd.DataFrame([dict(HULL_PUT, id="m", mean_reversion=models.loc[0, "mean_reversion"],
-                                                volatility=models.loc[0, "volatility"])]))
+    direct = distprice.price(
+        pd.DataFrame(
+            [
+                dict(
+                    HULL_PUT,
+                    id="m",
+                    mean_reversion=models.loc[0, "mean_reversion"],
+                    volatility=models.loc[0, "volatility"],
+                )
+            ]
+        )
+    )
     assert priced.loc[0, "price"] == direct.loc[0, "price"]
     with pytest.raises(distprice.InvalidInputError, match="column 'mean_reversion': give a model or"):
         distprice.price(pd.DataFrame([dict(HULL_PUT, id="both", model="USD")]), models=models)
@@ -71,8 +112,10 @@ def test_a_cluster_fits_every_surface_and_model_at_once(local):
     with Pricer(local) as pricer, get_task_stream(local) as stream:
         spread, fitted = pricer.calibrate_heston(two, max_evals=120, seed=3)
         models = pricer.calibrate_hull_white(SWAPTIONS, distprice.curves.builtin_curves())
-    np.testing.assert_array_equal(spread[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(),
-                                  here[["v0", "theta", "rho", "kappa", "eta"]].to_numpy())
+    np.testing.assert_array_equal(
+        spread[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(),
+        here[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(),
+    )
     assert len(fitted) == 2 * 1062 and list(models["model"]) == ["USD"]
     names = {task["key"].split("-")[0] for task in stream.data}
     assert {"fit_heston", "fit_hull_white"} <= names

@@ -1,4 +1,5 @@
 """The command line: run (CSV and Parquet round trips, bad input), generate, bench."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,8 +38,20 @@ def test_run_round_trip(runner, tmp_path, mixed_portfolio, fmt_in, fmt_out):
 def test_run_with_curves_and_engine(runner, tmp_path):
     pd.DataFrame([dict(HULL_PUT, id=1, curve="flat")]).to_csv(tmp_path / "b.csv", index=False)
     pd.DataFrame(dict(curve=["flat"], t=[1.0], zero_rate=[0.05])).to_csv(tmp_path / "c.csv", index=False)
-    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--curves", str(tmp_path / "c.csv"),
-                                  "--output", str(tmp_path / "o.csv"), "--engine", "reference"])
+    result = runner.invoke(
+        main,
+        [
+            "run",
+            "--portfolio",
+            str(tmp_path / "b.csv"),
+            "--curves",
+            str(tmp_path / "c.csv"),
+            "--output",
+            str(tmp_path / "o.csv"),
+            "--engine",
+            "reference",
+        ],
+    )
     assert result.exit_code == 0, result.output
     priced = pd.read_csv(tmp_path / "o.csv")
     assert priced.loc[0, "bond_price"] == pytest.approx(100 * np.exp(-0.05 * 9), rel=1e-13)
@@ -57,8 +70,10 @@ def test_invalid_input_strict_exits_2_and_writes_nothing(runner, tmp_path):
 
 def test_invalid_input_report_prices_the_rest(runner, tmp_path):
     pd.DataFrame([dict(HULL_PUT, id="a"), dict(HULL_PUT, id="b", strike=-5)]).to_csv(tmp_path / "b.csv", index=False)
-    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv"),
-                                  "--on-invalid", "report"])
+    result = runner.invoke(
+        main,
+        ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv"), "--on-invalid", "report"],
+    )
     assert result.exit_code == 4, result.output
     assert "priced 1 of 2 rows (1 invalid)" in result.output and "1 rows have an error" in result.output
     priced = pd.read_csv(tmp_path / "o.csv")
@@ -77,12 +92,24 @@ def test_unknown_output_format_is_a_clear_error(runner, tmp_path):
 def test_an_output_that_is_an_input_is_refused(runner, tmp_path, flag):
     """The priced table would replace the job's own input: refused before anything is read, the file kept."""
     pd.DataFrame([HULL_PUT]).to_csv(tmp_path / "book.csv", index=False)
-    pd.DataFrame({"curve": "usd", "t": [0.0, 10.0], "zero_rate": [0.03, 0.04]}).to_csv(tmp_path / "usd.csv",
-                                                                                       index=False)
+    pd.DataFrame({"curve": "usd", "t": [0.0, 10.0], "zero_rate": [0.03, 0.04]}).to_csv(
+        tmp_path / "usd.csv", index=False
+    )
     target = tmp_path / ("book.csv" if flag == "--portfolio" else "usd.csv")
     before = target.read_bytes()
-    result = runner.invoke(main, ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--curves",
-                                  str(tmp_path / "usd.csv"), "--output", str(tmp_path / "." / target.name)])
+    result = runner.invoke(
+        main,
+        [
+            "run",
+            "--in-process",
+            "--portfolio",
+            str(tmp_path / "book.csv"),
+            "--curves",
+            str(tmp_path / "usd.csv"),
+            "--output",
+            str(tmp_path / "." / target.name),
+        ],
+    )
     assert result.exit_code == 2 and f"is the job's input ({flag})" in result.output, result.output
     assert target.read_bytes() == before
 
@@ -104,8 +131,10 @@ def test_a_job_runs_with_the_objects_of_its_setup_out_of_full_garbage_collection
 
     monkeypatch.setattr(distprice.api, "price", price)
     assert gc.get_freeze_count() == 0
-    result = runner.invoke(main, ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--output",
-                                  str(tmp_path / "priced.csv")])
+    result = runner.invoke(
+        main,
+        ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--output", str(tmp_path / "priced.csv")],
+    )
     assert result.exit_code == 0, result.output
     assert len(frozen) == 1 and frozen[0] > 1000
     assert gc.get_freeze_count() == 0
@@ -122,8 +151,9 @@ def test_generate_and_price(runner, tmp_path):
 
 
 def test_bench_prints_node_steps_and_peer(runner):
-    result = runner.invoke(main, ["bench", "--dataset", "U1", "--size", "20", "--repeat", "1",
-                                  "--peer", "quantlib", "--peer-size", "2"])
+    result = runner.invoke(
+        main, ["bench", "--dataset", "U1", "--size", "20", "--repeat", "1", "--peer", "quantlib", "--peer-size", "2"]
+    )
     assert result.exit_code == 0, result.output
     assert f"node-steps {2 * 259 * 606 * 20:.4e}" in result.output
     assert "peer quantlib  rows 2" in result.output and "ratio" in result.output
@@ -133,8 +163,9 @@ def test_bench_prints_node_steps_and_peer(runner):
 def test_gpu_engine_without_a_gpu_is_a_clear_error(runner, tmp_path, mixed_portfolio):
     mixed_portfolio.to_csv(tmp_path / "b.csv", index=False)
     output = tmp_path / "o.csv"
-    result = runner.invoke(main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(output),
-                                  "--engine", "gpu-outer"])
+    result = runner.invoke(
+        main, ["run", "--portfolio", str(tmp_path / "b.csv"), "--output", str(output), "--engine", "gpu-outer"]
+    )
     assert result.exit_code == 1
     assert "engine gpu-outer cannot run here" in result.output and not output.exists()
 
@@ -142,6 +173,8 @@ def test_gpu_engine_without_a_gpu_is_a_clear_error(runner, tmp_path, mixed_portf
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
 def test_bench_reports_the_kernel_alone_on_a_gpu(runner):
-    result = runner.invoke(main, ["bench", "--dataset", "S1", "--size", "2000", "--repeat", "1", "--engine", "gpu-flat"])
+    result = runner.invoke(
+        main, ["bench", "--dataset", "S1", "--size", "2000", "--repeat", "1", "--engine", "gpu-flat"]
+    )
     assert result.exit_code == 0, result.output
     assert "engine gpu-flat" in result.output and "kernel " in result.output and "device memory" in result.output

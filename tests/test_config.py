@@ -1,4 +1,5 @@
 """Cluster and job configs: the ready files in configs/, defaults, and the messages of bad configs."""
+
 from __future__ import annotations
 
 import math
@@ -6,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from distprice.cluster.config import (
+    CLUSTER_KINDS,
+    ClusterConfig,
+    Config,
+    JobConfig,
+    Security,
+    load_config,
+    parse_config,
+)
 from distprice.errors import ConfigError
-from distprice.cluster.config import (CLUSTER_KINDS, ClusterConfig, Config, JobConfig, Security, load_config,
-                              parse_config)
 from distprice.scenarios import parse_shifts
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -22,9 +30,16 @@ def problems(mapping) -> list[str]:
 
 
 def test_every_ready_config_loads():
-    expected = {"local-cpu.yaml": "local", "local-cuda.yaml": "local-cuda", "address.yaml": "address",
-                "tls.yaml": "address", "tls-local.yaml": "local", "compose.yaml": "address", "slurm-gpu.yaml": "slurm",
-                "pbs.yaml": "pbs"}
+    expected = {
+        "local-cpu.yaml": "local",
+        "local-cuda.yaml": "local-cuda",
+        "address.yaml": "address",
+        "tls.yaml": "address",
+        "tls-local.yaml": "local",
+        "compose.yaml": "address",
+        "slurm-gpu.yaml": "slurm",
+        "pbs.yaml": "pbs",
+    }
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(expected)
     for name, kind in expected.items():
         config = load_config(CONFIGS / name)
@@ -34,16 +49,25 @@ def test_every_ready_config_loads():
 
 def test_local_cpu_config():
     config = load_config(CONFIGS / "local-cpu.yaml")
-    assert config.cluster == ClusterConfig(kind="local", n_workers=None, threads_per_worker=1, processes=True,
-                                           memory_limit="auto", dashboard_address="127.0.0.1:8787")
+    assert config.cluster == ClusterConfig(
+        kind="local",
+        n_workers=None,
+        threads_per_worker=1,
+        processes=True,
+        memory_limit="auto",
+        dashboard_address="127.0.0.1:8787",
+    )
     assert config.job.engine == "cpu"
     assert config.cluster.dask_security() is None
 
 
 def test_local_cuda_config():
     config = load_config(CONFIGS / "local-cuda.yaml")
-    assert (config.cluster.kind, config.cluster.n_workers, config.cluster.threads_per_worker) == \
-        ("local-cuda", None, None)
+    assert (config.cluster.kind, config.cluster.n_workers, config.cluster.threads_per_worker) == (
+        "local-cuda",
+        None,
+        None,
+    )
     assert config.job.engine == "auto"
 
 
@@ -55,8 +79,9 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     from distprice.cluster.worker import PRELOAD
 
     security = DaskSecurity()
-    config = ClusterConfig(kind="local-cuda", workers_per_gpu=2, threads_per_worker=3, memory_limit="8GiB",
-                           dashboard_address=None)
+    config = ClusterConfig(
+        kind="local-cuda", workers_per_gpu=2, threads_per_worker=3, memory_limit="8GiB", dashboard_address=None
+    )
     scheduler, workers = gpu_cluster_spec(config, ["0", "GPU-5e1f"], security)
     assert sorted(workers) == ["gpu0-0", "gpu0-1", "gpuGPU-5e1f-0", "gpuGPU-5e1f-1"]
     for name, spec in workers.items():
@@ -96,13 +121,18 @@ def test_tls_config_paths_are_from_the_files_folder():
     cluster = load_config(CONFIGS / "tls.yaml").cluster
     assert cluster.address == "tls://scheduler:8786"
     certs = CONFIGS / "certs"
-    assert cluster.security == Security(ca_file=str(certs / "ca.pem"), cert_file=str(certs / "client.pem"),
-                                        key_file=str(certs / "client-key.pem"), require_encryption=True)
+    assert cluster.security == Security(
+        ca_file=str(certs / "ca.pem"),
+        cert_file=str(certs / "client.pem"),
+        key_file=str(certs / "client-key.pem"),
+        require_encryption=True,
+    )
 
 
 def test_job_paths_are_from_the_files_folder(tmp_path):
-    (tmp_path / "run.yaml").write_text("job:\n  portfolio: book.parquet\n  curves: /data/curves.csv\n"
-                                       "  output: out/priced.csv\n")
+    (tmp_path / "run.yaml").write_text(
+        "job:\n  portfolio: book.parquet\n  curves: /data/curves.csv\n  output: out/priced.csv\n"
+    )
     job = load_config(tmp_path / "run.yaml").job
     assert job.portfolio == str(tmp_path / "book.parquet")
     assert job.curves == "/data/curves.csv"
@@ -132,16 +162,27 @@ def test_defaults_when_sections_are_missing(tmp_path):
 
 
 def test_accepted_values():
-    cluster = parse_config({"cluster": {"kind": "local", "n_workers": 2, "threads_per_worker": 4, "processes": False,
-                                        "memory_limit": "4GiB", "dashboard_address": ":0"}}).cluster
+    cluster = parse_config(
+        {
+            "cluster": {
+                "kind": "local",
+                "n_workers": 2,
+                "threads_per_worker": 4,
+                "processes": False,
+                "memory_limit": "4GiB",
+                "dashboard_address": ":0",
+            }
+        }
+    ).cluster
     assert (cluster.n_workers, cluster.threads_per_worker, cluster.processes) == (2, 4, False)
     assert (cluster.memory_limit, cluster.dashboard_address) == ("4GiB", ":0")
     assert parse_config({"cluster": {"memory_limit": 2**30, "dashboard_address": None}}).cluster.memory_limit == 2**30
     assert parse_config({"cluster": {"dashboard_address": None}}).cluster.dashboard_address is None
     timeout = parse_config({"cluster": {"kind": "address", "address": "tcp://10.0.0.5:8786", "timeout": 30}})
     assert timeout.cluster.timeout == 30.0 and isinstance(timeout.cluster.timeout, float)
-    job = parse_config({"job": {"engine": "gpu-flat", "precision": "fp32", "on_invalid": "report",
-                                "chunks_per_worker": 8}}).job
+    job = parse_config(
+        {"job": {"engine": "gpu-flat", "precision": "fp32", "on_invalid": "report", "chunks_per_worker": 8}}
+    ).job
     assert (job.engine, job.precision, job.on_invalid, job.chunks_per_worker) == ("gpu-flat", "fp32", "report", 8)
     assert CLUSTER_KINDS == ("local", "local-cuda", "address", "slurm", "pbs")
 
@@ -155,69 +196,127 @@ def test_shifts_from_a_list_and_a_string():
     assert parse_config({"job": {"shifts_bp": "-25,25"}}).job.shifts_bp == (-25.0, 25.0)
 
 
-@pytest.mark.parametrize("shifts, rule", [
-    ("", "at least one shift"), ([], "at least one shift"), ("-100,,100", "numbers of basis points, not ''"),
-    ("-100,abc", "numbers of basis points, not 'abc'"), ([1, True], "numbers of basis points, not true"),
-    ([1, "x"], "numbers of basis points, not 'x'"), ("1,inf", "finite, not 'inf'"), ([math.nan], "finite"),
-    ("0,50,0", "0 bp is given twice"), ({"a": 1}, "a list of numbers or a string"), (5, "not 5"),
-])
+@pytest.mark.parametrize(
+    "shifts, rule",
+    [
+        ("", "at least one shift"),
+        ([], "at least one shift"),
+        ("-100,,100", "numbers of basis points, not ''"),
+        ("-100,abc", "numbers of basis points, not 'abc'"),
+        ([1, True], "numbers of basis points, not true"),
+        ([1, "x"], "numbers of basis points, not 'x'"),
+        ("1,inf", "finite, not 'inf'"),
+        ([math.nan], "finite"),
+        ("0,50,0", "0 bp is given twice"),
+        ({"a": 1}, "a list of numbers or a string"),
+        (5, "not 5"),
+    ],
+)
 def test_bad_shifts(shifts, rule):
     with pytest.raises(ValueError, match="shifts must") as caught:
         parse_shifts(shifts)
     assert rule in str(caught.value)
 
 
-@pytest.mark.parametrize("mapping, line", [
-    ({"cluster": {"n_workers": "two"}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 'two'"),
-    ({"cluster": {"n_workers": 0}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 0"),
-    ({"cluster": {"n_workers": 2.0}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 2.0"),
-    ({"cluster": {"threads_per_worker": True}},
-     "x.yaml: cluster.threads_per_worker: must be an integer >= 1, not true"),
-    ({"cluster": {"processes": "yes"}}, "x.yaml: cluster.processes: must be true or false, not 'yes'"),
-    ({"cluster": {"kind": "kubernetes"}},
-     "x.yaml: cluster.kind: must be one of local, local-cuda, address, slurm, pbs, not 'kubernetes'"),
-    ({"cluster": {"memory_limit": "lots"}}, "x.yaml: cluster.memory_limit: must be auto, a number of bytes >= 1 "
-                                            "or a size such as '4GiB', not 'lots'"),
-    ({"cluster": {"memory_limit": 0}}, "x.yaml: cluster.memory_limit: must be auto"),
-    ({"cluster": {"dashboard_address": "8787"}}, "x.yaml: cluster.dashboard_address: must be 'host:port'"),
-    ({"cluster": {"dashboard_address": "localhost:99999"}},
-     "x.yaml: cluster.dashboard_address: must be 'host:port'"),
-    ({"cluster": {"timeout": 0}}, "x.yaml: cluster.timeout: must be a number of seconds > 0, not 0"),
-    ({"cluster": {"kind": "address"}}, "x.yaml: cluster.address: is required for kind address"),
-    ({"cluster": {"workers_per_gpu": 4}},
-     "x.yaml: cluster.workers_per_gpu: is for kind local-cuda only, not kind local"),
-    ({"cluster": {"kind": "local-cuda", "workers_per_gpu": 0}},
-     "x.yaml: cluster.workers_per_gpu: must be an integer >= 1, not 0"),
-    ({"cluster": {"kind": "address", "address": "scheduler:8786"}},
-     "x.yaml: cluster.address: must be tcp://host:port or tls://host:port, not 'scheduler:8786'"),
-    ({"cluster": {"address": "tcp://scheduler:8786"}},
-     "x.yaml: cluster.address: is for kind address only, not kind local"),
-    ({"cluster": {"kind": "address", "address": "tls://scheduler:8786"}},
-     "x.yaml: cluster.security: is required for the tls:// address tls://scheduler:8786"),
-    ({"cluster": {"kind": "address", "address": "tcp://scheduler:8786",
-                  "security": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem"}}},
-     "x.yaml: cluster.security: needs a tls:// address, not tcp://scheduler:8786"),
-    ({"cluster": {"security": {"ca_file": "ca.pem", "cert_file": "c.pem"}}},
-     "x.yaml: cluster.security.key_file: is required"),
-    ({"cluster": {"security": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem",
-                               "require_encryption": "yes"}}},
-     "x.yaml: cluster.security.require_encryption: must be true or false, not 'yes'"),
-    ({"cluster": {"security": "certs/"}}, "x.yaml: cluster.security: must be a mapping of settings, not 'certs/'"),
-    ({"cluster": {"nworkers": 4}}, "x.yaml: cluster.nworkers: unknown key (did you mean n_workers?); allowed keys: "
-                                   "kind, n_workers, workers_per_gpu, threads_per_worker, processes, memory_limit, "
-                                   "dashboard_address, "
-                                   "address, security, timeout, no_workers_timeout, jobqueue"),
-    ({"clusters": {}}, "x.yaml: clusters: unknown key (did you mean cluster?); allowed keys: cluster, job"),
-    ({"cluster": ["local"]}, "x.yaml: cluster: must be a mapping of settings, not a list"),
-    ({"job": {"engine": "gpu-fast"}},
-     "x.yaml: job.engine: must be one of auto, reference, cpu, gpu-outer, gpu-flat, not 'gpu-fast'"),
-    ({"job": {"precision": "fp16"}}, "x.yaml: job.precision: must be one of fp64, fp32, not 'fp16'"),
-    ({"job": {"on_invalid": "skip"}}, "x.yaml: job.on_invalid: must be one of strict, report, not 'skip'"),
-    ({"job": {"chunks_per_worker": 0}}, "x.yaml: job.chunks_per_worker: must be an integer >= 1, not 0"),
-    ({"job": {"portfolio": 7}}, "x.yaml: job.portfolio: must be a path, not 7"),
-    ({"job": {"shifts_bp": "0,0"}}, "x.yaml: job.shifts_bp: shifts must differ, but 0 bp is given twice"),
-    ({"job": {"shifts_bp": [0], "scenarios": "s.csv"}}, "x.yaml: job.shifts_bp: give scenarios or shifts_bp, not both"),
-])
+@pytest.mark.parametrize(
+    "mapping, line",
+    [
+        ({"cluster": {"n_workers": "two"}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 'two'"),
+        ({"cluster": {"n_workers": 0}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 0"),
+        ({"cluster": {"n_workers": 2.0}}, "x.yaml: cluster.n_workers: must be an integer >= 1, not 2.0"),
+        (
+            {"cluster": {"threads_per_worker": True}},
+            "x.yaml: cluster.threads_per_worker: must be an integer >= 1, not true",
+        ),
+        ({"cluster": {"processes": "yes"}}, "x.yaml: cluster.processes: must be true or false, not 'yes'"),
+        (
+            {"cluster": {"kind": "kubernetes"}},
+            "x.yaml: cluster.kind: must be one of local, local-cuda, address, slurm, pbs, not 'kubernetes'",
+        ),
+        (
+            {"cluster": {"memory_limit": "lots"}},
+            "x.yaml: cluster.memory_limit: must be auto, a number of bytes >= 1 or a size such as '4GiB', not 'lots'",
+        ),
+        ({"cluster": {"memory_limit": 0}}, "x.yaml: cluster.memory_limit: must be auto"),
+        ({"cluster": {"dashboard_address": "8787"}}, "x.yaml: cluster.dashboard_address: must be 'host:port'"),
+        (
+            {"cluster": {"dashboard_address": "localhost:99999"}},
+            "x.yaml: cluster.dashboard_address: must be 'host:port'",
+        ),
+        ({"cluster": {"timeout": 0}}, "x.yaml: cluster.timeout: must be a number of seconds > 0, not 0"),
+        ({"cluster": {"kind": "address"}}, "x.yaml: cluster.address: is required for kind address"),
+        (
+            {"cluster": {"workers_per_gpu": 4}},
+            "x.yaml: cluster.workers_per_gpu: is for kind local-cuda only, not kind local",
+        ),
+        (
+            {"cluster": {"kind": "local-cuda", "workers_per_gpu": 0}},
+            "x.yaml: cluster.workers_per_gpu: must be an integer >= 1, not 0",
+        ),
+        (
+            {"cluster": {"kind": "address", "address": "scheduler:8786"}},
+            "x.yaml: cluster.address: must be tcp://host:port or tls://host:port, not 'scheduler:8786'",
+        ),
+        (
+            {"cluster": {"address": "tcp://scheduler:8786"}},
+            "x.yaml: cluster.address: is for kind address only, not kind local",
+        ),
+        (
+            {"cluster": {"kind": "address", "address": "tls://scheduler:8786"}},
+            "x.yaml: cluster.security: is required for the tls:// address tls://scheduler:8786",
+        ),
+        (
+            {
+                "cluster": {
+                    "kind": "address",
+                    "address": "tcp://scheduler:8786",
+                    "security": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem"},
+                }
+            },
+            "x.yaml: cluster.security: needs a tls:// address, not tcp://scheduler:8786",
+        ),
+        (
+            {"cluster": {"security": {"ca_file": "ca.pem", "cert_file": "c.pem"}}},
+            "x.yaml: cluster.security.key_file: is required",
+        ),
+        (
+            {
+                "cluster": {
+                    "security": {
+                        "ca_file": "ca.pem",
+                        "cert_file": "c.pem",
+                        "key_file": "k.pem",
+                        "require_encryption": "yes",
+                    }
+                }
+            },
+            "x.yaml: cluster.security.require_encryption: must be true or false, not 'yes'",
+        ),
+        ({"cluster": {"security": "certs/"}}, "x.yaml: cluster.security: must be a mapping of settings, not 'certs/'"),
+        (
+            {"cluster": {"nworkers": 4}},
+            "x.yaml: cluster.nworkers: unknown key (did you mean n_workers?); allowed keys: "
+            "kind, n_workers, workers_per_gpu, threads_per_worker, processes, memory_limit, "
+            "dashboard_address, "
+            "address, security, timeout, no_workers_timeout, jobqueue",
+        ),
+        ({"clusters": {}}, "x.yaml: clusters: unknown key (did you mean cluster?); allowed keys: cluster, job"),
+        ({"cluster": ["local"]}, "x.yaml: cluster: must be a mapping of settings, not a list"),
+        (
+            {"job": {"engine": "gpu-fast"}},
+            "x.yaml: job.engine: must be one of auto, reference, cpu, gpu-outer, gpu-flat, not 'gpu-fast'",
+        ),
+        ({"job": {"precision": "fp16"}}, "x.yaml: job.precision: must be one of fp64, fp32, not 'fp16'"),
+        ({"job": {"on_invalid": "skip"}}, "x.yaml: job.on_invalid: must be one of strict, report, not 'skip'"),
+        ({"job": {"chunks_per_worker": 0}}, "x.yaml: job.chunks_per_worker: must be an integer >= 1, not 0"),
+        ({"job": {"portfolio": 7}}, "x.yaml: job.portfolio: must be a path, not 7"),
+        ({"job": {"shifts_bp": "0,0"}}, "x.yaml: job.shifts_bp: shifts must differ, but 0 bp is given twice"),
+        (
+            {"job": {"shifts_bp": [0], "scenarios": "s.csv"}},
+            "x.yaml: job.shifts_bp: give scenarios or shifts_bp, not both",
+        ),
+    ],
+)
 def test_a_bad_value_names_its_key_and_rule(mapping, line):
     lines = problems(mapping)
     assert len(lines) == 1
@@ -225,11 +324,26 @@ def test_a_bad_value_names_its_key_and_rule(mapping, line):
 
 
 def test_several_problems_are_reported_together():
-    lines = problems({"cluster": {"kind": "kubernetes", "n_workers": "two", "threads_per_worker": True,
-                                  "address": "tls://scheduler:8786"},
-                      "job": {"engine": "gpu-fast", "precision": "fp16"}, "jobs": {}})
+    lines = problems(
+        {
+            "cluster": {
+                "kind": "kubernetes",
+                "n_workers": "two",
+                "threads_per_worker": True,
+                "address": "tls://scheduler:8786",
+            },
+            "job": {"engine": "gpu-fast", "precision": "fp16"},
+            "jobs": {},
+        }
+    )
     assert [line.split(": ")[1] for line in lines] == [
-        "jobs", "cluster.kind", "cluster.n_workers", "cluster.threads_per_worker", "job.engine", "job.precision"]
+        "jobs",
+        "cluster.kind",
+        "cluster.n_workers",
+        "cluster.threads_per_worker",
+        "job.engine",
+        "job.precision",
+    ]
     assert all(line.startswith("x.yaml: ") for line in lines)
 
 
@@ -269,7 +383,8 @@ def test_dask_security_from_existing_files(tmp_path):
         (tmp_path / name).write_text("placeholder\n")
     (tmp_path / "tls.yaml").write_text(
         "cluster:\n  kind: address\n  address: tls://scheduler:8786\n  security:\n    ca_file: ca.pem\n"
-        "    cert_file: node.pem\n    key_file: node-key.pem\n    require_encryption: false\n")
+        "    cert_file: node.pem\n    key_file: node-key.pem\n    require_encryption: false\n"
+    )
     security = load_config(tmp_path / "tls.yaml").cluster.dask_security()
     from distributed.security import Security as DaskSecurity
 
@@ -284,8 +399,10 @@ def test_dask_security_from_existing_files(tmp_path):
 def test_dask_security_names_a_missing_file(tmp_path):
     (tmp_path / "ca.pem").write_text("placeholder\n")
     (tmp_path / "node.pem").write_text("placeholder\n")
-    cluster = ClusterConfig(kind="address", address="tls://scheduler:8786",
-                            security=Security(str(tmp_path / "ca.pem"), str(tmp_path / "node.pem"),
-                                              str(tmp_path / "node-key.pem")))
+    cluster = ClusterConfig(
+        kind="address",
+        address="tls://scheduler:8786",
+        security=Security(str(tmp_path / "ca.pem"), str(tmp_path / "node.pem"), str(tmp_path / "node-key.pem")),
+    )
     with pytest.raises(ConfigError, match=f"^cluster.security.key_file: no such file: {tmp_path / 'node-key.pem'}$"):
         cluster.dask_security()

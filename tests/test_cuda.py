@@ -1,5 +1,6 @@
 """Compiling the CUDA sources: every module carries a digest of all the sources, headers included, so that
 CuPy's disk cache (keyed by a module's own text and options) never serves code built from an older header."""
+
 from __future__ import annotations
 
 import shutil
@@ -44,8 +45,8 @@ def test_a_header_change_changes_every_modules_options(sources):
     cuda.sources_digest.cache_clear()
     cuda.compile_module(cupy, "risk.cu", ("-DREAL=double",))
     code_after, options_after = cupy.calls[-1]
-    assert code_after == code                 # the module's own text is unchanged...
-    assert options_after != options           # ...but its options, and so CuPy's cache key, are not
+    assert code_after == code  # the module's own text is unchanged...
+    assert options_after != options  # ...but its options, and so CuPy's cache key, are not
 
 
 def test_the_digest_ignores_files_that_are_not_sources(sources):

@@ -1,6 +1,7 @@
 """The distprice page on the Dask dashboard: a job's progress as the scheduler plugin follows it (chunks
 credited once, the estimated end), and the page served on a loopback cluster during a job, priced by the
 Pricer's own tasks under the Pricer's keys."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def _event(worker, rows, steps, engine="cpu"):
-    return {"worker": worker, "rows": rows, "node_steps": steps, "seconds": 2.0, "kernel_seconds": 1.5,
-            "engine": engine}
+    return {
+        "worker": worker,
+        "rows": rows,
+        "node_steps": steps,
+        "seconds": 2.0,
+        "kernel_seconds": 1.5,
+        "engine": engine,
+    }
 
 
 def _ended(board, key, worker, state="memory"):
@@ -37,8 +44,19 @@ def test_a_chunk_priced_twice_counts_once_and_the_end_blends_prediction_and_pace
     board = JobBoard()
     ticks = iter(range(100, 200))
     board.clock = lambda: float(next(ticks))
-    board.log_event("distprice-job", {"job": "j", "name": "book", "rows": 1000, "invalid": 10, "scenarios": 2,
-                                      "chunks": 4, "node_steps": 4e6, "predicted_seconds": 10.0})
+    board.log_event(
+        "distprice-job",
+        {
+            "job": "j",
+            "name": "book",
+            "rows": 1000,
+            "invalid": 10,
+            "scenarios": 2,
+            "chunks": 4,
+            "node_steps": 4e6,
+            "predicted_seconds": 10.0,
+        },
+    )
     job = board.jobs["j"]  # started at 100
     assert job.expected == 1980 and job.status() == "running"
     assert job.seconds_left(100.0) == 10.0  # nothing done: the inspector's prediction
@@ -58,7 +76,7 @@ def test_a_chunk_priced_twice_counts_once_and_the_end_blends_prediction_and_pace
     _ended(board, first, "w2")
     assert job.done == [495.0, 1e6] and job.counts()["done"] == 1
     assert job.workers[("w1", "cpu")]["rows"] == 495 and job.workers[("w2", "cpu")]["seconds"] == 2.0
-    for i in (1, 2):  # two chunks priced at once on a worker of two threads
+    for _ in (1, 2):  # two chunks priced at once on a worker of two threads
         board.log_event("distprice-pricing", _event("w1", 495, 1e6, "gpu-flat"))
     for i in (1, 2):
         _ended(board, f"price_gpu_flat_fp64-0-{i}-j", "w1")
@@ -109,29 +127,46 @@ def test_the_page_follows_a_job_on_a_loopback_cluster(local, book):
     chunks = partition(geometry.width, geometry.height, 4)
     pieces = [instruments.take(c) for c in chunks]
     token = uuid.uuid4().hex
-    post_job(local, token, rows=len(book), invalid=0, chunks=len(pieces), node_steps=instruments.node_steps,
-             predicted_seconds=30.0, name="book of 8000")
+    post_job(
+        local,
+        token,
+        rows=len(book),
+        invalid=0,
+        chunks=len(pieces),
+        node_steps=instruments.node_steps,
+        predicted_seconds=30.0,
+        name="book of 8000",
+    )
 
     def submit(i):
         piece = pieces[i]
-        return local.submit(run_chunk, price_chunk, piece, [builtin_curves()], fixed_plan("cpu", len(piece)).parts,
-                            np.dtype(np.float64), key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}")
+        return local.submit(
+            run_chunk,
+            price_chunk,
+            piece,
+            [builtin_curves()],
+            fixed_plan("cpu", len(piece)).parts,
+            np.dtype(np.float64),
+            key=f"{task_name(['cpu'], np.float64)}-0-{i}-{token}",
+        )
 
     first = [submit(0), submit(1)]
     wait(first)
     done_rows = len(pieces[0]) + len(pieces[1])
     job = next(j for j in _json(url)["jobs"] if j["job"] == token)
     assert job["status"] == "running" and job["rows"] == len(book) == 8000
-    assert job["done_rows"] == done_rows and job["chunk_counts"] == {"done": 2, "running": 0, "failed": 0,
-                                                                     "waiting": 2}
+    assert job["done_rows"] == done_rows and job["chunk_counts"] == {"done": 2, "running": 0, "failed": 0, "waiting": 2}
     assert job["done_node_steps"] == pytest.approx(sum(p.node_steps for p in pieces[:2]))
     assert 0 < job["seconds_left"] and {w["engine"] for w in job["workers"]} == {"cpu"}
     for page in (url, url.replace(PAGE, "/status")):  # in Dask's frame, whose menu links the page
         with urlopen(page, timeout=10) as response:
             assert response.status == 200 and 'href="distprice"' in response.read().decode()
     if chromium() is not None:
-        shown = render_page(url, ready="document.body.innerText.length > 0 && window.Bokeh !== undefined "
-                                       "&& Object.keys(Bokeh.index).length > 0")
+        shown = render_page(
+            url,
+            ready="document.body.innerText.length > 0 && window.Bokeh !== undefined "
+            "&& Object.keys(Bokeh.index).length > 0",
+        )
         assert "book of 8000" in shown.text and f"{done_rows:,}" in shown.text and "8,000" in shown.text
         assert shown.errors == []
     rest = [submit(2), submit(3)]
@@ -159,10 +194,26 @@ def test_a_scheduler_started_with_the_preload_serves_the_page():
     from utils import free_port
 
     port = free_port()
-    with popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                "--dashboard-address", "127.0.0.1:0", "--preload", "distprice.cluster.dashboard"],
-               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), \
-            Client(f"tcp://127.0.0.1:{port}", timeout=30) as client:
+    with (
+        popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--preload",
+                "distprice.cluster.dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        Client(f"tcp://127.0.0.1:{port}", timeout=30) as client,
+    ):
         url = client.dashboard_link.rsplit("/", 1)[0] + PAGE
         assert url.startswith("http://127.0.0.1:")
         post_job(client, "nightly", rows=10, chunks=1, predicted_seconds=1.0)

@@ -1,22 +1,45 @@
 """The papers' synthetic portfolios and Hull's example: shapes, fractions, the portfolio rules, strikes."""
-from functools import lru_cache
+
+from functools import cache
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from distprice.curves import HULL_CURVE
-from distprice.lattice.datasets import (DATASETS, DEFAULT_SIZES, MIXTURES, _clean_forward_hull, generate,
-                                mean_reversion_for_width)
+from distprice.lattice.datasets import (
+    DATASETS,
+    DEFAULT_SIZES,
+    MIXTURES,
+    _clean_forward_hull,
+    generate,
+    mean_reversion_for_width,
+)
 
 TIME_FORM = [name for name in DATASETS if name != "desk"]
 """The datasets in the papers' time form (``desk`` is dated: see test_desk.py)."""
-PORTFOLIO_COLUMNS = ["id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
-                "exercise_frequency", "maturity", "coupon", "coupon_frequency", "face", "mean_reversion",
-                "volatility", "steps_per_year", "curve", "quantity"]
+PORTFOLIO_COLUMNS = [
+    "id",
+    "instrument",
+    "option_type",
+    "exercise",
+    "strike",
+    "expiry",
+    "first_exercise",
+    "exercise_frequency",
+    "maturity",
+    "coupon",
+    "coupon_frequency",
+    "face",
+    "mean_reversion",
+    "volatility",
+    "steps_per_year",
+    "curve",
+    "quantity",
+]
 PAPERS = ["U1", "U2", "R1", "R2", "R3", "S1", "S2"]
 OURS = ["B1", *MIXTURES]
-SKEWED_SIZE = 20_000     # 1% = 200 rows
+SKEWED_SIZE = 20_000  # 1% = 200 rows
 SMALL_SIZE = 2_000
 
 
@@ -24,7 +47,7 @@ def size_for(name):
     return SKEWED_SIZE if name in ("S1", "S2") else SMALL_SIZE
 
 
-@lru_cache(maxsize=None)
+@cache
 def portfolio(name, size, seed=0):
     return generate(name, size, seed)
 
@@ -51,8 +74,9 @@ def clean_forward_by_loop(maturity, expiry, coupon, coupon_frequency, face=100.0
     times = maturity - np.arange(0, int(maturity * coupon_frequency) + 2) / coupon_frequency
     after = times[times > expiry + 1e-9]
     previous = times[times <= expiry + 1e-9].max()
-    dirty = (face * coupon / coupon_frequency * discount_hull(after).sum()
-             + face * discount_hull(maturity)) / discount_hull(expiry)
+    dirty = (
+        face * coupon / coupon_frequency * discount_hull(after).sum() + face * discount_hull(maturity)
+    ) / discount_hull(expiry)
     return dirty - face * coupon * (expiry - previous)
 
 
@@ -69,9 +93,20 @@ def test_negative_size_is_refused():
 
 
 def test_default_sizes():
-    assert DEFAULT_SIZES == {"U1": 3000, "U2": 100_000, "R1": 100_000, "R2": 100_000, "R3": 100_000,
-                             "S1": 100_000, "S2": 100_000, "book": 6, "desk": 100_000,
-                             "B1": 100_000, "U1+S1": 103_000, "R1+S2": 200_000}
+    assert DEFAULT_SIZES == {
+        "U1": 3000,
+        "U2": 100_000,
+        "R1": 100_000,
+        "R2": 100_000,
+        "R3": 100_000,
+        "S1": 100_000,
+        "S2": 100_000,
+        "book": 6,
+        "desk": 100_000,
+        "B1": 100_000,
+        "U1+S1": 103_000,
+        "R1+S2": 200_000,
+    }
     assert len(generate("U1")) == 3000
     assert len(generate("book")) == 6
 
@@ -87,8 +122,17 @@ def test_columns_size_ids_and_dtypes(name):
         assert pd.api.types.is_string_dtype(frame[column])
     for column in ("exercise_frequency", "coupon_frequency", "steps_per_year"):
         assert frame[column].dtype == np.int64
-    for column in ("strike", "expiry", "first_exercise", "maturity", "coupon", "face", "mean_reversion",
-                   "volatility", "quantity"):
+    for column in (
+        "strike",
+        "expiry",
+        "first_exercise",
+        "maturity",
+        "coupon",
+        "face",
+        "mean_reversion",
+        "volatility",
+        "quantity",
+    ):
         assert frame[column].dtype == np.float64
 
 
@@ -143,7 +187,7 @@ def test_uniform_datasets_are_constant(name):
 
 def test_r1_uniform_widths_and_heights():
     width, height = tree_shape(portfolio("R1", SMALL_SIZE))
-    assert abs(width.mean() - 259) < 12 and abs(width.std() - 146) < 8       # uniform odd 7..511
+    assert abs(width.mean() - 259) < 12 and abs(width.std() - 146) < 8  # uniform odd 7..511
     assert abs(height.mean() - 606.5) < 25 and abs(height.std() - 343) < 15  # uniform 13..1200
     assert width.min() <= 11 and width.max() >= 507
     assert height.min() <= 20 and height.max() >= 1190
@@ -153,7 +197,7 @@ def test_r2_normal_heights():
     width, height = tree_shape(portfolio("R2", SMALL_SIZE))
     assert abs(width.mean() - 259) < 12 and abs(width.std() - 146) < 8
     assert abs(height.mean() - 606.5) < 15 and abs(height.std() - 197.8) < 10
-    assert 0.64 < (abs(height - 606.5) < 197.8).mean() < 0.72               # one sd holds ~68%
+    assert 0.64 < (abs(height - 606.5) < 197.8).mean() < 0.72  # one sd holds ~68%
 
 
 def test_r3_normal_widths():
@@ -171,7 +215,7 @@ def test_s1_one_percent_wide_and_tall_in_the_same_rows():
     assert height[wide].max() <= 1200 and width[wide].max() <= 511
     assert width[~wide].max() <= 57 and width[~wide].min() >= 7
     assert height[~wide].max() <= 131 and height[~wide].min() >= 12
-    assert np.flatnonzero(wide).max() - np.flatnonzero(wide).min() > SKEWED_SIZE // 2   # not sorted
+    assert np.flatnonzero(wide).max() - np.flatnonzero(wide).min() > SKEWED_SIZE // 2  # not sorted
 
 
 def test_s2_wide_rows_and_tall_rows_are_disjoint():
@@ -224,7 +268,7 @@ def test_papers_mix_of_instruments(name):
     np.testing.assert_allclose(coupon / 0.0025, np.rint(coupon / 0.0025), atol=1e-9)
     assert set(frame["coupon_frequency"][pays]) == {1, 2, 4}
     assert (frame["coupon_frequency"][~pays] == 0).all()
-    for column in ("expiry", "first_exercise", "maturity"):        # whole months
+    for column in ("expiry", "first_exercise", "maturity"):  # whole months
         months = frame[column].to_numpy() * 12
         np.testing.assert_allclose(months, np.rint(months), rtol=0, atol=1e-9)
     assert (frame["face"] == 100).all() and (frame["curve"] == "hull").all()
@@ -243,13 +287,17 @@ def test_first_exercise_is_reached_exactly_by_the_bermudan_schedule():
 
 def test_strikes_are_near_the_clean_forward_price():
     frame = portfolio("R1", SMALL_SIZE)
-    forward = np.array([clean_forward_by_loop(row.maturity, row.expiry, row.coupon, row.coupon_frequency)
-                        for row in frame.itertuples()])
+    forward = np.array(
+        [
+            clean_forward_by_loop(row.maturity, row.expiry, row.coupon, row.coupon_frequency)
+            for row in frame.itertuples()
+        ]
+    )
     strike = frame["strike"].to_numpy()
     np.testing.assert_allclose(strike, np.round(strike, 2), rtol=0, atol=1e-9)
     rounding = 0.005 + 1e-9
     assert (strike >= 0.95 * forward - rounding).all() and (strike <= 1.05 * forward + rounding).all()
-    ratio = (strike / forward)[forward > 10]            # rounding to 0.01 blurs ratios of tiny prices
+    ratio = (strike / forward)[forward > 10]  # rounding to 0.01 blurs ratios of tiny prices
     assert ratio.min() < 0.955 and ratio.max() > 1.045
     assert abs(ratio.mean() - 1) < 0.005
 
@@ -257,13 +305,20 @@ def test_strikes_are_near_the_clean_forward_price():
 def test_clean_forward_matches_cash_flow_by_cash_flow():
     # maturity, expiry (months), coupon, coupons a year: on a coupon date, between, before the first
     # coupon period, at maturity, zero-coupon, beyond the last curve knot.
-    cases = [(120, 36, 0.05, 2), (120, 37, 0.05, 2), (121, 1, 0.06, 1), (60, 60, 0.04, 4),
-             (606, 300, 0.0, 0), (1200, 1199, 0.08, 4), (13, 12, 0.03, 1)]
+    cases = [
+        (120, 36, 0.05, 2),
+        (120, 37, 0.05, 2),
+        (121, 1, 0.06, 1),
+        (60, 60, 0.04, 4),
+        (606, 300, 0.0, 0),
+        (1200, 1199, 0.08, 4),
+        (13, 12, 0.03, 1),
+    ]
     maturity, expiry, coupon, frequency = (np.array(column) for column in zip(*cases))
     got = _clean_forward_hull(maturity, expiry, coupon, frequency, 100.0)
     want = [clean_forward_by_loop(m / 12, e / 12, c, f) for m, e, c, f in cases]
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    assert got[3] == pytest.approx(100.0, rel=1e-14)       # expiry at maturity: the face
+    assert got[3] == pytest.approx(100.0, rel=1e-14)  # expiry at maturity: the face
     zero = 100 * discount_hull(606 / 12) / discount_hull(300 / 12)
     assert got[4] == pytest.approx(zero, rel=1e-13)
 
@@ -272,9 +327,17 @@ def test_book_holds_hulls_example():
     frame = generate("book")
     assert (frame["instrument"] == "bond_option").all() and (frame["option_type"] == "put").all()
     assert (frame["exercise"] == "european").all() and (frame["curve"] == "hull").all()
-    for column, value in [("strike", 63.0), ("expiry", 3.0), ("maturity", 9.0), ("coupon", 0.0),
-                          ("coupon_frequency", 0), ("face", 100.0), ("mean_reversion", 0.1),
-                          ("volatility", 0.01), ("quantity", 1.0)]:
+    for column, value in [
+        ("strike", 63.0),
+        ("expiry", 3.0),
+        ("maturity", 9.0),
+        ("coupon", 0.0),
+        ("coupon_frequency", 0),
+        ("face", 100.0),
+        ("mean_reversion", 0.1),
+        ("volatility", 0.01),
+        ("quantity", 1.0),
+    ]:
         assert (frame[column] == value).all(), column
     assert frame["steps_per_year"].tolist() == [1, 5, 10, 25, 100, 365]
     width, height = tree_shape(frame)

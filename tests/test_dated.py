@@ -1,5 +1,6 @@
 """Dated rows against QuantLib and the reference engine: exact where every date is a tree node, convergent and
 continuous where not; mixed with time-form rows; their bad input."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,14 @@ PRICES = ["price", "dirty_price", "clean_price", "accrued"]
 
 
 def curve_table(day_count: str) -> pd.DataFrame:
-    return pd.DataFrame({"curve": "usd", "date": ["2026-03-16", "2026-12-15", "2028-12-15", "2031-06-16", "2040-01-15"],
-                         "zero_rate": [0.031, 0.033, 0.036, 0.04, 0.043], "day_count": day_count})
+    return pd.DataFrame(
+        {
+            "curve": "usd",
+            "date": ["2026-03-16", "2026-12-15", "2028-12-15", "2031-06-16", "2040-01-15"],
+            "zero_rate": [0.031, 0.033, 0.036, 0.04, 0.043],
+            "day_count": day_count,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +60,9 @@ def test_exact_against_quantlib_where_every_date_is_a_node(exact_book):
 
 
 def test_reference_and_cpu_engines_agree_on_dated_rows(exact_book):
-    portfolio, schedule = random_dated_bonds(np.random.default_rng(3), 24, steps_per_year=12, years=(1, 12),
-                                             american=True)
+    portfolio, schedule = random_dated_bonds(
+        np.random.default_rng(3), 24, steps_per_year=12, years=(1, 12), american=True
+    )
     curves = curve_table("ACT/365F")
     ref = distprice.price(portfolio, curves, engine="reference", as_of=AS_OF, exercise_schedule=schedule)
     cpu = distprice.price(portfolio, curves, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
@@ -66,10 +74,23 @@ def test_reference_and_cpu_engines_agree_on_dated_rows(exact_book):
 def real_bond(**change) -> pd.DataFrame:
     """A 4.5 % semiannual bond to 2034-06-15 callable at 100 clean on its coupon dates 2027-06-15 ... 2029-06-15
     (a 3 %, sigma 1 %)."""
-    row = dict(id="B1", instrument="callable_bond", exercise="bermudan", strike=100.0, coupon=0.045,
-               coupon_frequency=2, issue_date="2024-06-15", maturity_date="2034-06-15", day_count="ACT/365F",
-               first_exercise_date="2027-06-15", expiry_date="2029-06-15", mean_reversion=0.03, volatility=0.01,
-               steps_per_year=52, curve="usd")
+    row = dict(
+        id="B1",
+        instrument="callable_bond",
+        exercise="bermudan",
+        strike=100.0,
+        coupon=0.045,
+        coupon_frequency=2,
+        issue_date="2024-06-15",
+        maturity_date="2034-06-15",
+        day_count="ACT/365F",
+        first_exercise_date="2027-06-15",
+        expiry_date="2029-06-15",
+        mean_reversion=0.03,
+        volatility=0.01,
+        steps_per_year=52,
+        curve="usd",
+    )
     return pd.DataFrame([{**row, **change}])
 
 
@@ -82,8 +103,12 @@ def test_a_real_bond_at_52_steps_is_within_half_a_cent_of_the_fine_limit():
     """At 52 steps a year, within 0.005 per 100 of QuantLib on a grid where every date is a node (730 a year),
     which distprice's own 730-a-year price equals."""
     curves = curve_table("ACT/365F")
-    ours = distprice.price(pd.concat([real_bond(), real_bond(id="fine", steps_per_year=730)], ignore_index=True),
-                           curves, engine="cpu", as_of=AS_OF)
+    ours = distprice.price(
+        pd.concat([real_bond(), real_bond(id="fine", steps_per_year=730)], ignore_index=True),
+        curves,
+        engine="cpu",
+        as_of=AS_OF,
+    )
     assert ours.loc[1, "price"] == pytest.approx(QUANTLIB_730, rel=1e-13)
     assert abs(ours.loc[0, "price"] - QUANTLIB_730) < 0.005
     assert abs(ours.loc[0, "price"] - QUANTLIB_730) > 1e-6  # 52 a year is not the fine limit itself
@@ -96,23 +121,75 @@ def real_bonds() -> tuple[pd.DataFrame, pd.DataFrame]:
     ACT/360 puttable with a front stub, puts yearly; B5, 6.5 % semiannual 30E/360 with a short front stub,
     step-down calls and a dirty off-cycle call."""
     base = dict(instrument="callable_bond", exercise="bermudan", strike=100.0, curve="usd")
-    rows = [real_bond().iloc[0].to_dict(),
-            dict(base, id="B2", coupon=0.0525, coupon_frequency=2, issue_date="2025-03-15", maturity_date="2035-03-15",
-                 day_count="30/360", calendar="US", accrual_convention="unadjusted", payment_convention="following",
-                 settlement_days=1, first_exercise_date="2030-03-15", expiry_date="2034-09-15", mean_reversion=0.04,
-                 volatility=0.011),
-            dict(base, id="B3", coupon=0.03875, coupon_frequency=1, issue_date="2022-09-01", maturity_date="2032-09-01",
-                 day_count="ACT/ACT-ICMA", calendar="TARGET", accrual_convention="modified_following",
-                 payment_convention="modified_following", mean_reversion=0.02, volatility=0.008),
-            dict(base, id="B4", instrument="puttable_bond", coupon=0.04, coupon_frequency=4, issue_date="2025-10-20",
-                 maturity_date="2033-11-30", day_count="ACT/360", calendar="US", mean_reversion=0.05, volatility=0.01),
-            dict(base, id="B5", coupon=0.065, coupon_frequency=2, issue_date="2025-10-01", maturity_date="2031-05-15",
-                 day_count="30E/360", mean_reversion=0.05, volatility=0.012)]
-    table = [("B3", d, 100.0, "clean") for d in ("2029-09-03", "2030-09-02", "2031-09-01", "2032-06-01", "2032-07-01",
-                                                 "2032-08-02")]
+    rows = [
+        real_bond().iloc[0].to_dict(),
+        dict(
+            base,
+            id="B2",
+            coupon=0.0525,
+            coupon_frequency=2,
+            issue_date="2025-03-15",
+            maturity_date="2035-03-15",
+            day_count="30/360",
+            calendar="US",
+            accrual_convention="unadjusted",
+            payment_convention="following",
+            settlement_days=1,
+            first_exercise_date="2030-03-15",
+            expiry_date="2034-09-15",
+            mean_reversion=0.04,
+            volatility=0.011,
+        ),
+        dict(
+            base,
+            id="B3",
+            coupon=0.03875,
+            coupon_frequency=1,
+            issue_date="2022-09-01",
+            maturity_date="2032-09-01",
+            day_count="ACT/ACT-ICMA",
+            calendar="TARGET",
+            accrual_convention="modified_following",
+            payment_convention="modified_following",
+            mean_reversion=0.02,
+            volatility=0.008,
+        ),
+        dict(
+            base,
+            id="B4",
+            instrument="puttable_bond",
+            coupon=0.04,
+            coupon_frequency=4,
+            issue_date="2025-10-20",
+            maturity_date="2033-11-30",
+            day_count="ACT/360",
+            calendar="US",
+            mean_reversion=0.05,
+            volatility=0.01,
+        ),
+        dict(
+            base,
+            id="B5",
+            coupon=0.065,
+            coupon_frequency=2,
+            issue_date="2025-10-01",
+            maturity_date="2031-05-15",
+            day_count="30E/360",
+            mean_reversion=0.05,
+            volatility=0.012,
+        ),
+    ]
+    table = [
+        ("B3", d, 100.0, "clean")
+        for d in ("2029-09-03", "2030-09-02", "2031-09-01", "2032-06-01", "2032-07-01", "2032-08-02")
+    ]
     table += [("B4", d, 100.0, "clean") for d in ("2026-11-30", "2027-11-30", "2028-11-30", "2029-11-30", "2030-11-29")]
-    table += [("B5", "2027-05-17", 103.25, "clean"), ("B5", "2028-05-15", 101.625, "clean"),
-              ("B5", "2029-05-15", 100.0, "clean"), ("B5", "2029-10-01", 104.5, "dirty")]
+    table += [
+        ("B5", "2027-05-17", 103.25, "clean"),
+        ("B5", "2028-05-15", 101.625, "clean"),
+        ("B5", "2029-05-15", 100.0, "clean"),
+        ("B5", "2029-10-01", 104.5, "dirty"),
+    ]
     return pd.DataFrame(rows), pd.DataFrame(table, columns=["id", "date", "price", "price_type"])
 
 
@@ -123,8 +200,12 @@ def test_five_real_bonds_converge_to_their_fine_limit():
     whose last put it moves onto the coupon's payment date three days later."""
     portfolio, table = real_bonds()
     curves = curve_table("ACT/365F")
-    price = {spy: distprice.price(portfolio.assign(steps_per_year=spy), curves, engine="cpu", as_of=AS_OF,
-                                  exercise_schedule=table)["price"].to_numpy() for spy in (12, 52, 365, 730, 1460)}
+    price = {
+        spy: distprice.price(
+            portfolio.assign(steps_per_year=spy), curves, engine="cpu", as_of=AS_OF, exercise_schedule=table
+        )["price"].to_numpy()
+        for spy in (12, 52, 365, 730, 1460)
+    }
     limit = 2 * price[1460] - price[730]
     for spy, bound in ((12, 0.025), (52, 0.006), (365, 0.001)):
         assert np.abs(price[spy] - limit).max() <= bound, (spy, price[spy] - limit)
@@ -138,11 +219,16 @@ def test_moving_a_call_date_by_a_day_moves_the_price_a_little(steps_per_year, bo
     2.25 coupon the current rules let it jump (the events' order and the forward adjustment)."""
     curves = curve_table("ACT/365F")
     for column in ("first_exercise_date", "expiry_date"):
-        moved = pd.concat([real_bond(id=f"d{k}", steps_per_year=steps_per_year) for k in range(-3, 4)],
-                          ignore_index=True)
-        schedule = pd.DataFrame({"id": [f"d{k}" for k in range(-3, 4) for _ in range(5)],
-                                 "date": [str(d) for k in range(-3, 4) for d in _calls(column, k)],
-                                 "price": 100.0})
+        moved = pd.concat(
+            [real_bond(id=f"d{k}", steps_per_year=steps_per_year) for k in range(-3, 4)], ignore_index=True
+        )
+        schedule = pd.DataFrame(
+            {
+                "id": [f"d{k}" for k in range(-3, 4) for _ in range(5)],
+                "date": [str(d) for k in range(-3, 4) for d in _calls(column, k)],
+                "price": 100.0,
+            }
+        )
         priced = distprice.price(moved, curves, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
         assert np.abs(np.diff(priced["price"])).max() <= bound, (column, priced["price"].tolist())
 
@@ -164,16 +250,35 @@ def test_the_forward_adjustment_reprices_the_straight_bond_on_any_grid():
     amounts = np.r_[flows.coupons.amount, flows.redemption_amount]
     expected = float((amounts * curve.discount(days / 365)).sum())
     for spy in (12, 52, 365):
-        bond = real_bond(id="bond", instrument="bond", exercise=None, strike=None, first_exercise_date=None,
-                         expiry_date=None, steps_per_year=spy)
-        assert distprice.price(bond, curves, engine="cpu", as_of=AS_OF).loc[0, "price"] == pytest.approx(expected,
-                                                                                                         rel=1e-13)
+        bond = real_bond(
+            id="bond",
+            instrument="bond",
+            exercise=None,
+            strike=None,
+            first_exercise_date=None,
+            expiry_date=None,
+            steps_per_year=spy,
+        )
+        assert distprice.price(bond, curves, engine="cpu", as_of=AS_OF).loc[0, "price"] == pytest.approx(
+            expected, rel=1e-13
+        )
 
 
 def test_dated_and_time_form_rows_mix_in_one_portfolio():
     curves = curve_table("ACT/365F")
-    timed = dict(id="t", instrument="bond_option", option_type="put", exercise="european", strike=63.0, expiry=3.0,
-                 maturity=9.0, mean_reversion=0.1, volatility=0.01, curve="hull", steps_per_year=10)
+    timed = dict(
+        id="t",
+        instrument="bond_option",
+        option_type="put",
+        exercise="european",
+        strike=63.0,
+        expiry=3.0,
+        maturity=9.0,
+        mean_reversion=0.1,
+        volatility=0.01,
+        curve="hull",
+        steps_per_year=10,
+    )
     mixed = pd.concat([real_bond(), pd.DataFrame([timed])], ignore_index=True)
     priced = distprice.price(mixed, curves, engine="cpu", as_of=AS_OF)
     alone = distprice.price(real_bond(), curves, engine="cpu", as_of=AS_OF)
@@ -182,24 +287,40 @@ def test_dated_and_time_form_rows_mix_in_one_portfolio():
     assert np.isnan(priced.loc[1, "dirty_price"]) and not np.isnan(priced.loc[0, "dirty_price"])
 
 
-@pytest.mark.parametrize("change, column, rule", [
-    (dict(day_count="ACT/999"), "day_count", "day count must be one of"),
-    (dict(calendar="Mars"), "calendar", "calendar must be one of"),
-    (dict(issue_date="2035-01-01"), "issue_date", "must be before maturity_date"),
-    (dict(expiry_date="2035-01-15"), "expiry_date", "must be on or before the redemption date"),
-    (dict(first_exercise_date="2025-06-15", expiry_date="2025-12-01"), "exercise",
-     "leaves no exercise date after the settlement date"),
-    (dict(maturity_date="2025-12-10", first_exercise_date=None, expiry_date=None, instrument="bond", exercise=None,
-          strike=None), "maturity_date", "redeemed on or before the settlement date"),
-    (dict(expiry="2.0"), "expiry", "is for rows in years"),
-    (dict(expiry_date=None), "expiry_date", "is required"),
-    (dict(maturity_date="2034-02-30"), "maturity_date", "must be a date YYYY-MM-DD"),  # dated, not a date
-    (dict(expiry_date="2029-06-31"), "expiry_date", "must be a date YYYY-MM-DD"),
-    (dict(valuation_date="someday"), "valuation_date", "must be a date YYYY-MM-DD"),
-    (dict(maturity_date=20340215), "maturity_date", "must be a date YYYY-MM-DD"),  # a column of numbers
-    (dict(issue_date=46000.0), "issue_date", "must be a date YYYY-MM-DD"),
-    (dict(valuation_date=True), "valuation_date", "must be a date YYYY-MM-DD"),
-])
+@pytest.mark.parametrize(
+    "change, column, rule",
+    [
+        (dict(day_count="ACT/999"), "day_count", "day count must be one of"),
+        (dict(calendar="Mars"), "calendar", "calendar must be one of"),
+        (dict(issue_date="2035-01-01"), "issue_date", "must be before maturity_date"),
+        (dict(expiry_date="2035-01-15"), "expiry_date", "must be on or before the redemption date"),
+        (
+            dict(first_exercise_date="2025-06-15", expiry_date="2025-12-01"),
+            "exercise",
+            "leaves no exercise date after the settlement date",
+        ),
+        (
+            dict(
+                maturity_date="2025-12-10",
+                first_exercise_date=None,
+                expiry_date=None,
+                instrument="bond",
+                exercise=None,
+                strike=None,
+            ),
+            "maturity_date",
+            "redeemed on or before the settlement date",
+        ),
+        (dict(expiry="2.0"), "expiry", "is for rows in years"),
+        (dict(expiry_date=None), "expiry_date", "is required"),
+        (dict(maturity_date="2034-02-30"), "maturity_date", "must be a date YYYY-MM-DD"),  # dated, not a date
+        (dict(expiry_date="2029-06-31"), "expiry_date", "must be a date YYYY-MM-DD"),
+        (dict(valuation_date="someday"), "valuation_date", "must be a date YYYY-MM-DD"),
+        (dict(maturity_date=20340215), "maturity_date", "must be a date YYYY-MM-DD"),  # a column of numbers
+        (dict(issue_date=46000.0), "issue_date", "must be a date YYYY-MM-DD"),
+        (dict(valuation_date=True), "valuation_date", "must be a date YYYY-MM-DD"),
+    ],
+)
 def test_bad_dated_rows_name_row_column_and_rule(change, column, rule):
     curves = curve_table("ACT/365F")
     with pytest.raises(distprice.InvalidInputError) as error:
@@ -221,7 +342,7 @@ def test_a_table_whose_dates_are_numbers_names_them(table):
     curves = curve_table("ACT/365F")
     schedule = pd.DataFrame({"id": ["B1"], "date": ["2027-06-15"], "price": [101.0]})
     (curves if table == "curves" else schedule)["date"] = 20270615
-    with pytest.raises(distprice.InvalidInputError, match=fr"{table} row 1\b.*column 'date': must be a date"):
+    with pytest.raises(distprice.InvalidInputError, match=rf"{table} row 1\b.*column 'date': must be a date"):
         distprice.price(real_bond(), curves, as_of=AS_OF, exercise_schedule=schedule)
 
 
@@ -229,7 +350,10 @@ def test_an_exercise_table_naming_an_unknown_id_is_refused():
     schedule = pd.DataFrame({"id": ["B1", "nobody"], "date": ["2027-06-15", "2027-06-15"], "price": [101.0, 100.0]})
     with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
         distprice.price(real_bond(), curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)
-    years = real_bond().drop(columns=["issue_date", "maturity_date", "day_count", "first_exercise_date",
-                                      "expiry_date"]).assign(maturity=8.0, expiry=3.0, first_exercise=1.0)
+    years = (
+        real_bond()
+        .drop(columns=["issue_date", "maturity_date", "day_count", "first_exercise_date", "expiry_date"])
+        .assign(maturity=8.0, expiry=3.0, first_exercise=1.0)
+    )
     with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
         distprice.price(years, curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)  # no dated row

@@ -1,5 +1,6 @@
 """Gregorian arithmetic on day numbers against numpy, and the day counts against QuantLib (bit for bit) and
 hand-worked values."""
+
 import calendar
 
 import numba
@@ -14,10 +15,14 @@ from distprice.errors import OptionError
 ql = pytest.importorskip("QuantLib")
 
 SERIAL = 25569
-DAY_COUNTERS = {"ACT/360": ql.Actual360(), "ACT/365F": ql.Actual365Fixed(),
-                "30/360": ql.Thirty360(ql.Thirty360.BondBasis), "30E/360": ql.Thirty360(ql.Thirty360.European),
-                "ACT/ACT-ISDA": ql.ActualActual(ql.ActualActual.ISDA),
-                "ACT/ACT-ICMA": ql.ActualActual(ql.ActualActual.ISMA)}
+DAY_COUNTERS = {
+    "ACT/360": ql.Actual360(),
+    "ACT/365F": ql.Actual365Fixed(),
+    "30/360": ql.Thirty360(ql.Thirty360.BondBasis),
+    "30E/360": ql.Thirty360(ql.Thirty360.European),
+    "ACT/ACT-ISDA": ql.ActualActual(ql.ActualActual.ISDA),
+    "ACT/ACT-ICMA": ql.ActualActual(ql.ActualActual.ISMA),
+}
 
 
 def qdate(day) -> "ql.Date":
@@ -35,7 +40,7 @@ def _civil(days, months):
 
 def test_civil_arithmetic_equals_numpy_from_1600_to_2600():
     days = np.arange(day_numbers(["1600-01-01"])[0], day_numbers(["2600-12-31"])[0] + 1)
-    months = (days * 7919) % 241 - 120                     # -120 .. 120 months, scrambled
+    months = (days * 7919) % 241 - 120  # -120 .. 120 months, scrambled
     got = _civil(days, months)
     dates = days.view("datetime64[D]")
     month = dates.astype("datetime64[M]")
@@ -46,7 +51,7 @@ def test_civil_arithmetic_equals_numpy_from_1600_to_2600():
     assert np.array_equal(got[:, 3], days)
     assert np.array_equal(got[:, 5], ((month + 1).astype("datetime64[D]") - 1).view(np.int64))
     assert got[::997, 6].tolist() == [date.weekday() for date in dates[::997].astype(object)]
-    target = month + months                                 # month arithmetic clamps the day of month
+    target = month + months  # month arithmetic clamps the day of month
     length = ((target + 1).astype("datetime64[D]") - target.astype("datetime64[D]")).astype(np.int64)
     want = target.astype("datetime64[D]").view(np.int64) + np.minimum(got[:, 2], length) - 1
     assert np.array_equal(got[:, 4], want)
@@ -54,13 +59,13 @@ def test_civil_arithmetic_equals_numpy_from_1600_to_2600():
 
 
 def test_hand_worked_year_fractions():
-    d = lambda *iso: day_numbers(list(iso))                # noqa: E731
+    d = lambda *iso: day_numbers(list(iso))  # noqa: E731
     jan31, mar31, feb28, mar1 = d("2024-01-31", "2024-03-31", "2023-02-28", "2023-03-01")
-    assert year_fractions("30/360", jan31, mar31) == 60 / 360        # D1 31 -> 30, then D2 31 -> 30
+    assert year_fractions("30/360", jan31, mar31) == 60 / 360  # D1 31 -> 30, then D2 31 -> 30
     assert year_fractions("30/360", d("2024-01-30")[0], mar31) == 60 / 360
-    assert year_fractions("30/360", d("2024-01-29")[0], mar31) == 62 / 360   # D2 stays 31: D1 is 29
+    assert year_fractions("30/360", d("2024-01-29")[0], mar31) == 62 / 360  # D2 stays 31: D1 is 29
     assert year_fractions("30E/360", d("2024-01-29")[0], mar31) == 61 / 360
-    assert year_fractions("30/360", feb28, mar1) == 3 / 360          # the one-day jump of 30/360 in February
+    assert year_fractions("30/360", feb28, mar1) == 3 / 360  # the one-day jump of 30/360 in February
     assert year_fractions("ACT/360", feb28, mar1) == 1 / 360
     assert year_fractions("ACT/365F", d("2024-01-01")[0], d("2025-01-01")[0]) == 366 / 365
     isda = year_fractions("ACT/ACT-ISDA", d("2023-12-01")[0], d("2024-03-01")[0])
@@ -76,7 +81,7 @@ def test_year_fractions_equal_quantlib(name):
     rng = np.random.default_rng(DAY_COUNTS.code(name))
     d1 = rng.integers(day_numbers(["1950-01-01"])[0], day_numbers(["2150-01-01"])[0], 4000)
     ends = (d1.view("datetime64[D]").astype("datetime64[M]") + 1).astype("datetime64[D]").view(np.int64) - 1
-    d1[::4] = ends[::4]                                     # month ends and 30ths for the 30/360 rules
+    d1[::4] = ends[::4]  # month ends and 30ths for the 30/360 rules
     d1[1::4] = ends[1::4] - 1
     d2 = d1 + rng.integers(0, 1200, len(d1))
     d2[::5] = (d2[::5].view("datetime64[D]").astype("datetime64[M]") + 1).astype("datetime64[D]").view(np.int64) - 1
@@ -94,11 +99,12 @@ def test_icma_reference_periods_and_long_first_periods_equal_quantlib():
     r2 = rng.integers(day_numbers(["1950-01-01"])[0], day_numbers(["2150-01-01"])[0], n)
     r1 = np.array([add_months(int(e), -int(m)) for e, m in zip(r2, months)])
     d2 = r2 - rng.integers(0, 40, n) * (rng.random(n) < 0.5)
-    d1 = np.minimum(d2, r1 + rng.integers(-500, 300, n))    # some start before the reference period, some by years
+    d1 = np.minimum(d2, r1 + rng.integers(-500, 300, n))  # some start before the reference period, some by years
     got = year_fractions("ACT/ACT-ICMA", d1, d2, r1, r2)
     counter = DAY_COUNTERS["ACT/ACT-ICMA"]
-    want = np.array([counter.yearFraction(qdate(a), qdate(b), qdate(c), qdate(e))
-                     for a, b, c, e in zip(d1, d2, r1, r2)])
+    want = np.array(
+        [counter.yearFraction(qdate(a), qdate(b), qdate(c), qdate(e)) for a, b, c, e in zip(d1, d2, r1, r2)]
+    )
     assert np.array_equal(got, want)
     assert (d1 < r1).sum() > 1000 and (d1 < r1 - 400).sum() > 100
 
@@ -124,7 +130,7 @@ def test_accrual_fractions_are_the_year_fractions_bit_for_bit(name):
     r2[::7] = np.array([month_end(d) for d in r2[::7]])
     length = rng.choice([7, 15, 30, 91, 182, 183, 365, 366], n)
     r1 = r2 - length
-    d1 = r1 + np.where(rng.random(n) < 0.3, rng.integers(-200, length), 0)   # stubs both ways
+    d1 = r1 + np.where(rng.random(n) < 0.3, rng.integers(-200, length), 0)  # stubs both ways
     d1 = np.minimum(d1, r2 - 1)
     d2 = d1 + 1 + (rng.random(n) * (r2 - d1)).astype(np.int64)
     d2 = np.minimum(d2, r2)

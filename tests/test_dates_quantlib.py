@@ -1,13 +1,28 @@
 """The dated-bond machinery against QuantLib 1.44 on random bonds: schedules, payment dates, coupon amounts and
 reference periods equal to ``FixedRateBond(...).cashflows()``, accrued equal to ``Bond.accruedAmount(d)`` at many
 dates a bond, settlement dates equal to ``Bond.settlementDate(V)``, the live cash flows after settlement."""
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from distprice.dates import (CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES, accrued, cash_flows, coupons,
-                             day_numbers, last_business_days, parallel, quantlib_calendar, redemption_dates, schedule,
-                             settle, terms_from_frame)
+from distprice.dates import (
+    CALENDARS,
+    CONVENTIONS,
+    DAY_COUNTS,
+    FREQUENCIES,
+    accrued,
+    cash_flows,
+    coupons,
+    day_numbers,
+    last_business_days,
+    parallel,
+    quantlib_calendar,
+    redemption_dates,
+    schedule,
+    settle,
+    terms_from_frame,
+)
 
 ql = pytest.importorskip("QuantLib")
 
@@ -25,13 +40,20 @@ def day(date: "ql.Date") -> int:
     return date.serialNumber() - SERIAL
 
 
-DAY_COUNTERS = {"ACT/360": lambda: ql.Actual360(), "ACT/365F": lambda: ql.Actual365Fixed(),
-                "30/360": lambda: ql.Thirty360(ql.Thirty360.BondBasis),
-                "30E/360": lambda: ql.Thirty360(ql.Thirty360.European),
-                "ACT/ACT-ISDA": lambda: ql.ActualActual(ql.ActualActual.ISDA),
-                "ACT/ACT-ICMA": lambda: ql.ActualActual(ql.ActualActual.ISMA)}
-QL_CONVENTIONS = {"unadjusted": ql.Unadjusted, "following": ql.Following,
-                  "modified_following": ql.ModifiedFollowing, "preceding": ql.Preceding}
+DAY_COUNTERS = {
+    "ACT/360": lambda: ql.Actual360(),
+    "ACT/365F": lambda: ql.Actual365Fixed(),
+    "30/360": lambda: ql.Thirty360(ql.Thirty360.BondBasis),
+    "30E/360": lambda: ql.Thirty360(ql.Thirty360.European),
+    "ACT/ACT-ISDA": lambda: ql.ActualActual(ql.ActualActual.ISDA),
+    "ACT/ACT-ICMA": lambda: ql.ActualActual(ql.ActualActual.ISMA),
+}
+QL_CONVENTIONS = {
+    "unadjusted": ql.Unadjusted,
+    "following": ql.Following,
+    "modified_following": ql.ModifiedFollowing,
+    "preceding": ql.Preceding,
+}
 
 
 def random_bonds(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -68,15 +90,24 @@ def random_bonds(rng: np.random.Generator, n: int) -> pd.DataFrame:
         issue = min(issue, maturity - 1)
         zero = rng.random() < 0.05
         valuation = qdate(rng.integers(day(issue) - 40, day(maturity) + 10))
-        rows.append(dict(
-            id=f"b{i}", maturity_date=maturity.ISO(), issue_date=issue.ISO(),
-            coupon=0.0 if zero else float(rng.uniform(0.001, 0.1)), coupon_frequency=0 if zero else frequency,
-            day_count="ACT/ACT-ICMA" if long_first and rng.random() < 0.5 else str(rng.choice(DAY_COUNTS.names)),
-            calendar=name, accrual_convention="following" if long_first else str(rng.choice(CONVENTIONS.names)),
-            payment_convention=str(rng.choice(CONVENTIONS.names)),
-            end_of_month=end_of_month, settlement_days=int(rng.integers(0, 4)),
-            face=float(rng.choice([100.0, 1000.0, 25.0])), redemption=float(rng.choice([100.0, 101.5])),
-            valuation_date=valuation.ISO()))
+        rows.append(
+            dict(
+                id=f"b{i}",
+                maturity_date=maturity.ISO(),
+                issue_date=issue.ISO(),
+                coupon=0.0 if zero else float(rng.uniform(0.001, 0.1)),
+                coupon_frequency=0 if zero else frequency,
+                day_count="ACT/ACT-ICMA" if long_first and rng.random() < 0.5 else str(rng.choice(DAY_COUNTS.names)),
+                calendar=name,
+                accrual_convention="following" if long_first else str(rng.choice(CONVENTIONS.names)),
+                payment_convention=str(rng.choice(CONVENTIONS.names)),
+                end_of_month=end_of_month,
+                settlement_days=int(rng.integers(0, 4)),
+                face=float(rng.choice([100.0, 1000.0, 25.0])),
+                redemption=float(rng.choice([100.0, 101.5])),
+                valuation_date=valuation.ISO(),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -86,13 +117,30 @@ def quantlib_bond(row):
     maturity, issue = ql.DateParser.parseISO(row.maturity_date), ql.DateParser.parseISO(row.issue_date)
     payment = QL_CONVENTIONS[row.payment_convention]
     if row.coupon == 0:
-        return ql.ZeroCouponBond(row.settlement_days, calendar, row.face, maturity, payment, row.redemption,
-                                 issue), None
+        return ql.ZeroCouponBond(
+            row.settlement_days, calendar, row.face, maturity, payment, row.redemption, issue
+        ), None
     accrual = QL_CONVENTIONS[row.accrual_convention]
-    schedule = ql.Schedule(issue, maturity, ql.Period(12 // row.coupon_frequency, ql.Months), calendar, accrual,
-                           accrual, ql.DateGeneration.Backward, bool(row.end_of_month))
-    bond = ql.FixedRateBond(row.settlement_days, row.face, schedule, [row.coupon], DAY_COUNTERS[row.day_count](),
-                            payment, row.redemption, issue)
+    schedule = ql.Schedule(
+        issue,
+        maturity,
+        ql.Period(12 // row.coupon_frequency, ql.Months),
+        calendar,
+        accrual,
+        accrual,
+        ql.DateGeneration.Backward,
+        bool(row.end_of_month),
+    )
+    bond = ql.FixedRateBond(
+        row.settlement_days,
+        row.face,
+        schedule,
+        [row.coupon],
+        DAY_COUNTERS[row.day_count](),
+        payment,
+        row.redemption,
+        issue,
+    )
     return bond, schedule
 
 
@@ -113,18 +161,34 @@ def book():
     for row in frame.itertuples():
         bond, ql_schedule = quantlib_bond(row)
         flows = [(day(c.date()), c.amount(), ql.as_coupon(c)) for c in bond.cashflows()]
-        coupons_ = [(d, a, day(c.accrualStartDate()), day(c.accrualEndDate()), day(c.referencePeriodStart()),
-                     day(c.referencePeriodEnd())) for d, a, c in flows if c is not None]
+        coupons_ = [
+            (
+                d,
+                a,
+                day(c.accrualStartDate()),
+                day(c.accrualEndDate()),
+                day(c.referencePeriodStart()),
+                day(c.referencePeriodEnd()),
+            )
+            for d, a, c in flows
+            if c is not None
+        ]
         redemption = [(d, a) for d, a, c in flows if c is None]
         assert len(redemption) == 1
         schedule_days = [day(d) for d in ql_schedule] if ql_schedule is not None else []
         maturity = day(ql.DateParser.parseISO(row.maturity_date))
         dates = accrual_dates(rng, schedule_days or [maturity], maturity - 1900, maturity + 5)
         valuation = ql.DateParser.parseISO(row.valuation_date)
-        expected.append(dict(
-            schedule=schedule_days, coupons=coupons_, redemption=redemption[0], dates=dates,
-            accrued=[bond.accruedAmount(qdate(d)) * row.face / 100 for d in dates],
-            settlement=day(bond.settlementDate(valuation))))
+        expected.append(
+            dict(
+                schedule=schedule_days,
+                coupons=coupons_,
+                redemption=redemption[0],
+                dates=dates,
+                accrued=[bond.accruedAmount(qdate(d)) * row.face / 100 for d in dates],
+                settlement=day(bond.settlementDate(valuation)),
+            )
+        )
     return frame, terms_from_frame(frame), expected
 
 
@@ -142,14 +206,16 @@ def test_the_sample_covers_every_case(book):
     dates, table = schedule(terms), coupons(terms)
     stub = ~dates.regular & coupon
     assert stub.sum() > 500 and (~stub & coupon).sum() > 300
-    month_end = (terms.maturity.view("datetime64[D]").astype("datetime64[M]") + 1).astype("datetime64[D]") \
-        .view(np.int64) - 1
+    month_end = (terms.maturity.view("datetime64[D]").astype("datetime64[M]") + 1).astype("datetime64[D]").view(
+        np.int64
+    ) - 1
     eom_rule = coupon & terms.end_of_month & (terms.maturity == month_end)
-    business_eom = coupon & terms.end_of_month & ~eom_rule & (
-        terms.maturity >= last_business_days(terms.calendar, terms.maturity))
+    business_eom = (
+        coupon & terms.end_of_month & ~eom_rule & (terms.maturity >= last_business_days(terms.calendar, terms.maturity))
+    )
     assert eom_rule.sum() > 300 and business_eom.sum() > 40
     first = table.offsets[:-1][table.counts > 0]
-    long_first = table.accrual_start[first] < table.reference_start[first]    # stretched past its reference start
+    long_first = table.accrual_start[first] < table.reference_start[first]  # stretched past its reference start
     assert long_first.sum() > 50 and (long_first & (terms.day_count[table.counts > 0] == 5)).sum() > 25
 
 
@@ -167,8 +233,16 @@ def test_coupons_equal_quantlib(book):
     for r, e in enumerate(expected):
         lo, hi = table.offsets[r], table.offsets[r + 1]
         want = np.array([c[:1] + c[2:] for c in e["coupons"]], dtype=np.int64).reshape(-1, 5)
-        got = np.stack([table.payment[lo:hi], table.accrual_start[lo:hi], table.accrual_end[lo:hi],
-                        table.reference_start[lo:hi], table.accrual_end[lo:hi]], axis=1)
+        got = np.stack(
+            [
+                table.payment[lo:hi],
+                table.accrual_start[lo:hi],
+                table.accrual_end[lo:hi],
+                table.reference_start[lo:hi],
+                table.accrual_end[lo:hi],
+            ],
+            axis=1,
+        )
         assert np.array_equal(got, want), r
         amounts = np.array([c[1] for c in e["coupons"]])
         assert np.abs(table.amount[lo:hi] - amounts).max(initial=0) <= TOLERANCE * terms.face[r] / 100, r
@@ -197,8 +271,12 @@ def test_live_cash_flows_after_settlement(book):
         s = e["settlement"]
         lo, hi = live.offsets[r], live.offsets[r + 1]
         want = [(c[0], c[2], c[3]) for c in e["coupons"] if c[0] > s]
-        assert list(zip(live.payment[lo:hi].tolist(), live.accrual_start[lo:hi].tolist(),
-                        live.accrual_end[lo:hi].tolist())) == want, r
+        assert (
+            list(
+                zip(live.payment[lo:hi].tolist(), live.accrual_start[lo:hi].tolist(), live.accrual_end[lo:hi].tolist())
+            )
+            == want
+        ), r
         assert flows.matured[r] == (e["redemption"][0] <= s), r
     # accrued from the live table equals accrued from the whole one, at settlement and after it
     whole = coupons(terms)
@@ -206,7 +284,7 @@ def test_live_cash_flows_after_settlement(book):
     days = np.repeat(flows.settlement, 5) + np.tile([0, 1, 40, 200, 900], len(terms))
     assert np.array_equal(accrued(terms, live, rows, days), accrued(terms, whole, rows, days))
     assert np.array_equal(flows.accrued, accrued(terms, whole, np.arange(len(terms)), flows.settlement))
-    assert float(accrued(terms, live, 3, flows.settlement[3])) == flows.accrued[3]    # one row, one date
+    assert float(accrued(terms, live, 3, flows.settlement[3])) == flows.accrued[3]  # one row, one date
     # the counts and accrued interest made without a table (settle) equal the table's, at any dates
     for shift in (0, 40, 900):
         at = flows.settlement + shift
@@ -237,7 +315,7 @@ def test_rows_on_threads_give_the_same_tables(book, monkeypatch):
     frame, terms, _ = book
     valuation = day_numbers(frame.valuation_date)
     alone = cash_flows(terms, valuation)
-    monkeypatch.setattr(parallel, "SMALL", 1)                           # blocks of rows on two threads
+    monkeypatch.setattr(parallel, "SMALL", 1)  # blocks of rows on two threads
     monkeypatch.setattr(parallel.numba, "get_num_threads", lambda: 2)
     shared = cash_flows(terms, valuation)
     for name in ("settlement", "accrued", "redemption_date"):

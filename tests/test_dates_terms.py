@@ -1,5 +1,6 @@
 """Day numbers in and out, the registries of names, and reading and checking dated terms: every problem named
 by table, row, id, column and rule."""
+
 import datetime
 
 import numpy as np
@@ -7,12 +8,26 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from distprice.dates import (CALENDARS, CONVENTIONS, DAY_COUNTS, FIRST_DAY, LAST_DAY, NO_DATE, bond_terms,
-                             cash_flows, check_terms, day_numbers, parse_dates, schedule, terms_from_frame, to_arrow,
-                             to_datetime64, to_iso)
+from distprice.dates import (
+    CALENDARS,
+    CONVENTIONS,
+    DAY_COUNTS,
+    FIRST_DAY,
+    LAST_DAY,
+    NO_DATE,
+    bond_terms,
+    cash_flows,
+    check_terms,
+    day_numbers,
+    parse_dates,
+    schedule,
+    terms_from_frame,
+    to_arrow,
+    to_datetime64,
+    to_iso,
+)
 from distprice.errors import InvalidInputError, OptionError
 
 
@@ -28,7 +43,7 @@ def test_day_numbers_from_every_form_of_date():
     assert day_numbers([datetime.date(2026, 11, 24), datetime.datetime(2026, 11, 24, 23, 59)]).tolist() == [20781] * 2
     assert day_numbers(np.array(["2026-11-24T18:00"], dtype="datetime64[m]")).tolist() == [20781]
     assert day_numbers([" 2026-11-24 ", ""]).tolist() == [20781, NO_DATE]
-    assert day_numbers(np.array([5, 6])).tolist() == [5, 6]             # integers are day numbers already
+    assert day_numbers(np.array([5, 6])).tolist() == [5, 6]  # integers are day numbers already
 
 
 def test_non_dates_are_named_by_position():
@@ -50,14 +65,30 @@ def test_non_dates_are_named_in_a_column_read_in_chunks():
 _TEXT = st.one_of(
     st.none(),
     st.dates(datetime.date(1, 1, 1), datetime.date(9999, 12, 31)).map(lambda d: d.isoformat()),
-    st.sampled_from(["", " 2026-11-24", "2026-11-24 ", "2026-1-05", "2026-02-30", "2026-13-01", "0000-03-01",
-                     "2026/11/24", "2026-11-2x", "2026-11-2/", "2026-11-2:", "2026-11-2 ", "20261124",
-                     "２０２６-11-24", "2026-11-24T00:00"]))
+    st.sampled_from(
+        [
+            "",
+            " 2026-11-24",
+            "2026-11-24 ",
+            "2026-1-05",
+            "2026-02-30",
+            "2026-13-01",
+            "0000-03-01",
+            "2026/11/24",
+            "2026-11-2x",
+            "2026-11-2/",
+            "2026-11-2:",
+            "2026-11-2 ",
+            "20261124",
+            "２０２６-11-24",
+            "2026-11-24T00:00",
+        ]
+    ),
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(parts=st.lists(st.lists(_TEXT, max_size=6), min_size=1, max_size=3), large=st.booleans(),
-       skip=st.integers(0, 2))
+@given(parts=st.lists(st.lists(_TEXT, max_size=6), min_size=1, max_size=3), large=st.booleans(), skip=st.integers(0, 2))
 def test_text_dates_read_from_their_bytes_as_arrow_reads_them(parts, large, skip):
     """A text column of ISO dates and nulls is read straight from its Arrow buffers (chunks, slices, string or
     large_string); any other value sends the whole column the way Arrow's cast and the checks read it: the same
@@ -120,23 +151,36 @@ def test_day_numbers_go_round_every_form(days):
 def test_registries():
     assert DAY_COUNTS.code("act/act-icma") == 5 and CALENDARS.name(3) == "TARGET"
     assert len(DAY_COUNTS.meanings) == len(DAY_COUNTS.names) == 6
-    codes, unknown = CONVENTIONS.encode(pd.Series(["Following", None, " preceding", "nearest", ""]),
-                                        default="unadjusted")
+    codes, unknown = CONVENTIONS.encode(
+        pd.Series(["Following", None, " preceding", "nearest", ""]), default="unadjusted"
+    )
     assert codes.tolist() == [1, 0, 3, -1, 0] and unknown.tolist() == [3]
     codes, unknown = CONVENTIONS.encode(["following", None])
-    assert unknown.tolist() == [1]                                      # no default: a missing name is unknown
-    with pytest.raises(OptionError, match="unknown day count 'ACT/365': day count must be one of ACT/360, "
-                                          "ACT/365F, 30/360, 30E/360, ACT/ACT-ISDA, ACT/ACT-ICMA"):
+    assert unknown.tolist() == [1]  # no default: a missing name is unknown
+    with pytest.raises(
+        OptionError,
+        match="unknown day count 'ACT/365': day count must be one of ACT/360, "
+        "ACT/365F, 30/360, 30E/360, ACT/ACT-ISDA, ACT/ACT-ICMA",
+    ):
         DAY_COUNTS.code("ACT/365")
 
 
 def frame(**changes):
-    rows = pd.DataFrame(dict(
-        id=["a", "b", "c"], maturity_date=["2030-06-15", "2031-01-31", "2029-03-01"],
-        issue_date=["2025-06-15", "2025-01-31", None], coupon=[0.05, 0.04, 0.0], coupon_frequency=[2, 4, 0],
-        day_count=["ACT/ACT-ICMA", "30/360", None], calendar=["US", "TARGET", "JP"],
-        accrual_convention=["unadjusted", "modified_following", None], payment_convention=[None, "following", None],
-        end_of_month=[False, True, None], settlement_days=[2, 0, 1]))
+    rows = pd.DataFrame(
+        dict(
+            id=["a", "b", "c"],
+            maturity_date=["2030-06-15", "2031-01-31", "2029-03-01"],
+            issue_date=["2025-06-15", "2025-01-31", None],
+            coupon=[0.05, 0.04, 0.0],
+            coupon_frequency=[2, 4, 0],
+            day_count=["ACT/ACT-ICMA", "30/360", None],
+            calendar=["US", "TARGET", "JP"],
+            accrual_convention=["unadjusted", "modified_following", None],
+            payment_convention=[None, "following", None],
+            end_of_month=[False, True, None],
+            settlement_days=[2, 0, 1],
+        )
+    )
     for column, value in changes.items():
         rows[column] = value
     return rows
@@ -146,13 +190,13 @@ def test_terms_from_a_table_with_defaults():
     terms = terms_from_frame(frame())
     assert terms.maturity.tolist() == day_numbers(["2030-06-15", "2031-01-31", "2029-03-01"]).tolist()
     assert terms.issue[2] == NO_DATE and terms.frequency.tolist() == [2, 4, 0]
-    assert terms.day_count.tolist() == [5, 2, 2]                         # default 30/360
+    assert terms.day_count.tolist() == [5, 2, 2]  # default 30/360
     assert terms.accrual_convention.tolist() == [0, 2, 0] and terms.payment_convention.tolist() == [1, 1, 1]
     assert terms.end_of_month.tolist() == [False, True, False]
     assert terms.face.tolist() == [100.0] * 3 and terms.redemption.tolist() == [100.0] * 3
     assert check_terms(terms) == []
     dates = schedule(terms)
-    assert dates.counts.tolist() == [11, 25, 0]                         # 10 half years + issue; zero coupon: none
+    assert dates.counts.tolist() == [11, 25, 0]  # 10 half years + issue; zero coupon: none
 
 
 def test_integers_out_of_any_range_are_named_at_once():
@@ -164,13 +208,20 @@ def test_integers_out_of_any_range_are_named_at_once():
     assert {(p.position, p.column, p.rule) for p in caught.value.problems} == {
         (0, "coupon_frequency", "must be one of 1, 2, 4, 12 when coupon > 0"),
         (1, "settlement_days", "must be between 0 and 365"),
-        (2, "settlement_days", "must be an integer")}
+        (2, "settlement_days", "must be an integer"),
+    }
 
 
 def test_every_problem_is_named_by_row_id_column_and_rule():
-    bad = frame(issue_date=["2030-07-01", "2025-13-01", None], day_count=["ACT/365", "30/360", None],
-                calendar=["US", "NYSE", "JP"], coupon=[0.05, 0.04, 0.03], coupon_frequency=[3, 4, 0],
-                end_of_month=["maybe", True, False], settlement_days=[-1, 0, 1.5])
+    bad = frame(
+        issue_date=["2030-07-01", "2025-13-01", None],
+        day_count=["ACT/365", "30/360", None],
+        calendar=["US", "NYSE", "JP"],
+        coupon=[0.05, 0.04, 0.03],
+        coupon_frequency=[3, 4, 0],
+        end_of_month=["maybe", True, False],
+        settlement_days=[-1, 0, 1.5],
+    )
     with pytest.raises(InvalidInputError) as caught:
         terms_from_frame(bad, table="bonds")
     found = {(p.position, p.column, p.rule) for p in caught.value.problems}
@@ -191,11 +242,19 @@ def test_every_problem_is_named_by_row_id_column_and_rule():
 
 
 def test_rules_of_dates_and_schedules():
-    terms = bond_terms(["2030-06-15", "2200-01-03", "2026-01-04", None, "2026-01-04"],
-                       ["2025-06-15", "2025-06-15", "2026-01-03", None, "2026-01-03"], coupon=0.05, frequency=2,
-                       calendar="weekends", accrual_convention=["following"] * 4 + ["unadjusted"])
-    problems = check_terms(terms, valuation=day_numbers(["2026-11-24", "2026-11-24", "1900-12-31", None, None]),
-                           where=lambda p: f"book row {p}")
+    terms = bond_terms(
+        ["2030-06-15", "2200-01-03", "2026-01-04", None, "2026-01-04"],
+        ["2025-06-15", "2025-06-15", "2026-01-03", None, "2026-01-03"],
+        coupon=0.05,
+        frequency=2,
+        calendar="weekends",
+        accrual_convention=["following"] * 4 + ["unadjusted"],
+    )
+    problems = check_terms(
+        terms,
+        valuation=day_numbers(["2026-11-24", "2026-11-24", "1900-12-31", None, None]),
+        where=lambda p: f"book row {p}",
+    )
     assert [(p.position, p.column, p.rule) for p in problems] == [
         (1, "maturity_date", "must lie in 1901-01-01 .. 2199-12-31"),
         # Saturday 3 to Sunday 4 January 2026, both paid on Monday: no coupon period (but fine unadjusted)
@@ -204,7 +263,8 @@ def test_rules_of_dates_and_schedules():
         (3, "maturity_date", "is required"),
         (3, "issue_date", "is required when coupon > 0"),
         (3, "valuation_date", "is required"),
-        (4, "valuation_date", "is required")]
+        (4, "valuation_date", "is required"),
+    ]
     assert problems[0].where == "book row 1"
 
 
@@ -214,10 +274,16 @@ def test_a_table_without_maturities_is_refused_at_once():
 
 
 def test_zero_coupon_bonds_pay_their_redemption_on_the_adjusted_maturity():
-    terms = bond_terms(["2031-05-31", "2031-05-31"], coupon=0.0, calendar="US",
-                       payment_convention=["following", "modified_following"], face=1000.0, redemption=101.0,
-                       settlement_days=2)
-    flows = cash_flows(terms, day_numbers(["2026-11-27"]))               # Friday after Thanksgiving: a business day
+    terms = bond_terms(
+        ["2031-05-31", "2031-05-31"],
+        coupon=0.0,
+        calendar="US",
+        payment_convention=["following", "modified_following"],
+        face=1000.0,
+        redemption=101.0,
+        settlement_days=2,
+    )
+    flows = cash_flows(terms, day_numbers(["2026-11-27"]))  # Friday after Thanksgiving: a business day
     assert to_iso(flows.redemption_date).tolist() == ["2031-06-02", "2031-05-30"]
     assert flows.redemption_amount.tolist() == [1010.0, 1010.0]
     assert to_iso(flows.settlement).tolist() == ["2026-12-01"] * 2

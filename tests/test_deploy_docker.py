@@ -1,5 +1,6 @@
 """The Docker files of deploy/: the compose file (what compose needs of each service, GPU workers, the job),
 the images' pins, their user and what .dockerignore lets through."""
+
 from __future__ import annotations
 
 import re
@@ -8,15 +9,26 @@ import pytest
 
 from distprice.cluster.config import load_config
 
-from utils import ROOT, DEPLOY, CONFIGS
+from utils import CONFIGS, DEPLOY, ROOT
 
 
 def test_compose_services_and_what_compose_needs_of_them(compose):
     assert set(compose) - {"name"} == {"services"} | {k for k in compose if k.startswith("x-")}
     services = compose["services"]
     assert set(services) == {"scheduler", "worker-0", "worker-1", "cpu-worker", "job"}
-    used = {"image", "build", "command", "entrypoint", "ports", "healthcheck", "restart", "profiles", "depends_on",
-            "volumes", "deploy"}
+    used = {
+        "image",
+        "build",
+        "command",
+        "entrypoint",
+        "ports",
+        "healthcheck",
+        "restart",
+        "profiles",
+        "depends_on",
+        "volumes",
+        "deploy",
+    }
     for name, service in services.items():
         assert set(service) <= used, (name, set(service) - used)
         assert service["image"].startswith("distprice:0.1.0-")

@@ -1,11 +1,11 @@
 """The systemd units of deploy/hosts, and every Dask command line deploy/ starts (compose services, operator
 pods, units) against the options the Dask commands take."""
+
 from __future__ import annotations
 
 import importlib.util
 import re
 import shlex
-
 
 from utils import DEPLOY
 
@@ -13,8 +13,11 @@ from utils import DEPLOY
 def unit_command(name: str) -> list[str]:
     """The ExecStart of a systemd unit in deploy/hosts, split into words, its ${VARIABLES} filled in."""
     text = (DEPLOY / "hosts" / name).read_text().replace("\\\n", " ")
-    env = dict(line.removeprefix("Environment=").split("=", 1) for line in text.splitlines()
-               if line.startswith("Environment=") and " " not in line)
+    env = dict(
+        line.removeprefix("Environment=").split("=", 1)
+        for line in text.splitlines()
+        if line.startswith("Environment=") and " " not in line
+    )
     (command,) = [line.removeprefix("ExecStart=") for line in text.splitlines() if line.startswith("ExecStart=")]
     return shlex.split(re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], command))
 

@@ -1,5 +1,6 @@
 """SLURM and PBS clusters through dask-jobqueue: rendered job scripts, the cluster-script command, missing
 tools, and a SLURM cluster whose jobs a stand-in sbatch runs on this machine."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -14,14 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from distprice.cli import main
-from distprice.errors import ConfigError
 from distprice.cluster.config import JobQueue, load_config, parse_config
 from distprice.cluster.jobqueue import build_cluster, job_script
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import start
+from distprice.errors import ConfigError
 
 from utils import CONFIGS, SLURM_CPU, assert_same_prices
-
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -30,8 +30,17 @@ def test_slurm_gpu_example_renders_its_job_script():
     script = job_script(load_config(CONFIGS / "slurm-gpu.yaml").cluster)
     lines = script.splitlines()
     assert lines[0] == "#!/usr/bin/env bash"
-    for directive in ("-J distprice", "-p gpu", "-A risk", "-t 02:00:00", "--gres=gpu:4", "--cpus-per-task=32",
-                      "--mem=256G", "--constraint=h100", "-n 1"):
+    for directive in (
+        "-J distprice",
+        "-p gpu",
+        "-A risk",
+        "-t 02:00:00",
+        "--gres=gpu:4",
+        "--cpus-per-task=32",
+        "--mem=256G",
+        "--constraint=h100",
+        "-n 1",
+    ):
         assert f"#SBATCH {directive}" in lines
     prologue = lines.index("source /shared/venvs/distprice/bin/activate")
     (worker,) = [i for i, line in enumerate(lines) if " -m dask cuda worker " in line]
@@ -49,13 +58,18 @@ def test_pbs_example_renders_its_job_script():
         assert f"#PBS {directive}" in lines
     (worker,) = [line for line in lines if " -m distributed.cli.dask_worker " in line]
     words = worker.split()
-    assert [words[words.index(flag) + 1] for flag in ("--nworkers", "--nthreads", "--memory-limit", "--preload")] == \
-        ["8", "4", "16.00GiB", "distprice.cluster.worker"]
+    assert [words[words.index(flag) + 1] for flag in ("--nworkers", "--nthreads", "--memory-limit", "--preload")] == [
+        "8",
+        "4",
+        "16.00GiB",
+        "distprice.cluster.worker",
+    ]
 
 
 def test_pbs_gpu_jobs_ask_for_ngpus_and_run_dask_cuda_worker():
-    cluster = parse_config({"cluster": {"kind": "pbs", "jobqueue": {"cores": 8, "memory": "64GiB",
-                                                                    "gpus_per_job": 2}}}).cluster
+    cluster = parse_config(
+        {"cluster": {"kind": "pbs", "jobqueue": {"cores": 8, "memory": "64GiB", "gpus_per_job": 2}}}
+    ).cluster
     lines = job_script(cluster).splitlines()
     assert "#PBS -l select=1:ncpus=8:ngpus=2:mem=64GB" in lines
     (worker,) = [line for line in lines if " -m dask cuda worker " in line]
@@ -76,8 +90,11 @@ def test_without_dask_jobqueue_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask_jobqueue", None)
     cluster = parse_config({"cluster": SLURM_CPU}).cluster
     for attempt in (start, job_script):
-        with pytest.raises(RuntimeError, match=r"^cluster kind slurm needs dask-jobqueue: "
-                                               r"pip install 'distprice\[jobqueue\]'$"):
+        with pytest.raises(
+            RuntimeError,
+            match=r"^cluster kind slurm needs dask-jobqueue: "
+            r"pip install 'distprice\[jobqueue\]'$",
+        ):
             attempt(cluster)
 
 
@@ -85,8 +102,11 @@ def test_without_dask_jobqueue_the_error_says_what_to_install(monkeypatch):
 def test_without_the_submit_command_nothing_starts(monkeypatch, tmp_path, kind, command):
     monkeypatch.setenv("PATH", str(tmp_path))
     cluster = parse_config({"cluster": SLURM_CPU | {"kind": kind}}).cluster
-    with pytest.raises(RuntimeError, match=f"^cluster kind {kind} submits its jobs with {command}, which is not on "
-                                           f"PATH: run this on a login node of the {kind} cluster"):
+    with pytest.raises(
+        RuntimeError,
+        match=f"^cluster kind {kind} submits its jobs with {command}, which is not on "
+        f"PATH: run this on a login node of the {kind} cluster",
+    ):
         start(cluster)
     assert "#!/usr/bin/env bash" in job_script(cluster)  # rendering needs no batch system
 
@@ -99,9 +119,11 @@ gpus=$(sed -n 's/^#SBATCH --gres=gpu:\\([0-9]*\\)$/\\1/p' "$1")
 if [ -n "$gpus" ]; then export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((gpus - 1))); fi
 {run}
 """
-RUN_JOB = ('setsid bash "$FAKE_SLURM/job-$$.sh" > "$FAKE_SLURM/job-$$.out" 2>&1 < /dev/null &\n'
-           'echo "Submitted batch job $!"\n'
-           'echo "$!" >> "$FAKE_SLURM/started"')
+RUN_JOB = (
+    'setsid bash "$FAKE_SLURM/job-$$.sh" > "$FAKE_SLURM/job-$$.out" 2>&1 < /dev/null &\n'
+    'echo "Submitted batch job $!"\n'
+    'echo "$!" >> "$FAKE_SLURM/started"'
+)
 QUEUE_JOB = 'echo "Submitted batch job $$"'
 FAKE_SCANCEL = """#!/bin/sh
 echo "$1" >> "$FAKE_SLURM/cancelled"
@@ -118,8 +140,10 @@ def fake_slurm(tmp_path, monkeypatch):
     folder.mkdir()
 
     def install(queued: bool = False) -> Path:
-        for name, text in (("sbatch", FAKE_SBATCH.format(run=QUEUE_JOB if queued else RUN_JOB)),
-                           ("scancel", FAKE_SCANCEL)):
+        for name, text in (
+            ("sbatch", FAKE_SBATCH.format(run=QUEUE_JOB if queued else RUN_JOB)),
+            ("scancel", FAKE_SCANCEL),
+        ):
             (folder / name).write_text(text)
             (folder / name).chmod(0o755)
         monkeypatch.setenv("FAKE_SLURM", str(folder))
@@ -150,24 +174,32 @@ def test_a_slurm_cluster_prices_on_the_workers_its_jobs_start(fake_slurm, small_
 
 
 def listening_addresses(port: int) -> set[str]:
-    return {c.laddr.ip for c in psutil.Process().net_connections("tcp")
-            if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+    return {
+        c.laddr.ip
+        for c in psutil.Process().net_connections("tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    }
 
 
 def test_without_a_dashboard_the_schedulers_http_server_stays_on_loopback(fake_slurm):
     fake_slurm()
-    config = parse_config({"cluster": {"kind": "slurm", "dashboard_address": None,
-                                       "jobqueue": {"cores": 1, "memory": "1GiB"}}}).cluster
+    config = parse_config(
+        {"cluster": {"kind": "slurm", "dashboard_address": None, "jobqueue": {"cores": 1, "memory": "1GiB"}}}
+    ).cluster
     with build_cluster(config) as cluster:  # no job submitted; its scheduler listens on every interface
         assert listening_addresses(cluster.scheduler_info["services"]["dashboard"]) == {"127.0.0.1"}
 
 
 def test_jobs_that_never_start_time_out_and_are_cancelled(fake_slurm):
     folder = fake_slurm(queued=True)
-    config = parse_config({"cluster": SLURM_CPU | {"jobqueue": SLURM_CPU["jobqueue"] | {"start_timeout": 1,
-                                                                                         "jobs": 2}}}).cluster
-    with pytest.raises(RuntimeError, match=r"^no slurm job started its workers within 1 s; the jobs were "
-                                           r"cancelled\. They may have waited in the queue"):
+    config = parse_config(
+        {"cluster": SLURM_CPU | {"jobqueue": SLURM_CPU["jobqueue"] | {"start_timeout": 1, "jobs": 2}}}
+    ).cluster
+    with pytest.raises(
+        RuntimeError,
+        match=r"^no slurm job started its workers within 1 s; the jobs were "
+        r"cancelled\. They may have waited in the queue",
+    ):
         start(config)
     assert len(set((folder / "cancelled").read_text().split())) == 2
 
@@ -189,37 +221,67 @@ def test_a_slurm_gpu_job_runs_dask_cuda_worker(fake_slurm, small_book, small_pri
     assert "#SBATCH --gres=gpu:1" in script.read_text() and " -m dask cuda worker " in script.read_text()
 
 
-@pytest.mark.parametrize("jobqueue, line", [
-    (None, "x.yaml: cluster.jobqueue: is required for kind slurm"),
-    ({"memory": "8GiB"}, "x.yaml: cluster.jobqueue.cores: is required"),
-    ({"cores": 4, "memory": "lots"},
-     "x.yaml: cluster.jobqueue.memory: must be a number of bytes >= 1 or a size such as '64GiB', not 'lots'"),
-    ({"cores": 4, "memory": "8GiB", "walltime": 7200},
-     "x.yaml: cluster.jobqueue.walltime: must be hours:minutes:seconds such as '02:00:00' (quoted in YAML), not 7200"),
-    ({"cores": 4, "memory": "8GiB", "walltime": "2h"}, "x.yaml: cluster.jobqueue.walltime: must be hours:minutes"),
-    ({"cores": 4, "memory": "8GiB", "queue": "gpu long"},
-     "x.yaml: cluster.jobqueue.queue: must be a name without spaces, not 'gpu long'"),
-    ({"cores": 4, "memory": "8GiB", "gpus_per_job": 0},
-     "x.yaml: cluster.jobqueue.gpus_per_job: must be an integer >= 1, not 0"),
-    ({"cores": 4, "memory": "8GiB", "jobs": 1.5}, "x.yaml: cluster.jobqueue.jobs: must be an integer >= 1, not 1.5"),
-    ({"cores": 4, "memory": "8GiB", "gpus_per_job": 4, "processes": 2},
-     "x.yaml: cluster.jobqueue.processes: must equal gpus_per_job (4) or be left out: dask cuda worker runs one "
-     "worker per GPU, not 2"),
-    ({"cores": 2, "memory": "8GiB", "processes": 4},
-     "x.yaml: cluster.jobqueue.cores: must be at least the worker processes of a job (4), not 2"),
-    ({"cores": 4, "memory": "8GiB", "start_timeout": 0},
-     "x.yaml: cluster.jobqueue.start_timeout: must be a number of seconds > 0, not 0"),
-    ({"cores": 4, "memory": "8GiB", "job_script_prologue": "module load cuda"},
-     "x.yaml: cluster.jobqueue.job_script_prologue: must be a list of one-line strings, not 'module load cuda'"),
-    ({"cores": 4, "memory": "8GiB", "job_script_prologue": ["module load cuda\nsource env"]},
-     "x.yaml: cluster.jobqueue.job_script_prologue: must be a list of one-line strings, not a list"),
-    ({"cores": 4, "memory": "8GiB", "job_extra_directives": ["#SBATCH --exclusive"]},
-     "x.yaml: cluster.jobqueue.job_extra_directives: must be given without their #SBATCH / #PBS prefix, not "
-     "'#SBATCH --exclusive'"),
-    ({"cores": 4, "memory": "8GiB", "gpu_per_job": 4}, "x.yaml: cluster.jobqueue.gpu_per_job: unknown key (did you "
-                                                       "mean gpus_per_job?); allowed keys: queue, account, walltime"),
-    ("gpu", "x.yaml: cluster.jobqueue: must be a mapping of settings, not 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "jobqueue, line",
+    [
+        (None, "x.yaml: cluster.jobqueue: is required for kind slurm"),
+        ({"memory": "8GiB"}, "x.yaml: cluster.jobqueue.cores: is required"),
+        (
+            {"cores": 4, "memory": "lots"},
+            "x.yaml: cluster.jobqueue.memory: must be a number of bytes >= 1 or a size such as '64GiB', not 'lots'",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "walltime": 7200},
+            "x.yaml: cluster.jobqueue.walltime: must be hours:minutes:seconds such as '02:00:00' (quoted in YAML), "
+            "not 7200",
+        ),
+        ({"cores": 4, "memory": "8GiB", "walltime": "2h"}, "x.yaml: cluster.jobqueue.walltime: must be hours:minutes"),
+        (
+            {"cores": 4, "memory": "8GiB", "queue": "gpu long"},
+            "x.yaml: cluster.jobqueue.queue: must be a name without spaces, not 'gpu long'",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "gpus_per_job": 0},
+            "x.yaml: cluster.jobqueue.gpus_per_job: must be an integer >= 1, not 0",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "jobs": 1.5},
+            "x.yaml: cluster.jobqueue.jobs: must be an integer >= 1, not 1.5",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "gpus_per_job": 4, "processes": 2},
+            "x.yaml: cluster.jobqueue.processes: must equal gpus_per_job (4) or be left out: dask cuda worker runs one "
+            "worker per GPU, not 2",
+        ),
+        (
+            {"cores": 2, "memory": "8GiB", "processes": 4},
+            "x.yaml: cluster.jobqueue.cores: must be at least the worker processes of a job (4), not 2",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "start_timeout": 0},
+            "x.yaml: cluster.jobqueue.start_timeout: must be a number of seconds > 0, not 0",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "job_script_prologue": "module load cuda"},
+            "x.yaml: cluster.jobqueue.job_script_prologue: must be a list of one-line strings, not 'module load cuda'",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "job_script_prologue": ["module load cuda\nsource env"]},
+            "x.yaml: cluster.jobqueue.job_script_prologue: must be a list of one-line strings, not a list",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "job_extra_directives": ["#SBATCH --exclusive"]},
+            "x.yaml: cluster.jobqueue.job_extra_directives: must be given without their #SBATCH / #PBS prefix, not "
+            "'#SBATCH --exclusive'",
+        ),
+        (
+            {"cores": 4, "memory": "8GiB", "gpu_per_job": 4},
+            "x.yaml: cluster.jobqueue.gpu_per_job: unknown key (did you "
+            "mean gpus_per_job?); allowed keys: queue, account, walltime",
+        ),
+        ("gpu", "x.yaml: cluster.jobqueue: must be a mapping of settings, not 'gpu'"),
+    ],
+)
 def test_a_bad_jobqueue_section_names_its_key_and_rule(jobqueue, line):
     cluster = {"kind": "slurm"} | ({} if jobqueue is None else {"jobqueue": jobqueue})
     with pytest.raises(ConfigError) as caught:
@@ -230,10 +292,27 @@ def test_a_bad_jobqueue_section_names_its_key_and_rule(jobqueue, line):
 
 def test_jobqueue_defaults_and_its_place():
     queue = parse_config({"cluster": {"kind": "pbs", "jobqueue": {"cores": 8, "memory": 2**34}}}).cluster.jobqueue
-    assert queue == JobQueue(cores=8, memory=2**34, queue=None, account=None, walltime="01:00:00", processes=None,
-                             gpus_per_job=None, jobs=1, start_timeout=600.0, job_script_prologue=(),
-                             job_extra_directives=(), interface=None, local_directory=None)
-    with pytest.raises(ConfigError, match=r"^x.yaml: cluster.jobqueue: is for kinds slurm and pbs only, not kind "
-                                          r"address$"):
-        parse_config({"cluster": {"kind": "address", "address": "tcp://h:8786",
-                                  "jobqueue": {"cores": 8, "memory": "8GiB"}}}, "x.yaml")
+    assert queue == JobQueue(
+        cores=8,
+        memory=2**34,
+        queue=None,
+        account=None,
+        walltime="01:00:00",
+        processes=None,
+        gpus_per_job=None,
+        jobs=1,
+        start_timeout=600.0,
+        job_script_prologue=(),
+        job_extra_directives=(),
+        interface=None,
+        local_directory=None,
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"^x.yaml: cluster.jobqueue: is for kinds slurm and pbs only, not kind "
+        r"address$",
+    ):
+        parse_config(
+            {"cluster": {"kind": "address", "address": "tcp://h:8786", "jobqueue": {"cores": 8, "memory": "8GiB"}}},
+            "x.yaml",
+        )

@@ -1,5 +1,6 @@
 """The Kubernetes manifests of deploy/, checked against the Dask operator's own CRDs and run through its own
 pod builders."""
+
 from __future__ import annotations
 
 import copy
@@ -28,8 +29,11 @@ def crd_schema(kind: str) -> dict:
     (crd,) = documents(crds / CRD_FILES[kind])
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     schema = _strict(version["schema"]["openAPIV3Schema"])
-    schema["properties"] |= {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
-                             "metadata": {"type": "object"}}
+    schema["properties"] |= {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+    }
     return schema
 
 
@@ -38,10 +42,14 @@ def _strict(schema):
         return [_strict(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    strict = {k: (_strict(v) if k != "properties" else {name: _strict(s) for name, s in v.items()})
-              for k, v in schema.items()}
-    if "properties" in strict and "additionalProperties" not in strict \
-            and not strict.get("x-kubernetes-preserve-unknown-fields"):
+    strict = {
+        k: (_strict(v) if k != "properties" else {name: _strict(s) for name, s in v.items()}) for k, v in schema.items()
+    }
+    if (
+        "properties" in strict
+        and "additionalProperties" not in strict
+        and not strict.get("x-kubernetes-preserve-unknown-fields")
+    ):
         strict["additionalProperties"] = False
     return strict
 
@@ -58,13 +66,20 @@ def test_manifests_match_the_operators_crds(manifests):
         assert schema_errors(document) == [], kind
 
 
-@pytest.mark.parametrize("mistake, error", [
-    (lambda d: d["spec"]["worker"]["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": 1}),
-     "spec.worker.spec.containers.0.resources.limits.nvidia.com/gpu: 1 is not of type 'string'"),
-    (lambda d: d["spec"]["worker"]["spec"]["containers"][0].update(comand=["dask"]),
-     "Additional properties are not allowed ('comand' was unexpected)"),
-    (lambda d: d["spec"].pop("scheduler"), "'scheduler' is a required property"),
-])
+@pytest.mark.parametrize(
+    "mistake, error",
+    [
+        (
+            lambda d: d["spec"]["worker"]["spec"]["containers"][0]["resources"]["limits"].update({"nvidia.com/gpu": 1}),
+            "spec.worker.spec.containers.0.resources.limits.nvidia.com/gpu: 1 is not of type 'string'",
+        ),
+        (
+            lambda d: d["spec"]["worker"]["spec"]["containers"][0].update(comand=["dask"]),
+            "Additional properties are not allowed ('comand' was unexpected)",
+        ),
+        (lambda d: d["spec"].pop("scheduler"), "'scheduler' is a required property"),
+    ],
+)
 def test_the_crd_check_catches_mistakes(manifests, mistake, error):
     broken = copy.deepcopy(manifests["DaskCluster"])
     mistake(broken)
@@ -74,8 +89,11 @@ def test_the_crd_check_catches_mistakes(manifests, mistake, error):
 def kubernetes_expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes' expansion of ``$(VAR)`` in a container's command and args: ``$$`` is a ``$``, and a
     reference to no variable of the container stays as written."""
-    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), text)
+    return re.sub(
+        r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)),
+        text,
+    )
 
 
 def container_command(container: dict) -> list[str]:
@@ -113,14 +131,23 @@ def test_the_operator_starts_gpu_workers_on_the_scheduler(manifests):
     name = cluster["metadata"]["name"]
     assert group["spec"]["cluster"] == name
     assert cluster["spec"]["scheduler"]["service"]["selector"]["dask.org/cluster-name"] == name
-    worker_specs = [cluster["spec"]["worker"], group["spec"]["worker"],
-                    manifests["DaskJob"]["spec"]["cluster"]["spec"]["worker"]]
+    worker_specs = [
+        cluster["spec"]["worker"],
+        group["spec"]["worker"],
+        manifests["DaskJob"]["spec"]["cluster"]["spec"]["worker"],
+    ]
     for worker in worker_specs:
         deployment = build_worker_deployment_spec(f"{name}-default", "risk", name, "abc12", worker["spec"], {}, {})
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
         assert container_command(container)[:7] == [
-            "dask", "cuda", "worker", f"tcp://{name}-scheduler.risk.svc.cluster.local:8786",
-            "--name", f"{name}-default-worker-abc12", "--nthreads"]
+            "dask",
+            "cuda",
+            "worker",
+            f"tcp://{name}-scheduler.risk.svc.cluster.local:8786",
+            "--name",
+            f"{name}-default-worker-abc12",
+            "--nthreads",
+        ]
         resources = container["resources"]
         for side in ("requests", "limits"):
             assert resources[side]["nvidia.com/gpu"] == "1" and {"cpu", "memory"} <= set(resources[side])

@@ -1,5 +1,6 @@
 """TLS: the certificates of deploy/tls/make-certs.sh, a TLS-only local cluster that refuses clients without
 them, and a SLURM cluster whose workers speak TLS."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +20,6 @@ from distprice.cluster.jobqueue import job_script
 from distprice.cluster.pricer import Pricer
 
 from utils import CONFIGS, DEPLOY, SLURM_CPU, assert_same_prices
-
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -47,10 +47,13 @@ def test_make_certs_makes_a_ca_and_certificates_it_signed(tmp_path):
     assert not (certs / "ca-key.pem").exists() and not list(certs.glob("*.srl"))
     assert stat.S_IMODE((ca_dir / "ca-key.pem").stat().st_mode) == 0o600
     assert stat.S_IMODE(ca_dir.stat().st_mode) == 0o700
-    assert openssl("verify", "-CAfile", str(certs / "ca.pem"), *(str(certs / f"{n}.pem") for n in names)).count(
-        ": OK") == 3
-    scheduler = openssl("x509", "-in", str(certs / "scheduler.pem"), "-noout", "-subject", "-ext",
-                        "subjectAltName,extendedKeyUsage")
+    assert (
+        openssl("verify", "-CAfile", str(certs / "ca.pem"), *(str(certs / f"{n}.pem") for n in names)).count(": OK")
+        == 3
+    )
+    scheduler = openssl(
+        "x509", "-in", str(certs / "scheduler.pem"), "-noout", "-subject", "-ext", "subjectAltName,extendedKeyUsage"
+    )
     assert "CN = scheduler.example.org" in scheduler
     assert "DNS:scheduler.example.org, DNS:localhost, IP Address:127.0.0.1" in scheduler
     assert "TLS Web Server Authentication, TLS Web Client Authentication" in scheduler
@@ -58,17 +61,22 @@ def test_make_certs_makes_a_ca_and_certificates_it_signed(tmp_path):
     make_certs(certs, "10.0.0.5")  # again, for another scheduler host: the CA stays, so do the old certificates
     assert (certs / "ca.pem").read_bytes() == ca
     assert "IP Address:10.0.0.5, DNS:localhost, IP Address:127.0.0.1" in openssl(
-        "x509", "-in", str(certs / "scheduler.pem"), "-noout", "-ext", "subjectAltName")
+        "x509", "-in", str(certs / "scheduler.pem"), "-noout", "-ext", "subjectAltName"
+    )
     usage = subprocess.run(["bash", str(MAKE_CERTS), str(certs)], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
-    same = subprocess.run(["bash", str(MAKE_CERTS), str(certs), "h"], capture_output=True, text=True,
-                          env={"CA_DIR": str(certs), "PATH": "/usr/bin:/bin"})
+    same = subprocess.run(
+        ["bash", str(MAKE_CERTS), str(certs), "h"],
+        capture_output=True,
+        text=True,
+        env={"CA_DIR": str(certs), "PATH": "/usr/bin:/bin"},
+    )
     assert same.returncode == 2 and "CA_DIR must not be OUTPUT_DIR" in same.stderr
 
 
-def test_a_tls_cluster_prices_and_refuses_clients_without_a_certificate_of_its_ca(tmp_path, small_book,
-                                                                                   small_priced,
-                                                                                   caplog):
+def test_a_tls_cluster_prices_and_refuses_clients_without_a_certificate_of_its_ca(
+    tmp_path, small_book, small_priced, caplog
+):
     from distributed import Client
     from distributed.security import Security
 
@@ -92,8 +100,12 @@ def test_a_tls_cluster_prices_and_refuses_clients_without_a_certificate_of_its_c
                 tls.recv(1)
         # a certificate from another CA: refused too, though the client trusts the cluster's CA; and plain TCP
         other = make_certs(tmp_path / "other")
-        stranger = Security(tls_ca_file=str(tmp_path / "certs/ca.pem"), tls_client_cert=str(other / "client.pem"),
-                            tls_client_key=str(other / "client-key.pem"), require_encryption=True)
+        stranger = Security(
+            tls_ca_file=str(tmp_path / "certs/ca.pem"),
+            tls_client_cert=str(other / "client.pem"),
+            tls_client_key=str(other / "client-key.pem"),
+            require_encryption=True,
+        )
         with pytest.raises(OSError):
             Client(address, security=stranger, timeout=5)
         with pytest.raises(OSError):
@@ -101,15 +113,24 @@ def test_a_tls_cluster_prices_and_refuses_clients_without_a_certificate_of_its_c
     # the scheduler's own account of the three refusals
     refusals = [r.getMessage() for r in caplog.records if f"Listener on '{address}'" in r.getMessage()]
     assert [re.search(r"\[SSL: (\w+)\]", m).group(1) for m in refusals] == [
-        "PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED", "WRONG_VERSION_NUMBER"]
+        "PEER_DID_NOT_RETURN_A_CERTIFICATE",
+        "CERTIFICATE_VERIFY_FAILED",
+        "WRONG_VERSION_NUMBER",
+    ]
 
 
 def test_a_slurm_cluster_with_security_runs_tls_workers(tmp_path):
     certs = make_certs(tmp_path / "certs")
-    security = {"ca_file": str(certs / "ca.pem"), "cert_file": str(certs / "client.pem"),
-                "key_file": str(certs / "client-key.pem")}
+    security = {
+        "ca_file": str(certs / "ca.pem"),
+        "cert_file": str(certs / "client.pem"),
+        "key_file": str(certs / "client-key.pem"),
+    }
     cluster = parse_config({"cluster": SLURM_CPU | {"security": security}}).cluster
     words = job_script(cluster).splitlines()[-1].split()
     assert words[3].startswith("tls://127.0.0.1:")  # the scheduler this process started listens on TLS only
-    assert [words[words.index(f"--tls-{name}") + 1] for name in ("ca-file", "cert", "key")] == \
-        [security["ca_file"], security["cert_file"], security["key_file"]]
+    assert [words[words.index(f"--tls-{name}") + 1] for name in ("ca-file", "cert", "key")] == [
+        security["ca_file"],
+        security["cert_file"],
+        security["key_file"],
+    ]

@@ -1,4 +1,5 @@
 """The ``desk`` book: a dated book as a desk holds it, with its curves and exercise schedule."""
+
 from __future__ import annotations
 
 import numpy as np

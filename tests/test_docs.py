@@ -18,6 +18,7 @@ A page's code blocks run in page order, in a temporary folder of their own that 
 The README's first block (its front door: the 100 000-instrument R1 portfolio on a local cluster) takes half a
 minute to a minute on two cores and runs in a test of its own, marked slow.
 """
+
 from __future__ import annotations
 
 import doctest
@@ -150,11 +151,15 @@ def check_activate(words: list[str]) -> None:
 
 
 SETUP = {
-    ("python", "-m", "venv"): lambda words: None, ("python3", "-m", "venv"): lambda words: None,
-    (".",): check_activate, ("source",): check_activate,
-    ("pip", "install"): check_pip, ("python", "-m", "pip"): lambda words: check_pip(words[2:]),
+    ("python", "-m", "venv"): lambda words: None,
+    ("python3", "-m", "venv"): lambda words: None,
+    (".",): check_activate,
+    ("source",): check_activate,
+    ("pip", "install"): check_pip,
+    ("python", "-m", "pip"): lambda words: check_pip(words[2:]),
     ("python3", "-m", "pip"): lambda words: check_pip(words[2:]),
-    ("python", "-m", "pytest"): check_tests, ("python3", "-m", "pytest"): check_tests,
+    ("python", "-m", "pytest"): check_tests,
+    ("python3", "-m", "pytest"): check_tests,
 }
 """Commands a test cannot run (they install, or would run the test suite from inside it), by their first words,
 and the check each gets instead."""
@@ -163,7 +168,7 @@ and the check each gets instead."""
 def setup_check(command: str):
     """The check of a setup command (a callable taking its words), or None for a command that runs."""
     words = shlex.split(command)
-    return next((check for prefix, check in SETUP.items() if tuple(words[:len(prefix)]) == prefix), None)
+    return next((check for prefix, check in SETUP.items() if tuple(words[: len(prefix)]) == prefix), None)
 
 
 def shell_commands(text: str) -> list[str]:
@@ -204,15 +209,22 @@ def run_shell(text: str, folder: Path, label: str) -> str:
                 error = "".join(traceback.format_exception(done.exception)) if done.exc_info else ""
                 pytest.fail(f"{label}: {command} exited {done.exit_code}:\n{output}{error}")
         return output
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(shell_commands(text))], cwd=folder,
-                          env=shell_env(folder), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=BLOCK_SECONDS)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(shell_commands(text))],
+        cwd=folder,
+        env=shell_env(folder),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=BLOCK_SECONDS,
+    )
     output = done.stdout
     assert done.returncode == 0, f"{label} exited {done.returncode}:\n{text}\n{output}"
     return output
 
 
 # ---- running a page ----
+
 
 def expect_output(expected: str, output: str, where: str) -> None:
     """Each line of ``expected`` matches a line of ``output``, in order; ``...`` stands for any text."""
@@ -229,8 +241,12 @@ def shell_env(folder: Path) -> dict[str, str]:
     """The environment of the shell blocks: ``distprice`` on PATH, tuning files kept in ``folder``."""
     scripts = sysconfig.get_path("scripts")
     path = os.pathsep.join([scripts, os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    return {**os.environ, "PATH": path, "DISTPRICE_CONFIG_DIR": str(folder / ".distprice"),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "PATH": path,
+        "DISTPRICE_CONFIG_DIR": str(folder / ".distprice"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def check_config(path: Path, where: str) -> None:
@@ -240,8 +256,9 @@ def check_config(path: Path, where: str) -> None:
     from distprice.errors import ConfigError
 
     sections = yaml.safe_load(path.read_text())
-    assert isinstance(sections, dict) and {"cluster", "job"} & set(sections), \
+    assert isinstance(sections, dict) and {"cluster", "job"} & set(sections), (
         f"{where}: a YAML block that is no distprice config (no cluster or job section)"
+    )
     if path.name.startswith("broken"):
         with pytest.raises(ConfigError):
             load_config(path)
@@ -263,7 +280,7 @@ def run_blocks(blocks: list[Block], folder: Path, where: str) -> None:
             continue
         last_output = None
         if FILE_NAME.fullmatch(block.name):
-            target = block.source or folder / block.name   # an included repository file is read where it is
+            target = block.source or folder / block.name  # an included repository file is read where it is
             if block.source is None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(block.text)
@@ -278,15 +295,17 @@ def run_blocks(blocks: list[Block], folder: Path, where: str) -> None:
             runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
             report = []
             runner.run(test, out=report.append, clear_globs=False)
-            namespace.update(test.globs)    # a doctest works on a copy of the page's namespace
+            namespace.update(test.globs)  # a doctest works on a copy of the page's namespace
             assert not runner.failures, f"{label}:\n{''.join(report)}"
         elif block.language in YAML:
             path = folder / "block.yaml"
             path.write_text(block.text)
             check_config(path, label)
         else:
-            pytest.fail(f"{label}: a code block the example test cannot run (name it after a file, 'output', "
-                        f"or use bash, python, pycon or yaml)")
+            pytest.fail(
+                f"{label}: a code block the example test cannot run (name it after a file, 'output', "
+                f"or use bash, python, pycon or yaml)"
+            )
 
 
 def page_id(path: Path) -> str:
@@ -314,8 +333,7 @@ def test_readme_front_door(tmp_path):
     front = blocks_of(README)[0]
     assert front.language == "bash"
     install = re.search(r"pip install [^&\n]+", (ROOT / ".ci" / "run").read_text()).group(0)
-    assert install.replace("--quiet --disable-pip-version-check ", "") in front.text, \
-        "the README installs as CI does"
+    assert install.replace("--quiet --disable-pip-version-check ", "") in front.text, "the README installs as CI does"
     run_blocks([front], tmp_path, "README.md front door")
     import pandas as pd
 
@@ -340,9 +358,26 @@ def test_readme_links_resolve():
 def test_site_builds_without_warnings(tmp_path):
     pytest.importorskip("sphinx")
     pytest.importorskip("sphinx_click")
-    done = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-                           "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(tmp_path / "doctrees"),
+            str(DOCS),
+            str(tmp_path / "html"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     cli = (tmp_path / "html" / "reference" / "cli.html").read_text()
     import click
@@ -355,5 +390,5 @@ def test_site_builds_without_warnings(tmp_path):
             if isinstance(command, click.Group):
                 yield from paths(command, f"{prefix}-{name}")
 
-    for anchor in paths(main, "distprice"):     # every command of the CLI has its section
+    for anchor in paths(main, "distprice"):  # every command of the CLI has its section
         assert f'id="{anchor}"' in cli, f"the CLI reference lacks {anchor.replace('-', ' ', 1)}"

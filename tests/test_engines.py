@@ -1,4 +1,5 @@
 """The fast CPU engine against the reference engine, on random portfolios and edge cases."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -39,14 +40,24 @@ def test_fp32_error_is_small_but_not_zero(mixed_portfolio):
     assert 0 < error.max() < 1e-4
 
 
-@pytest.mark.parametrize("case", [
-    dict(mean_reversion=5.0, steps_per_year=1, maturity=4.0, expiry=2.0),      # width 3
-    dict(maturity=1 / 12, expiry=1 / 12),                                        # height 1
-    dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),            # expiry at maturity
-    dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08, coupon_frequency=12, steps_per_year=4),
-    dict(maturity=30.0, expiry=29.0, exercise="bermudan", exercise_frequency=4, first_exercise=1.0,
-         mean_reversion=0.002, volatility=0.004),                                 # wide tree, never at edges
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(mean_reversion=5.0, steps_per_year=1, maturity=4.0, expiry=2.0),  # width 3
+        dict(maturity=1 / 12, expiry=1 / 12),  # height 1
+        dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),  # expiry at maturity
+        dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08, coupon_frequency=12, steps_per_year=4),
+        dict(
+            maturity=30.0,
+            expiry=29.0,
+            exercise="bermudan",
+            exercise_frequency=4,
+            first_exercise=1.0,
+            mean_reversion=0.002,
+            volatility=0.004,
+        ),  # wide tree, never at edges
+    ],
+)
 def test_edge_cases(case):
     row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **case}
     ref, fast = assert_engines_agree(pd.DataFrame([row]))
@@ -59,10 +70,17 @@ def test_width_three_tree():
 
 
 def test_multiple_curves_and_quantity():
-    curves = pd.DataFrame(dict(curve=["flat"] * 2 + ["steep"] * 3, t=[0.0, 30.0, 0.5, 5.0, 30.0],
-                               zero_rate=[0.03, 0.03, 0.01, 0.04, 0.06]))
-    book = pd.DataFrame([dict(HULL_PUT, id=i, curve=c, quantity=q) for i, (c, q) in
-                         enumerate([("flat", 2.0), ("steep", -1.0), ("hull", 3.0)])])
+    curves = pd.DataFrame(
+        dict(
+            curve=["flat"] * 2 + ["steep"] * 3, t=[0.0, 30.0, 0.5, 5.0, 30.0], zero_rate=[0.03, 0.03, 0.01, 0.04, 0.06]
+        )
+    )
+    book = pd.DataFrame(
+        [
+            dict(HULL_PUT, id=i, curve=c, quantity=q)
+            for i, (c, q) in enumerate([("flat", 2.0), ("steep", -1.0), ("hull", 3.0)])
+        ]
+    )
     ref, fast = assert_engines_agree(book, curves)
     np.testing.assert_allclose(fast["value"], fast["price"] * book["quantity"], rtol=1e-15)
     assert fast["price"].nunique() == 3
@@ -88,22 +106,24 @@ def test_balance_spreads_cost_evenly(rows):
     cost = np.random.default_rng(3).uniform(1, 100, rows)
     order, offsets = balance(cost, 4)
     assert sorted(order.tolist()) == list(range(rows))
-    loads = np.array([cost[order[offsets[t]:offsets[t + 1]]].sum() for t in range(4)])
+    loads = np.array([cost[order[offsets[t] : offsets[t + 1]]].sum() for t in range(4)])
     run = cost.max() if rows <= 4 * BLOCKS_PER_THREAD else cost.sum() / (4 * BLOCKS_PER_THREAD) + 2 * cost.max()
     assert loads.max() - loads.min() <= run
     for t in range(4):  # each thread reads its rows in increasing position
-        assert (np.diff(order[offsets[t]:offsets[t + 1]]) > 0).all()
+        assert (np.diff(order[offsets[t] : offsets[t + 1]]) > 0).all()
 
 
 def test_fp32_overflow_is_a_clear_error_not_an_inf():
     # 97 years at a = 0.009: the tree's bottom edge sits at a rate near -230% a year, whose bond values pass
     # the float32 range on the way back to a one-year expiry (harmless in fp64, where those nodes carry no
     # weight). Expiring at 40 years the option never sees them: the CPU engine stops at the exercise.
-    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=1.0, mean_reversion=0.009, volatility=0.0194,
-               steps_per_year=12)
+    row = dict(
+        HULL_PUT, id="long", maturity=97.0, expiry=1.0, mean_reversion=0.009, volatility=0.0194, steps_per_year=12
+    )
     late = distprice.price(pd.DataFrame([dict(row, expiry=40.0)]), engine="cpu", precision="fp32")["price"][0]
-    assert late == pytest.approx(distprice.price(pd.DataFrame([dict(row, expiry=40.0)]), engine="cpu")["price"][0],
-                                 rel=1e-6)
+    assert late == pytest.approx(
+        distprice.price(pd.DataFrame([dict(row, expiry=40.0)]), engine="cpu")["price"][0], rel=1e-6
+    )
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine="cpu")["price"]).all()
     with pytest.raises(distprice.InvalidInputError, match="row 1 .id 'long'.: could not be priced: .* fp32 range"):
         distprice.price(pd.DataFrame([row]), engine="cpu", precision="fp32")
@@ -151,12 +171,23 @@ def test_layout_threads_run_numba_on_the_callers_thread_count(mixed_portfolio, m
     assert seen == [1, 1, 1]
 
 
-@pytest.mark.parametrize("case", [
-    dict(expiry=0.01, maturity=0.02, steps_per_year=12),                       # both within half a step of today
-    dict(expiry=0.03, maturity=2.04, coupon=0.06, coupon_frequency=4),         # off-grid expiry, maturity, coupons
-    dict(expiry=1.5, maturity=3.0, coupon=0.05, coupon_frequency=2, exercise="bermudan", exercise_frequency=2,
-         first_exercise=0.5, steps_per_year=3),                                 # coupon and exercise in one step
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(expiry=0.01, maturity=0.02, steps_per_year=12),  # both within half a step of today
+        dict(expiry=0.03, maturity=2.04, coupon=0.06, coupon_frequency=4),  # off-grid expiry, maturity, coupons
+        dict(
+            expiry=1.5,
+            maturity=3.0,
+            coupon=0.05,
+            coupon_frequency=2,
+            exercise="bermudan",
+            exercise_frequency=2,
+            first_exercise=0.5,
+            steps_per_year=3,
+        ),  # coupon and exercise in one step
+    ],
+)
 def test_events_off_the_grid_and_near_today(case):
     """Events within half a step of today are live (step 1), amounts off the grid are forward-adjusted:
     the CPU engine agrees with the reference, and the straight bond is repriced exactly by the tree."""
@@ -164,8 +195,12 @@ def test_events_off_the_grid_and_near_today(case):
     ref, fast = assert_engines_agree(pd.DataFrame([row]))
     assert ref.loc[0, "height"] >= 1 and np.isfinite(fast["price"]).all()
     curve, face, f = builtin_curves()["hull"], row["face"], row.get("coupon_frequency", 1)
-    coupons = [row["maturity"] - k / f for k in range(100) if row["maturity"] - k / f > 1e-9] if row.get("coupon") else []
-    straight = face * curve.discount(row["maturity"]) + sum(face * row["coupon"] / f * curve.discount(t) for t in coupons)
+    coupons = (
+        [row["maturity"] - k / f for k in range(100) if row["maturity"] - k / f > 1e-9] if row.get("coupon") else []
+    )
+    straight = face * curve.discount(row["maturity"]) + sum(
+        face * row["coupon"] / f * curve.discount(t) for t in coupons
+    )
     assert fast.loc[0, "bond_price"] == pytest.approx(straight, rel=1e-13)
 
 
@@ -177,8 +212,12 @@ def test_trees_shorter_than_their_jmax():
 
     book = datasets.generate("R1", 400, seed=5)
     rng = np.random.default_rng(5)
-    book = book.assign(maturity=rng.integers(1, 5, len(book)) / 4.0, steps_per_year=4, first_exercise=0.0,
-                       expiry=lambda b: np.minimum(b["maturity"], rng.integers(1, 5, len(b)) / 4.0))
+    book = book.assign(
+        maturity=rng.integers(1, 5, len(book)) / 4.0,
+        steps_per_year=4,
+        first_exercise=0.0,
+        expiry=lambda b: np.minimum(b["maturity"], rng.integers(1, 5, len(b)) / 4.0),
+    )
     ref, fast = assert_engines_agree(book)
     assert (ref["height"] < (ref["width"] - 1) // 2).mean() > 0.9
 
@@ -204,9 +243,12 @@ def test_host_pieces_cover_the_rows_in_order_and_cap_their_size(monkeypatch):
     # and a job priced in such pieces is the job priced whole
     book, dated = generate("S1", 3_000, seed=4), desk(400, seed=3)
     whole = distprice.price(book, engine="cpu")
-    dated_whole = distprice.price(dated.portfolio, dated.curves, engine="cpu",
-                                  exercise_schedule=dated.exercise_schedule)
+    dated_whole = distprice.price(
+        dated.portfolio, dated.curves, engine="cpu", exercise_schedule=dated.exercise_schedule
+    )
     monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", 150)
     pd.testing.assert_frame_equal(distprice.price(book, engine="cpu"), whole)
-    pd.testing.assert_frame_equal(distprice.price(dated.portfolio, dated.curves, engine="cpu",
-                                                  exercise_schedule=dated.exercise_schedule), dated_whole)
+    pd.testing.assert_frame_equal(
+        distprice.price(dated.portfolio, dated.curves, engine="cpu", exercise_schedule=dated.exercise_schedule),
+        dated_whole,
+    )

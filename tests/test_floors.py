@@ -1,5 +1,6 @@
 """The house's one-way floors: every module imports only from its own floor or below, never in a circle, and
 only ``distprice.cluster`` imports dask or distributed. Imports inside functions count too."""
+
 from __future__ import annotations
 
 import ast
@@ -11,15 +12,30 @@ PACKAGE = Path(__file__).resolve().parents[1] / "distprice"
 
 FLOORS = {
     "distprice.errors": 0,
-    "distprice.precision": 1, "distprice.tables": 1, "distprice.curves": 1, "distprice.scenarios": 1,
-    "distprice.dates": 1, "distprice.progress": 1, "distprice.stopwatch": 1, "distprice.cuda": 1,
-    "distprice.lattice": 2, "distprice.montecarlo": 2, "distprice.models": 2,
-    "distprice.inspector": 3, "distprice.tuning": 3, "distprice.planner": 3,
-    "distprice.execute": 4, "distprice.job": 4, "distprice.timing": 4, "distprice.families": 4,
+    "distprice.precision": 1,
+    "distprice.tables": 1,
+    "distprice.curves": 1,
+    "distprice.scenarios": 1,
+    "distprice.dates": 1,
+    "distprice.progress": 1,
+    "distprice.stopwatch": 1,
+    "distprice.cuda": 1,
+    "distprice.lattice": 2,
+    "distprice.montecarlo": 2,
+    "distprice.models": 2,
+    "distprice.inspector": 3,
+    "distprice.tuning": 3,
+    "distprice.planner": 3,
+    "distprice.execute": 4,
+    "distprice.job": 4,
+    "distprice.timing": 4,
+    "distprice.families": 4,
     "distprice.bench": 4,
     "distprice.cluster": 5,
     "distprice.report": 6,
-    "distprice.api": 7, "distprice.cli": 7, "distprice": 7,
+    "distprice.api": 7,
+    "distprice.cli": 7,
+    "distprice": 7,
 }
 """Floor of each module or package (a module takes the floor of its longest listed prefix)."""
 FAMILIES = ("distprice.lattice", "distprice.montecarlo", "distprice.models")
@@ -56,7 +72,7 @@ def imports(module: str, source: str | None = None) -> set[str]:
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             for alias in node.names:
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
@@ -76,8 +92,9 @@ def test_imports_go_down_or_stay_on_the_floor(module):
             assert module.startswith("distprice.cluster"), f"{module} imports {target}: only distprice.cluster may"
         if not target.startswith("distprice"):
             continue
-        assert floor(target) <= floor(module), f"{module} (floor {floor(module)}) imports {target} " \
-                                               f"(floor {floor(target)})"
+        assert floor(target) <= floor(module), (
+            f"{module} (floor {floor(module)}) imports {target} (floor {floor(target)})"
+        )
         if family(module) and family(target):
             assert family(module) == family(target), f"{module} imports another family's {target}"
 
@@ -90,7 +107,7 @@ def test_no_import_cycles():
         state[module] = 1
         for target in graph[module]:
             if state.get(target) == 1:
-                cycle = path[path.index(target):] + [target]
+                cycle = path[path.index(target) :] + [target]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if target not in state:
                 visit(target, path + [target])

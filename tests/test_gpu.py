@@ -1,4 +1,5 @@
 """The GPU kernels against the reference and CPU engines (``-m gpu``; skipped where no GPU is visible)."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -67,20 +68,38 @@ def test_datasets_sample_matches_reference(kernel):
     assert_kernel_matches(kernel, table)
 
 
-WIDE = dict(maturity=2.0, expiry=1.5, exercise="bermudan", exercise_frequency=4, first_exercise=0.5,
-            coupon=0.05, coupon_frequency=2, volatility=0.004)
+WIDE = dict(
+    maturity=2.0,
+    expiry=1.5,
+    exercise="bermudan",
+    exercise_frequency=4,
+    first_exercise=0.5,
+    coupon=0.05,
+    coupon_frequency=2,
+    volatility=0.004,
+)
 EDGE_CASES = {
     "width 3": dict(mean_reversion=5.0, steps_per_year=1, maturity=4.0, expiry=2.0),
     "height 1": dict(maturity=1 / 12, expiry=1 / 12),
     "expiry at maturity": dict(maturity=5.0, expiry=5.0, coupon=0.05, coupon_frequency=2),
-    "american with monthly coupons": dict(maturity=2.0, expiry=1.5, exercise="american", coupon=0.08,
-                                          coupon_frequency=12, steps_per_year=4),
+    "american with monthly coupons": dict(
+        maturity=2.0, expiry=1.5, exercise="american", coupon=0.08, coupon_frequency=12, steps_per_year=4
+    ),
     "just above 1024 (1027)": dict(WIDE, mean_reversion=0.00431),
     "just above 2048 (2057)": dict(WIDE, mean_reversion=0.00215),
     "widest flat (4017)": dict(WIDE, mean_reversion=0.0011),
     "wider than flat (4419)": dict(WIDE, mean_reversion=0.001),
-    "daily steps, 13435 wide": dict(maturity=0.5, expiry=0.25, exercise="american", coupon=0.04, coupon_frequency=4,
-                                    strike=101.0, steps_per_year=365, mean_reversion=0.01, volatility=0.01),
+    "daily steps, 13435 wide": dict(
+        maturity=0.5,
+        expiry=0.25,
+        exercise="american",
+        coupon=0.04,
+        coupon_frequency=4,
+        strike=101.0,
+        steps_per_year=365,
+        mean_reversion=0.01,
+        volatility=0.01,
+    ),
     "widest allowed (32763)": dict(maturity=2.0, expiry=1.0, strike=95.0, steps_per_year=52, mean_reversion=0.0005841),
     "tallest allowed (199980 steps)": dict(maturity=99.99, expiry=1.0, steps_per_year=2000, mean_reversion=20.0),
 }
@@ -99,9 +118,14 @@ def test_edge_cases_alone_and_in_a_crowd(kernel, case):
 
 
 def test_edge_case_widths_are_what_they_say():
-    for case, expected in (("just above 1024 (1027)", 1027), ("just above 2048 (2057)", 2057),
-                           ("widest flat (4017)", 4017), ("wider than flat (4419)", 4419),
-                           ("daily steps, 13435 wide", 13435), ("widest allowed (32763)", 32763)):
+    for case, expected in (
+        ("just above 1024 (1027)", 1027),
+        ("just above 2048 (2057)", 2057),
+        ("widest flat (4017)", 4017),
+        ("wider than flat (4419)", 4419),
+        ("daily steps, 13435 wide", 13435),
+        ("widest allowed (32763)", 32763),
+    ):
         row = {**HULL_PUT, "steps_per_year": 12, "id": 1, **EDGE_CASES[case]}
         assert prepare(pd.DataFrame([row]), load_curves(None)).geometry.width[0] == expected
     assert 4017 <= FLAT_MAX_WIDTH < 4419
@@ -168,8 +192,9 @@ def test_single_instrument_hull_example_on_gpu():
 
 @pytest.mark.parametrize("engine", ["gpu-outer", "gpu-flat"])
 def test_fp32_overflow_is_a_clear_error(engine):
-    row = dict(HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194,
-               steps_per_year=12)
+    row = dict(
+        HULL_PUT, id="long", maturity=97.0, expiry=40.0, mean_reversion=0.009, volatility=0.0194, steps_per_year=12
+    )
     assert np.isfinite(distprice.price(pd.DataFrame([row]), engine=engine)["price"]).all()
     with pytest.raises(distprice.InvalidInputError, match="could not be priced: .* fp32 range"):
         distprice.price(pd.DataFrame([row]), engine=engine, precision="fp32")

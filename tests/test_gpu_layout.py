@@ -1,18 +1,27 @@
 """Host side of the GPU engines (runs without a GPU): layouts, bin packing, packaging, engine resolution."""
+
 import importlib.resources
+import re
 import shutil
 import subprocess
-import re
 
 import numpy as np
 import pytest
 
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.errors import GpuUnavailableError
 from distprice.lattice.engines import ENGINES, resolve
-from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.gpu import C_TYPES, KERNEL_ARGS
-from distprice.lattice.layouts import (FLAT_NODES, WARP, choose_flat_shape, flat_layout, flat_shared_bytes,
-                                       flat_thread_steps, outer_layout, shape_sample)
+from distprice.lattice.layouts import (
+    FLAT_NODES,
+    WARP,
+    choose_flat_shape,
+    flat_layout,
+    flat_shared_bytes,
+    flat_thread_steps,
+    outer_layout,
+    shape_sample,
+)
 
 
 def shapes(seed=0, n=5000):
@@ -31,11 +40,11 @@ def test_flat_bins_hold_every_row_once_and_fit(nodes, threads):
     first = layout.bin_first
     assert first[0] == 0 and first[-1] == len(width) and np.all(np.diff(first) >= 1)
     for b in range(layout.bins):
-        members = layout.order[first[b]:first[b + 1]]
+        members = layout.order[first[b] : first[b + 1]]
         padded = -(-width[members] // nodes) * nodes
         assert padded.sum() <= capacity
-        np.testing.assert_array_equal(layout.node_offset[first[b]:first[b + 1]], np.cumsum(padded) - padded)
-        assert np.all(layout.node_offset[first[b]:first[b + 1]] % nodes == 0)
+        np.testing.assert_array_equal(layout.node_offset[first[b] : first[b + 1]], np.cumsum(padded) - padded)
+        assert np.all(layout.node_offset[first[b] : first[b + 1]] % nodes == 0)
         assert layout.bin_height[b] == height[members].max()
     counts = np.diff(first).astype(np.int64)
     np.testing.assert_array_equal(layout.alpha_base[1:], np.cumsum(layout.bin_height.astype(np.int64) * counts)[:-1])
@@ -54,8 +63,10 @@ def test_thread_steps_without_a_layout_equal_the_layouts(seed):
     width, height = shapes(seed, 3000)
     height[::7] = height[3]  # ties in height
     for nodes, threads in ((1, 512), (2, 256), (2, 416), (2, 1024), (4, 544)):
-        assert flat_thread_steps(width, height, threads, nodes) == flat_layout(width, height, threads,
-                                                                               nodes).thread_steps()
+        assert (
+            flat_thread_steps(width, height, threads, nodes)
+            == flat_layout(width, height, threads, nodes).thread_steps()
+        )
     assert flat_thread_steps(width[:0], height[:0], 256) == 0
 
 
@@ -109,7 +120,7 @@ def test_outer_layout_pads_per_group(lanes, sort):
     groups = -(-len(width) // lanes)
     assert len(layout.pitch) == groups
     for g in range(groups):
-        members = layout.order[g * lanes:(g + 1) * lanes]
+        members = layout.order[g * lanes : (g + 1) * lanes]
         assert layout.pitch[g] == width[members].max()
     assert layout.row_elements == int((2 * layout.pitch.astype(np.int64) * lanes).sum())
     # warp padding costs little over the exact footprint when sorted; global padding costs the most
@@ -141,11 +152,12 @@ def test_kernel_arguments_are_declared_once_for_the_launcher_and_the_kernels():
     """The launcher passes KERNEL_ARGS in order; the kernels' PORTFOLIO_PARAMS must list the same names and
     element types (``in_<name>``), and the Portfolio struct the same names in the same order."""
     source = (kernel_dir() / "common.cuh").read_text()
-    macro = source[source.index("#define PORTFOLIO_PARAMS"):source.index("#define PORTFOLIO_ARGS")]
-    declared = [(name, " ".join(ctype.split())) for ctype, name in
-                re.findall(r"const\s+([a-z ]+?)\s*\*\s*in_(\w+)", macro)]
+    macro = source[source.index("#define PORTFOLIO_PARAMS") : source.index("#define PORTFOLIO_ARGS")]
+    declared = [
+        (name, " ".join(ctype.split())) for ctype, name in re.findall(r"const\s+([a-z ]+?)\s*\*\s*in_(\w+)", macro)
+    ]
     assert declared == list(KERNEL_ARGS)
-    struct = source[source.index("struct Portfolio {"):source.index("};", source.index("struct Portfolio {"))]
+    struct = source[source.index("struct Portfolio {") : source.index("};", source.index("struct Portfolio {"))]
     assert re.findall(r"\*\s*(\w+);", struct) == [name for name, _ in KERNEL_ARGS]
     assert all(ctype in C_TYPES for _, ctype in KERNEL_ARGS)
 
@@ -156,7 +168,20 @@ def test_kernels_compile_in_both_precisions(tmp_path, source):
     """Without a GPU, nvcc still compiles the kernels to PTX: a syntax or type error is caught here, not on a
     GPU machine."""
     for real in ("double", "float"):
-        result = subprocess.run(["nvcc", "-std=c++17", "-arch=compute_90", "--ptx", f"-DREAL={real}", "-DFLAT_NODES=2",
-                                 f"-I{kernel_dir()}", str(kernel_dir() / source), "-o", str(tmp_path / "k.ptx")],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [
+                "nvcc",
+                "-std=c++17",
+                "-arch=compute_90",
+                "--ptx",
+                f"-DREAL={real}",
+                "-DFLAT_NODES=2",
+                f"-I{kernel_dir()}",
+                str(kernel_dir() / source),
+                "-o",
+                str(tmp_path / "k.ptx"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr

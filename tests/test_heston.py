@@ -1,5 +1,6 @@
 """Heston pricing: the benchmark's GL-20 figures, the accurate mode against QuantLib, the engines against each
 other, quote tables and their rules."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,9 +35,9 @@ def random_population(seed: int, size: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     population = rng.uniform([1e-6, 1e-6, -1.0, 1e-4, 1e-4], [1.0, 1.0, 0.0, 4.0, 2.0], (size, 5))
     population[0] = X_OPT
-    population[1] = (0.03, 0.08, -1.05, 0.8, 0.6)     # rho < -1
-    population[2] = (0.03, 0.08, 0.3, 4.5, -0.6)      # rho > 0, kappa > 4, eta < 0
-    population[3] = (0.04, 0.04, -0.5, 1.0, 0.0)      # eta = 0: the pricer breaks down
+    population[1] = (0.03, 0.08, -1.05, 0.8, 0.6)  # rho < -1
+    population[2] = (0.03, 0.08, 0.3, 4.5, -0.6)  # rho > 0, kappa > 4, eta < 0
+    population[3] = (0.04, 0.04, -0.5, 1.0, 0.0)  # eta = 0: the pricer breaks down
     return population
 
 
@@ -51,8 +52,7 @@ def test_benchmark_file_holds_the_published_quotes(surface):
     assert quotes["implied_vol"].min() == pytest.approx(0.120, abs=5e-4)
     assert quotes["implied_vol"].max() == pytest.approx(2.33, abs=5e-3)
     assert np.sum(surface.vega == 0.1) == 450
-    assert surface.market[[0, 500, 1061]] == pytest.approx([0.850194115534, 0.105395681529, 0.128959143002],
-                                                           rel=1e-10)
+    assert surface.market[[0, 500, 1061]] == pytest.approx([0.850194115534, 0.105395681529, 0.128959143002], rel=1e-10)
 
 
 @pytest.mark.parametrize("engine", [ReferenceEngine, CpuEngine])
@@ -81,14 +81,23 @@ def quantlib_calls(params, today, maturities, strikes, spot=1.0, rate=0.0, divid
     day = ql.Date(today.day, today.month, today.year)
     ql.Settings.instance().evaluationDate = day
     counter = ql.Actual365Fixed()
-    process = ql.HestonProcess(ql.YieldTermStructureHandle(ql.FlatForward(day, rate, counter)),
-                               ql.YieldTermStructureHandle(ql.FlatForward(day, dividend, counter)),
-                               ql.QuoteHandle(ql.SimpleQuote(spot)), v0, kappa, theta, eta, rho)
+    process = ql.HestonProcess(
+        ql.YieldTermStructureHandle(ql.FlatForward(day, rate, counter)),
+        ql.YieldTermStructureHandle(ql.FlatForward(day, dividend, counter)),
+        ql.QuoteHandle(ql.SimpleQuote(spot)),
+        v0,
+        kappa,
+        theta,
+        eta,
+        rho,
+    )
     engine = ql.AnalyticHestonEngine(ql.HestonModel(process), 1e-13, 1_000_000)
     out = []
     for maturity, strike in zip(maturities, strikes):
-        option = ql.EuropeanOption(ql.PlainVanillaPayoff(ql.Option.Call, float(strike)),
-                                   ql.EuropeanExercise(ql.Date(maturity.day, maturity.month, maturity.year)))
+        option = ql.EuropeanOption(
+            ql.PlainVanillaPayoff(ql.Option.Call, float(strike)),
+            ql.EuropeanExercise(ql.Date(maturity.day, maturity.month, maturity.year)),
+        )
         option.setPricingEngine(engine)
         out.append(option.NPV())
     return np.array(out)
@@ -120,12 +129,12 @@ def test_model_prices_carry_spot_rates_and_dividends():
 @pytest.mark.parametrize("quadrature", ["gl20", "accurate"])
 def test_cpu_engine_matches_reference_on_random_populations(surface, quadrature):
     population = random_population(7, 40)
-    if quadrature == "accurate":   # the reference's adaptive panels are slow: fewer quotes and members
+    if quadrature == "accurate":  # the reference's adaptive panels are slow: fewer quotes and members
         surface = heston_surfaces(read_benchmark(DATA / "1062_quotes.in")[0].iloc[::7])[0]
         population = np.vstack([population[:4], X_ACCURATE, (0.1, 0.2, -0.3, 2.0, 1.0)])
     cpu, reference = CpuEngine(surface, quadrature), ReferenceEngine(surface, quadrature)
     f_cpu, f_reference = cpu.objective(population), reference.objective(population)
-    broken = [1, 3] if quadrature == "accurate" else [3]   # rho < -1 (accurate refuses it), eta = 0
+    broken = [1, 3] if quadrature == "accurate" else [3]  # rho < -1 (accurate refuses it), eta = 0
     finite = np.isfinite(f_reference)
     np.testing.assert_array_equal(np.flatnonzero(~finite), broken)
     np.testing.assert_array_equal(np.isinf(f_cpu), ~finite)
@@ -154,12 +163,19 @@ def test_quotes_read_alike_from_benchmark_csv_and_parquet(tmp_path, surface):
 
 
 def test_surfaces_are_split_and_normalised_by_their_forward():
-    quotes = pd.DataFrame({
-        "surface": ["a", "b", "a", "b"], "valuation_date": ["2026-01-02"] * 4,
-        "maturity": ["2027-01-02", "2026-07-03", "2028-01-02", "2027-01-02"],
-        "strike": [100.0, 1.1, 90.0, 0.9], "implied_vol": [0.2, 0.3, 0.25, 0.35],
-        "spot": [100.0, 1.0, 100.0, 1.0], "rate": [0.05, 0.0, 0.05, 0.0], "dividend": [0.02, 0.0, 0.02, 0.0],
-        "weight": [1.0, 2.0, np.nan, 0.5]})
+    quotes = pd.DataFrame(
+        {
+            "surface": ["a", "b", "a", "b"],
+            "valuation_date": ["2026-01-02"] * 4,
+            "maturity": ["2027-01-02", "2026-07-03", "2028-01-02", "2027-01-02"],
+            "strike": [100.0, 1.1, 90.0, 0.9],
+            "implied_vol": [0.2, 0.3, 0.25, 0.35],
+            "spot": [100.0, 1.0, 100.0, 1.0],
+            "rate": [0.05, 0.0, 0.05, 0.0],
+            "dividend": [0.02, 0.0, 0.02, 0.0],
+            "weight": [1.0, 2.0, np.nan, 0.5],
+        }
+    )
     a, b = heston_surfaces(quotes)
     assert (a.name, b.name) == ("a", "b")
     np.testing.assert_array_equal(a.rows, [0, 2])
@@ -173,26 +189,35 @@ def test_surfaces_are_split_and_normalised_by_their_forward():
 
 
 def test_bad_quotes_are_all_named():
-    quotes = pd.DataFrame({
-        "surface": ["s", "s", "s", "s", "s", "t"],
-        "valuation_date": ["2026-01-02", "2026-01-02", "2026-01-02", "2026-01-02", "2026-01-03", "2026-01-02"],
-        "maturity": ["2026-01-02", "2025-06-01", "2027-01-02", "not a date", "2027-01-02", "2027-01-02"],
-        "strike": [1.0, -1.0, 0.0, 1.0, 1.0, 1.0],
-        "implied_vol": [0.2, 0.0, -0.1, "x", 0.2, np.inf],
-        "weight": [1.0, 1.0, -2.0, 1.0, 1.0, 0.0],
-        "spot": [1.0, 1.0, 1.0, 1.0, 1.0, 0.0]})
+    quotes = pd.DataFrame(
+        {
+            "surface": ["s", "s", "s", "s", "s", "t"],
+            "valuation_date": ["2026-01-02", "2026-01-02", "2026-01-02", "2026-01-02", "2026-01-03", "2026-01-02"],
+            "maturity": ["2026-01-02", "2025-06-01", "2027-01-02", "not a date", "2027-01-02", "2027-01-02"],
+            "strike": [1.0, -1.0, 0.0, 1.0, 1.0, 1.0],
+            "implied_vol": [0.2, 0.0, -0.1, "x", 0.2, np.inf],
+            "weight": [1.0, 1.0, -2.0, 1.0, 1.0, 0.0],
+            "spot": [1.0, 1.0, 1.0, 1.0, 1.0, 0.0],
+        }
+    )
     with pytest.raises(InvalidInputError) as caught:
         heston_surfaces(quotes)
     found = {(p.position, p.column, p.rule) for p in caught.value.problems}
     assert found == {
         (0, "maturity", "must be after the valuation date"),
         (1, "maturity", "must be after the valuation date"),
-        (1, "strike", "must be > 0"), (1, "implied_vol", "must be > 0"),
-        (2, "strike", "must be > 0"), (2, "implied_vol", "must be > 0"), (2, "weight", "must be >= 0"),
-        (3, "maturity", "must be a date (YYYY-MM-DD)"), (3, "implied_vol", "must be a number"),
+        (1, "strike", "must be > 0"),
+        (1, "implied_vol", "must be > 0"),
+        (2, "strike", "must be > 0"),
+        (2, "implied_vol", "must be > 0"),
+        (2, "weight", "must be >= 0"),
+        (3, "maturity", "must be a date (YYYY-MM-DD)"),
+        (3, "implied_vol", "must be a number"),
         (4, "valuation_date", "must be the same on every row of surface 's' (its first row has 2026-01-02)"),
-        (5, "implied_vol", "must be finite"), (5, "spot", "must be > 0"),
-        (5, "weight", "surface 't' needs a quote with weight > 0")}
+        (5, "implied_vol", "must be finite"),
+        (5, "spot", "must be > 0"),
+        (5, "weight", "surface 't' needs a quote with weight > 0"),
+    }
     assert "heston_quotes row 1 (surface 's'), column 'maturity': must be after the valuation date" in str(caught.value)
 
 
@@ -201,7 +226,8 @@ def test_missing_columns_are_named():
         heston_surfaces(pd.DataFrame({"strike": [1.0], "maturity": ["2027-01-01"]}))
     assert {(p.column, p.rule) for p in caught.value.problems} == {
         ("implied_vol", "heston_quotes must have this column"),
-        ("valuation_date", "heston_quotes must have this column")}
+        ("valuation_date", "heston_quotes must have this column"),
+    }
 
 
 def test_bad_benchmark_file_is_named(tmp_path):
@@ -213,14 +239,23 @@ def test_bad_benchmark_file_is_named(tmp_path):
     assert rules == ["needs a line '<value> -- np'", "needs a line '<value> -- today'"]
 
 
-@pytest.mark.parametrize("text, rule", [
-    (b"2000 -- max_global\n20 -- nb_points\n4O -- np\n20170126 -- today\n[20170217]\n[1.0]\n[0.2]\n",
-     "np must be a whole number >= 1, not '4O'"),
-    (b"2000 -- max_global\n20 -- nb_points\n40 -- np\n2017-01-26 -- today\n[20170217]\n[1.0]\n[0.2]\n",
-     "today must be a date yyyymmdd, not '2017-01-26'"),
-    (b"2000 -- max_global\n20 -- nb_points\n40 -- np\n20170126 -- today\n[2017\xff0217]\n[1.0]\n[0.2]\n",
-     "is not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        (
+            b"2000 -- max_global\n20 -- nb_points\n4O -- np\n20170126 -- today\n[20170217]\n[1.0]\n[0.2]\n",
+            "np must be a whole number >= 1, not '4O'",
+        ),
+        (
+            b"2000 -- max_global\n20 -- nb_points\n40 -- np\n2017-01-26 -- today\n[20170217]\n[1.0]\n[0.2]\n",
+            "today must be a date yyyymmdd, not '2017-01-26'",
+        ),
+        (
+            b"2000 -- max_global\n20 -- nb_points\n40 -- np\n20170126 -- today\n[2017\xff0217]\n[1.0]\n[0.2]\n",
+            "is not UTF-8 text",
+        ),
+    ],
+)
 def test_a_benchmark_file_with_a_bad_setting_or_bytes_is_named(tmp_path, text, rule):
     """Before, these stopped the job with a ValueError or UnicodeDecodeError and a traceback."""
     path = tmp_path / "bad.in"
@@ -238,10 +273,17 @@ def test_make_surface_groups_maturities():
 
 
 def test_dates_may_be_yyyymmdd_integers_or_timestamps():
-    as_integers = pd.DataFrame({"valuation_date": [20260102, 20260102], "maturity": [20270102, 20280102],
-                                "strike": [1.0, 1.1], "implied_vol": [0.2, 0.25]})
-    as_timestamps = as_integers.assign(valuation_date=pd.Timestamp("2026-01-02"),
-                                       maturity=pd.to_datetime(["2027-01-02", "2028-01-02"]))
+    as_integers = pd.DataFrame(
+        {
+            "valuation_date": [20260102, 20260102],
+            "maturity": [20270102, 20280102],
+            "strike": [1.0, 1.1],
+            "implied_vol": [0.2, 0.25],
+        }
+    )
+    as_timestamps = as_integers.assign(
+        valuation_date=pd.Timestamp("2026-01-02"), maturity=pd.to_datetime(["2027-01-02", "2028-01-02"])
+    )
     for quotes in (as_integers, as_timestamps):
         s = heston_surfaces(quotes)[0]
         assert s.name == "default"

@@ -1,18 +1,18 @@
 """Differential evolution and Heston fits: the search's rules, determinism, the 1062-quote acceptance, polish,
 and the tables of calibrate_heston."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from test_heston import DATA, X_OPT
 
 from distprice.errors import OptionError
 from distprice.models import calibrate_heston, fit_surface, heston_engine, heston_surfaces, read_benchmark
 from distprice.models.evolution import evolve
 from distprice.models.heston import LOWER, UPPER
 from distprice.models.heston_synthetic import TRUE_PARAMS, synthetic_quotes
-
-from test_heston import DATA, X_OPT
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def test_trials_leave_the_box_only_by_their_forced_coordinate():
 
     def recording(points):
         populations.append(points.copy())
-        return sphere(points) + np.where(points[:, 0] > 0.9, np.nan, 0.0)   # NaN reads as +inf
+        return sphere(points) + np.where(points[:, 0] > 0.9, np.nan, 0.0)  # NaN reads as +inf
 
     lower, upper = np.zeros(5), np.ones(5)
     found = evolve(recording, lower, upper, population=10, max_evals=100, seed=2)
@@ -69,7 +69,7 @@ def test_fits_of_the_1062_quotes_meet_the_acceptance(surface):
     rmse = np.array([f.rmse for f in fits])
     assert np.median(rmse) <= 0.757
     assert np.mean(rmse <= 0.765) >= 0.9
-    assert rmse.min() >= 0.751553 - 1e-6   # nothing below the global optimum
+    assert rmse.min() >= 0.751553 - 1e-6  # nothing below the global optimum
     assert all(f.n_evals == 2000 and f.status == "max_evals_reached" and f.rmse == f.rmse_de for f in fits)
 
 
@@ -93,20 +93,34 @@ def test_calibrate_heston_fits_every_surface_and_reports_every_quote(tmp_path):
     seen = []
     surfaces, priced = calibrate_heston(both, max_evals=400, engine="cpu", progress=seen.append)
     assert list(surfaces["surface"]) == ["default", "spot 100"]
-    assert list(surfaces.columns[:11]) == ["surface", "v0", "theta", "rho", "kappa", "eta", "rmse", "objective",
-                                           "n_evals", "seconds", "status"]
+    assert list(surfaces.columns[:11]) == [
+        "surface",
+        "v0",
+        "theta",
+        "rho",
+        "kappa",
+        "eta",
+        "rmse",
+        "objective",
+        "n_evals",
+        "seconds",
+        "status",
+    ]
     a, b = surfaces.iloc[0], surfaces.iloc[1]
-    np.testing.assert_allclose(a[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(float),
-                               b[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(float), rtol=1e-9)
+    np.testing.assert_allclose(
+        a[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(float),
+        b[["v0", "theta", "rho", "kappa", "eta"]].to_numpy(float),
+        rtol=1e-9,
+    )
     assert a["n_quotes"] == len(quotes) and a["n_evals"] == 400 and a["engine"] == "cpu"
     assert [(p.surface, p.generation, p.n_evals) for p in seen[:2]] == [("default", 0, 40), ("default", 1, 80)]
     assert len(seen) == 20 and seen[-1].rmse == pytest.approx(b["rmse"])
-    assert len(priced) == len(both) and list(priced.columns[:len(both.columns)]) == list(both.columns)
-    first, second = priced.iloc[: len(quotes)], priced.iloc[len(quotes):]
+    assert len(priced) == len(both) and list(priced.columns[: len(both.columns)]) == list(both.columns)
+    first, second = priced.iloc[: len(quotes)], priced.iloc[len(quotes) :]
     np.testing.assert_allclose(second["model_price"], 100.0 * first["model_price"].to_numpy(), rtol=1e-8)
     error = first["model_vol_error"].to_numpy()
-    assert 100.0 * np.sqrt(np.mean(error ** 2)) == pytest.approx(a["rmse"], rel=1e-12)
-    assert a["objective"] == pytest.approx(np.sum(error ** 2), rel=1e-12)
+    assert 100.0 * np.sqrt(np.mean(error**2)) == pytest.approx(a["rmse"], rel=1e-12)
+    assert a["objective"] == pytest.approx(np.sum(error**2), rel=1e-12)
 
     path = tmp_path / "quotes.parquet"
     both.to_parquet(path)
@@ -139,4 +153,4 @@ def test_synthetic_quotes_are_determined_by_their_seed_and_fit_back():
     assert years.min() >= 30 / 365 and years.max() <= 30.0
     fit = fit_surface(heston_surfaces(quotes)[0], seed=0, polish=True, engine="cpu")
     np.testing.assert_allclose(fit.params, TRUE_PARAMS, rtol=0.1)
-    assert fit.rmse < 0.2   # the noise: 0.5 % of volatilities of ~0.25, 0.125 vol points
+    assert fit.rmse < 0.2  # the noise: 0.5 % of volatilities of ~0.25, 0.125 vol points

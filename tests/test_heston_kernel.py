@@ -1,22 +1,23 @@
 """The CUDA Heston kernels. On the host: kernels/heston.cu built with a C++ compiler over stand-ins of CUDA's
 built-ins (each block's threads are OS threads meeting at __syncthreads), driven by the GPU engine's own
 launcher, against the CPU engine. On a GPU (marked ``gpu``): the same comparisons through CuPy."""
+
 from __future__ import annotations
 
 import ctypes
 import re
 import shutil
 import subprocess
+
 import numpy as np
 import pytest
+from test_heston import DATA, X_OPT, random_population
 
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.models import fit_surface, heston_surfaces, read_benchmark
 from distprice.models.heston_cpu import CpuEngine
-from distprice.models.quadrature import rotations
-from distprice.cuda import gpu_available, kernel_dir
 from distprice.models.heston_gpu import DEFINES, KERNEL_ARGUMENTS, SOURCE, GpuEngine
-
-from test_heston import DATA, X_OPT, random_population
+from distprice.models.quadrature import rotations
 
 COMPILER = shutil.which("g++") or shutil.which("c++")
 
@@ -72,8 +73,10 @@ def emulation_source() -> str:
     for kernel, arguments in KERNEL_ARGUMENTS.items():
         parameters = ", ".join(f"{kind} {name}" for name, kind in arguments)
         names = ", ".join(name for name, _ in arguments)
-        wrappers.append(f'extern "C" void launch_{kernel}(unsigned gx, unsigned gy, unsigned bx, {parameters}) '
-                        f"{{ launch(gx, gy, bx, [=] {{ {kernel}({names}); }}); }}")
+        wrappers.append(
+            f'extern "C" void launch_{kernel}(unsigned gx, unsigned gy, unsigned bx, {parameters}) '
+            f"{{ launch(gx, gy, bx, [=] {{ {kernel}({names}); }}); }}"
+        )
     return EMULATION + "\n".join(wrappers) + "\n"
 
 
@@ -87,7 +90,7 @@ class HostDevice:
         return np.ascontiguousarray(array).copy()
 
     def empty(self, shape):
-        return np.full(shape, np.nan)   # anything a kernel fails to write stays NaN
+        return np.full(shape, np.nan)  # anything a kernel fails to write stays NaN
 
     def download(self, array):
         return array.copy()
@@ -97,10 +100,13 @@ class HostDevice:
 
     def launch(self, kernel, grid, block, values):
         grid = (*grid, 1)[:2]
-        args = [ctypes.c_int(values[name]) if kind == "int" else values[name].ctypes.data_as(ctypes.c_void_p)
-                for name, kind in KERNEL_ARGUMENTS[kernel]]
-        getattr(self.library, f"launch_{kernel}")(ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]),
-                                                  ctypes.c_uint(block), *args)
+        args = [
+            ctypes.c_int(values[name]) if kind == "int" else values[name].ctypes.data_as(ctypes.c_void_p)
+            for name, kind in KERNEL_ARGUMENTS[kernel]
+        ]
+        getattr(self.library, f"launch_{kernel}")(
+            ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(block), *args
+        )
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +121,27 @@ def host_device(tmp_path_factory):
     folder = tmp_path_factory.mktemp("heston_host")
     (folder / "emulation.cpp").write_text(emulation_source())
     library = folder / "heston_host.so"
-    subprocess.run([COMPILER, "-O2", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-shared", "-fPIC", "-pthread",
-                    *DEFINES, f"-I{kernel_dir()}", str(folder / "emulation.cpp"),
-                    "-o", str(library)], check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            COMPILER,
+            "-O2",
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-shared",
+            "-fPIC",
+            "-pthread",
+            *DEFINES,
+            f"-I{kernel_dir()}",
+            str(folder / "emulation.cpp"),
+            "-o",
+            str(library),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return HostDevice(ctypes.CDLL(str(library)))
 
 

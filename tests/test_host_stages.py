@@ -8,6 +8,7 @@ exercise schedules and model tables. The books are deterministic for a seed and 
 that pandas infers each column's type as it would for a user's table (the frozen results are the same on
 pandas 2.2 and 3.1 but for the type of text columns, ``object`` before pandas 3).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,13 +19,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import distprice
 from distprice.curves import load_curves
-from distprice.lattice.batch import pack
 from distprice.dates import parse_dates
+from distprice.lattice.batch import pack
 from distprice.lattice.dated import read_exercise_schedule
 from distprice.lattice.instruments import Limits, prepare
 from distprice.tables import LABEL_COLUMNS
@@ -40,12 +40,21 @@ LIMITS = Limits(max_width=401, max_height=3000, max_events=400)
 def curve_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The base curves (``flat`` and ``steep`` in years, ``usd`` and ``eur`` by date, ``hot`` with rates that a
     long row cannot bear) and a second curve set with every rate raised."""
-    years = pd.DataFrame({"curve": ["flat"] * 3 + ["steep"] * 3 + ["hot"] * 2, "t": [1, 5, 30, 0.5, 10, 40, 1, 50],
-                          "zero_rate": [0.03, 0.03, 0.03, 0.01, 0.05, 0.07, 50.0, 100.0]})
-    dated = pd.DataFrame({"curve": ["usd"] * 3 + ["eur"] * 3,
-                          "date": ["2026-03-16", "2030-12-15", "2060-01-15"] * 2,
-                          "zero_rate": [0.031, 0.036, 0.043, 0.02, 0.025, 0.03],
-                          "day_count": ["ACT/365F"] * 3 + ["ACT/360"] * 3})
+    years = pd.DataFrame(
+        {
+            "curve": ["flat"] * 3 + ["steep"] * 3 + ["hot"] * 2,
+            "t": [1, 5, 30, 0.5, 10, 40, 1, 50],
+            "zero_rate": [0.03, 0.03, 0.03, 0.01, 0.05, 0.07, 50.0, 100.0],
+        }
+    )
+    dated = pd.DataFrame(
+        {
+            "curve": ["usd"] * 3 + ["eur"] * 3,
+            "date": ["2026-03-16", "2030-12-15", "2060-01-15"] * 2,
+            "zero_rate": [0.031, 0.036, 0.043, 0.02, 0.025, 0.03],
+            "day_count": ["ACT/365F"] * 3 + ["ACT/360"] * 3,
+        }
+    )
     return years, dated
 
 
@@ -76,8 +85,12 @@ def time_rows(rng, n: int, spoil: float) -> dict[str, list]:
     expiry = [float(rng.integers(1, h + 1)) / s for h, s in zip(height, spy)]
     coupon = _pick(rng, [0.0, 0.0, 0.03, 0.065], n)
     columns = {
-        "instrument": _pick(rng, ["bond_option", "callable_bond", "puttable_bond", "bond", "Bond_Option ",
-                                  " CALLABLE_BOND"], n, [0.4, 0.2, 0.15, 0.15, 0.05, 0.05]),
+        "instrument": _pick(
+            rng,
+            ["bond_option", "callable_bond", "puttable_bond", "bond", "Bond_Option ", " CALLABLE_BOND"],
+            n,
+            [0.4, 0.2, 0.15, 0.15, 0.05, 0.05],
+        ),
         "option_type": _pick(rng, ["call", "put", None, " Put"], n),
         "exercise": _pick(rng, ["european", "bermudan", "american", "BERMUDAN"], n),
         "strike": [round(float(x), 2) for x in rng.uniform(40, 110, n)],
@@ -122,7 +135,10 @@ def dated_rows(rng, n: int, spoil: float) -> dict[str, list]:
     frequency = _pick(rng, [1, 2, 4, 12], n)
     kind = _pick(rng, ["callable_bond", "puttable_bond", "bond", "bond_option"], n)
     exercise = [None if k == "bond" else str(rng.choice(["european", "bermudan", "american"])) for k in kind]
-    first = [str(as_of + np.timedelta64(int(rng.integers(-30, 400)), "D")) if e not in (None, "european") else None for e in exercise]
+    first = [
+        str(as_of + np.timedelta64(int(rng.integers(-30, 400)), "D")) if e not in (None, "european") else None
+        for e in exercise
+    ]
     expiry = [None if e is None else str(as_of + np.timedelta64(int(rng.integers(100, 1500)), "D")) for e in exercise]
     columns = {
         "instrument": kind,
@@ -167,8 +183,9 @@ def dated_rows(rng, n: int, spoil: float) -> dict[str, list]:
     return {c: _spoil(rng, v, bad.get(c, []), spoil) if c in bad else v for c, v in columns.items()}
 
 
-def noisy_book(seed: int, n: int = 160, dated_share: float = 0.3, spoil: float = 0.03, text: str = "str",
-               ids: str = "text"):
+def noisy_book(
+    seed: int, n: int = 160, dated_share: float = 0.3, spoil: float = 0.03, text: str = "str", ids: str = "text"
+):
     """A portfolio of ``n`` rows (``dated_share`` of them dated) with ``spoil`` of their cells bad, ids and some
     time columns on the wrong kind of row, and its exercise schedule table.
 
@@ -196,8 +213,9 @@ def noisy_book(seed: int, n: int = 160, dated_share: float = 0.3, spoil: float =
         rows["id"][i] = None if rng.random() < 0.5 else rows["id"][int(rng.integers(n))]
     frame = pd.DataFrame({"id": rows.pop("id"), **rows})
     if text == "object":
-        frame = frame.astype({c: object for c in frame.columns if frame[c].dtype != np.float64
-                              and frame[c].dtype != np.int64})
+        frame = frame.astype(
+            {c: object for c in frame.columns if frame[c].dtype != np.float64 and frame[c].dtype != np.int64}
+        )
     else:
         frame = frame.infer_objects()
     schedule = _schedule(rng, frame, dated)
@@ -212,20 +230,33 @@ def _schedule(rng, frame: pd.DataFrame, dated: np.ndarray) -> pd.DataFrame:
             continue
         start = np.datetime64(AS_OF) + np.timedelta64(int(rng.integers(-60, 300)), "D")
         for k in range(int(rng.integers(1, 5))):
-            rows.append(dict(id=str(frame["id"].iloc[i]), date=str(start + np.timedelta64(91 * k, "D")),
-                             price=round(float(rng.uniform(99, 103)), 3),
-                             price_type=str(rng.choice(["clean", "dirty"]))))
-    rows += [dict(id="nobody", date=AS_OF, price=100.0, price_type="clean"),
-             dict(id=None, date="2026-01-05", price=100.0, price_type="clean"),
-             dict(id=rows[0]["id"] if rows else None, date="2026-02-30", price=-1.0, price_type="net")]
+            rows.append(
+                dict(
+                    id=str(frame["id"].iloc[i]),
+                    date=str(start + np.timedelta64(91 * k, "D")),
+                    price=round(float(rng.uniform(99, 103)), 3),
+                    price_type=str(rng.choice(["clean", "dirty"])),
+                )
+            )
+    rows += [
+        dict(id="nobody", date=AS_OF, price=100.0, price_type="clean"),
+        dict(id=None, date="2026-01-05", price=100.0, price_type="clean"),
+        dict(id=rows[0]["id"] if rows else None, date="2026-02-30", price=-1.0, price_type="net"),
+    ]
     if rows[:1]:
         rows.append(dict(rows[0]))
     return pd.DataFrame(rows, columns=["id", "date", "price", "price_type"])
 
 
 def models_table() -> pd.DataFrame:
-    return pd.DataFrame({"model": ["m1", "m2", "m3"], "mean_reversion": [0.05, 0.2, np.nan],
-                         "volatility": [0.01, 0.02, 0.015], "curve": ["flat", None, "steep"]})
+    return pd.DataFrame(
+        {
+            "model": ["m1", "m2", "m3"],
+            "mean_reversion": [0.05, 0.2, np.nan],
+            "volatility": [0.01, 0.02, 0.015],
+            "curve": ["flat", None, "steep"],
+        }
+    )
 
 
 def with_models(rng, frame: pd.DataFrame) -> pd.DataFrame:
@@ -258,9 +289,9 @@ def r1_with_problems(seed: int) -> pd.DataFrame:
 
 def cases():
     """Name -> (portfolio, keywords of :func:`prepare` but the curves, schedule table or None, curve set)."""
+    from distprice.curves import builtin_curves
     from distprice.dates import day_numbers
     from distprice.lattice.desk import desk
-    from distprice.curves import builtin_curves
 
     base, sets = curve_sets()
     base = {**builtin_curves(), **base}
@@ -268,10 +299,17 @@ def cases():
     as_of = int(day_numbers([AS_OF])[0])
     book = desk(150, seed=3)
     common = dict(limits=LIMITS, as_of=as_of, curve_sets=sets)
-    noisy = {name: noisy_book(seed, **options) for name, seed, options in (
-        ("text", 1, {}), ("object", 2, dict(text="object", ids="int")),
-        ("time", 3, dict(ids="mixed", dated_share=0.0)), ("models", 4, {}), ("slice", 5, dict(spoil=0.05)),
-        ("clean", 6, dict(spoil=0.0, n=240)))}
+    noisy = {
+        name: noisy_book(seed, **options)
+        for name, seed, options in (
+            ("text", 1, {}),
+            ("object", 2, dict(text="object", ids="int")),
+            ("time", 3, dict(ids="mixed", dated_share=0.0)),
+            ("models", 4, {}),
+            ("slice", 5, dict(spoil=0.05)),
+            ("clean", 6, dict(spoil=0.0, n=240)),
+        )
+    }
     out = {}
     for name, (frame, schedule) in noisy.items():
         keywords = dict(common)
@@ -285,9 +323,12 @@ def cases():
             keywords.update(first_row=1000, unique_ids=False)
         out[name] = (frame, keywords, schedule, base)
     out["r1"] = (r1_with_problems(1), {}, None, builtin_curves())
-    out["defaults"] = (r1_with_problems(2).drop(columns=["curve", "face", "exercise", "instrument",
-                                                           "first_exercise"]), {}, None,
-                       {**builtin_curves(), "default": base["flat"]})
+    out["defaults"] = (
+        r1_with_problems(2).drop(columns=["curve", "face", "exercise", "instrument", "first_exercise"]),
+        {},
+        None,
+        {**builtin_curves(), "default": base["flat"]},
+    )
     out["booleans"] = (r1_with_problems(3).head(20).assign(quantity=True), {}, None, builtin_curves())
     out["desk"] = (book.portfolio, {}, book.exercise_schedule, load_curves(book.curves))
     out["empty"] = (noisy["text"][0].iloc[:0], dict(common), None, base)
@@ -295,6 +336,7 @@ def cases():
 
 
 # ---- the frozen behaviour ----
+
 
 def _plain(value):
     """A JSON value of a table cell (NaN and None: None)."""
@@ -316,23 +358,41 @@ def outcome(frame: pd.DataFrame, keywords: dict, table: pd.DataFrame | None, cur
     doc["problems"] = [[p.position, p.where, p.column, p.rule] for p in prepared.problems]
     arrays.update(valid=prepared.valid, is_dated=prepared.is_dated)
     doc["dtypes"] = {c: str(prepared.table[c].dtype) for c in prepared.table.columns}
-    doc["text"] = {c: [_plain(v) for v in prepared.table[c].to_numpy(dtype=object)]
-                   for c in prepared.table.columns if prepared.table[c].dtype.kind not in "fiub"}
-    arrays.update({f"table.{c}": prepared.table[c].to_numpy() for c in prepared.table.columns
-                   if prepared.table[c].dtype.kind in "fiub"})
-    arrays.update({f"geometry.{f}": getattr(prepared.geometry, f) for f in ("dt", "dr", "M", "jmax", "width", "height")})
+    doc["text"] = {
+        c: [_plain(v) for v in prepared.table[c].to_numpy(dtype=object)]
+        for c in prepared.table.columns
+        if prepared.table[c].dtype.kind not in "fiub"
+    }
+    arrays.update(
+        {
+            f"table.{c}": prepared.table[c].to_numpy()
+            for c in prepared.table.columns
+            if prepared.table[c].dtype.kind in "fiub"
+        }
+    )
+    arrays.update(
+        {f"geometry.{f}": getattr(prepared.geometry, f) for f in ("dt", "dr", "M", "jmax", "width", "height")}
+    )
     if prepared.dated is not None:
         dated = prepared.dated
-        arrays.update({f"dated.{f}": getattr(dated, f) for f in ("valuation", "settlement", "expiry", "first",
-                                                                 "redemption_day", "days_per_year", "accrued")})
+        arrays.update(
+            {
+                f"dated.{f}": getattr(dated, f)
+                for f in ("valuation", "settlement", "expiry", "first", "redemption_day", "days_per_year", "accrued")
+            }
+        )
         arrays.update({f"terms.{f}": getattr(dated.terms, f) for f in dated.terms.__dataclass_fields__})
         arrays.update({f"dated_schedule.{f}": getattr(dated.schedule, f) for f in ("offsets", "day", "price", "dirty")})
     instruments = prepared.instruments()
     if len(instruments):
         batch = pack(instruments, curves)
         arrays.update({f"events.{f}": getattr(batch.events, f) for f in ("offsets", "step", "time", "kind", "amount")})
-        arrays.update({f"batch.{f}": getattr(batch, f) for f in ("is_call", "curve_index", "option_from",
-                                                                 "curve_offsets", "curve_t", "curve_z")})
+        arrays.update(
+            {
+                f"batch.{f}": getattr(batch, f)
+                for f in ("is_call", "curve_index", "option_from", "curve_offsets", "curve_t", "curve_z")
+            }
+        )
         doc["curve_names"] = [list(k) for k in batch.curve_names]
     return doc, arrays
 
@@ -356,8 +416,9 @@ def all_cases():
     return cases()
 
 
-@pytest.mark.parametrize("name", ["text", "object", "time", "models", "slice", "clean", "r1", "defaults", "booleans",
-                                  "desk", "empty"])
+@pytest.mark.parametrize(
+    "name", ["text", "object", "time", "models", "slice", "clean", "r1", "defaults", "booleans", "desk", "empty"]
+)
 def test_validation_layout_and_events_are_as_they_were(all_cases, name):
     assert_as_frozen(name, *outcome(*all_cases[name]))
 
@@ -400,13 +461,16 @@ def test_the_cases_break_every_rule(all_cases):
     rules = set()
     for name in all_cases:
         frozen = json.loads((FROZEN / f"{name}.json").read_text())
-        rules |= {(column, rule.split("'")[0]) for _, _, column, rule in
-                  frozen["problems"] + frozen.get("schedule_problems", [])}
+        rules |= {
+            (column, rule.split("'")[0])
+            for _, _, column, rule in frozen["problems"] + frozen.get("schedule_problems", [])
+        }
     assert len(rules) >= 85
     assert {"events.offsets", "dated.accrued"} <= set(np.load(FROZEN / "text.npz").files)
 
 
 # ---- no whole-column copies per rule ----
+
 
 class Conversions:
     """Counts the calls of pandas' conversions of a whole column (``to_numpy``, ``astype``, ``isna``,
@@ -420,9 +484,12 @@ class Conversions:
             original = getattr(pd.Series, method)
 
             def counted(series, *args, _original=original, **kwargs):
-                if len(series) == rows and series.dtype != bool:  # not masks derived from a column (pandas 2 names them)
+                if (
+                    len(series) == rows and series.dtype != bool
+                ):  # not masks derived from a column (pandas 2 names them)
                     self.calls[series.name] = self.calls.get(series.name, 0) + 1
                 return _original(series, *args, **kwargs)
+
             monkeypatch.setattr(pd.Series, method, counted)
 
 
@@ -446,8 +513,9 @@ def test_each_column_is_read_once_whatever_the_problems(monkeypatch):
     book = spoiled(rows)
     conversions = Conversions(monkeypatch, rows)
     prepared = prepare(book, load_curves(None))
-    assert len(prepared.problems) >= rows // 3 and {"strike", "curve", "option_type"} <= \
-        {p.column for p in prepared.problems}
+    assert len(prepared.problems) >= rows // 3 and {"strike", "curve", "option_type"} <= {
+        p.column for p in prepared.problems
+    }
     assert conversions.calls.get("id", 0) <= 2, conversions.calls
     assert max(conversions.calls.values()) <= 3, conversions.calls
 
@@ -459,6 +527,7 @@ def python_calls(run) -> int:
     def profile(frame, event, arg):
         nonlocal count
         count += event == "call"
+
     sys.setprofile(profile)
     try:
         run()
@@ -485,21 +554,39 @@ def test_validation_and_layout_do_no_python_work_per_row(dated):
             prepared = prepare(frame, curves, exercise_schedule=schedule)
             assert not prepared.problems
             pack(prepared.instruments(), curves)
+
         run()
         return python_calls(run)
+
     small, large = calls(400), calls(4000)
     assert large <= small * 1.05 + 50, (small, large)
 
 
 # ---- job_stages ----
 
+
 def test_job_stages_measure_every_stage_of_the_same_job(tmp_path):
     from distprice.lattice.desk import desk
 
     book = desk(40, seed=2)
-    timed = pd.DataFrame([dict(id=f"t{k}", instrument="bond_option", option_type="put", exercise="bermudan",
-                               strike=60.0 + k, expiry=2.0, maturity=5.0, mean_reversion=0.1, volatility=0.01,
-                               curve="USD", steps_per_year=12) for k in range(5)])
+    timed = pd.DataFrame(
+        [
+            dict(
+                id=f"t{k}",
+                instrument="bond_option",
+                option_type="put",
+                exercise="bermudan",
+                strike=60.0 + k,
+                expiry=2.0,
+                maturity=5.0,
+                mean_reversion=0.1,
+                volatility=0.01,
+                curve="USD",
+                steps_per_year=12,
+            )
+            for k in range(5)
+        ]
+    )
     portfolio = pd.concat([book.portfolio, timed], ignore_index=True)
     path = tmp_path / "book.parquet"
     portfolio.to_parquet(path)
@@ -523,17 +610,22 @@ if __name__ == "__main__":
 
 def test_exercise_schedule_reads_alike_in_any_row_order_and_with_no_usable_row():
     ids = np.array(["a", "b", "c"], dtype=object)
-    table = pd.DataFrame({"id": ["b", "a", "b", "a", "c", "a", "z"],
-                          "date": ["2031-06-01", "2030-06-01", "2030-06-01", "2031-06-01", "2030-01-01",
-                                   "2030-06-01", "2030-01-01"],
-                          "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0]})
+    table = pd.DataFrame(
+        {
+            "id": ["b", "a", "b", "a", "c", "a", "z"],
+            "date": ["2031-06-01", "2030-06-01", "2030-06-01", "2031-06-01", "2030-01-01", "2030-06-01", "2030-01-01"],
+            "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0],
+        }
+    )
     schedule, found = read_exercise_schedule(table, ids)
     assert schedule.offsets.tolist() == [0, 2, 4, 5]
-    assert schedule.day.tolist() == list(parse_dates(pd.Series(
-        ["2030-06-01", "2031-06-01", "2030-06-01", "2031-06-01", "2030-01-01"]))[0])
+    assert schedule.day.tolist() == list(
+        parse_dates(pd.Series(["2030-06-01", "2031-06-01", "2030-06-01", "2031-06-01", "2030-01-01"]))[0]
+    )
     assert [(p.where, p.column, p.rule) for p in found] == [
         ("exercise schedule row 6 (id 'a')", "date", "is given twice for this id"),
-        ("exercise schedule row 7 (id 'z')", "id", "names no row of the portfolio")]
+        ("exercise schedule row 7 (id 'z')", "id", "names no row of the portfolio"),
+    ]
     ordered = table.iloc[[1, 5, 3, 2, 0, 4, 6]]  # sorted by id and date already: no sort needed
     again, _ = read_exercise_schedule(ordered.reset_index(drop=True), ids)
     assert again.offsets.tolist() == schedule.offsets.tolist() and again.day.tolist() == schedule.day.tolist()
@@ -547,10 +639,22 @@ def test_exercise_schedule_by_slice_takes_the_rows_of_its_ids():
     table); the rows no slice took are the job's "names no row" problems."""
     from distprice.lattice.dated import schedule_lines, unmatched_lines
 
-    table = pd.DataFrame({"id": ["b", "a", "b", "a", "c", "a", "z", None],
-                          "date": ["2031-06-01", "2030-06-01", "2030-06-01", "2031-06-31", "2030-01-01",
-                                   "2030-06-01", "2030-01-01", "2030-01-01"],
-                          "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0, 100.0]})
+    table = pd.DataFrame(
+        {
+            "id": ["b", "a", "b", "a", "c", "a", "z", None],
+            "date": [
+                "2031-06-01",
+                "2030-06-01",
+                "2030-06-01",
+                "2031-06-31",
+                "2030-01-01",
+                "2030-06-01",
+                "2030-01-01",
+                "2030-01-01",
+            ],
+            "price": [101.0, 102.0, 102.5, 101.5, 100.0, 99.0, 100.0, 100.0],
+        }
+    )
     whole, _ = read_exercise_schedule(table.iloc[:6], np.array(["a", "b", "c"], dtype=object))
     slices = [np.array(["b", "c"], dtype=object), np.array(["a"], dtype=object)]
     lines = [schedule_lines(table, ids) for ids in slices]
@@ -561,10 +665,12 @@ def test_exercise_schedule_by_slice_takes_the_rows_of_its_ids():
     _, found = read_exercise_schedule(table, slices[1], lines[1])
     assert [(p.where, p.column, p.rule) for p in found] == [
         ("exercise schedule row 4 (id 'a')", "date", "must be a date YYYY-MM-DD"),
-        ("exercise schedule row 6 (id 'a')", "date", "is given twice for this id")]
+        ("exercise schedule row 6 (id 'a')", "date", "is given twice for this id"),
+    ]
     assert [(p.where, p.column, p.rule) for p in unmatched_lines(table, np.concatenate(lines))] == [
         ("exercise schedule row 7 (id 'z')", "id", "names no row of the portfolio"),
-        ("exercise schedule row 8", "id", "is required")]
+        ("exercise schedule row 8", "id", "is required"),
+    ]
 
 
 @pytest.mark.parametrize("kind", ["int", "object int", "text", "object text"])
@@ -574,9 +680,12 @@ def test_id_hashes_find_the_ids_two_slices_share(kind):
     from distprice.lattice.instruments import duplicated_ids, id_hashes
 
     ids = np.array([7, 3, 11, 3, 5, 19, 7, 2])
-    column = {"int": pd.Series(ids), "object int": pd.Series(ids.astype(object), dtype=object),
-              "text": pd.Series([f"B{i}" for i in ids], dtype="string[pyarrow]"),
-              "object text": pd.Series([f"B{i}" for i in ids], dtype=object)}[kind]
+    column = {
+        "int": pd.Series(ids),
+        "object int": pd.Series(ids.astype(object), dtype=object),
+        "text": pd.Series([f"B{i}" for i in ids], dtype="string[pyarrow]"),
+        "object text": pd.Series([f"B{i}" for i in ids], dtype=object),
+    }[kind]
     hashes = np.concatenate([id_hashes(column.iloc[:4]), id_hashes(column.iloc[4:])])
     if "text" not in kind:
         np.testing.assert_array_equal(hashes, ids.astype(np.uint64))
@@ -586,7 +695,7 @@ def test_id_hashes_find_the_ids_two_slices_share(kind):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.integers(-2**63, 2**64 - 1), max_size=300), st.integers(0, 5), st.integers(0, 2**32))
+@given(st.lists(st.integers(-(2**63), 2**64 - 1), max_size=300), st.integers(0, 5), st.integers(0, 2**32))
 def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
     """The bucketed hash tables of ``_same_hash`` flag exactly the keys a sort finds twice or more: any 64-bit
     keys (signed or not, sequential, all alike), repeated anywhere, in books small and (with few keys a bucket)
@@ -595,8 +704,14 @@ def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
 
     rng = np.random.default_rng(seed)
     keys = np.array([v % 2**64 for v in values], dtype=np.uint64)
-    keys = np.concatenate([keys, rng.choice(keys, copies) if len(keys) else keys[:0], np.arange(50, dtype=np.uint64),
-                           np.full(copies, 7, dtype=np.uint64)])
+    keys = np.concatenate(
+        [
+            keys,
+            rng.choice(keys, copies) if len(keys) else keys[:0],
+            np.arange(50, dtype=np.uint64),
+            np.full(copies, 7, dtype=np.uint64),
+        ]
+    )
     rng.shuffle(keys)
     ordered = np.sort(keys)
     twice = ordered[1:][ordered[1:] == ordered[:-1]]
@@ -613,15 +728,17 @@ def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
 def _chunked(values: list, cuts: list[int]) -> pd.Series:
     """Text ``values`` as an Arrow-backed column read in chunks, cut at ``cuts`` (positions, any order)."""
     edges = sorted({0, len(values), *(min(c, len(values)) for c in cuts)})
-    chunks = pa.chunked_array([pa.array(values[a:b], pa.string()) for a, b in zip(edges[:-1], edges[1:])],
-                              pa.string())
+    chunks = pa.chunked_array([pa.array(values[a:b], pa.string()) for a, b in zip(edges[:-1], edges[1:])], pa.string())
     return pd.Series(pd.arrays.ArrowStringArray(chunks))
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=40),
-       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans(),
-       st.lists(st.integers(0, 120), max_size=4))
+@given(
+    st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=40),
+    st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120),
+    st.booleans(),
+    st.lists(st.integers(0, 120), max_size=4),
+)
 def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped, cuts):
     """Each key of an exercise schedule table finds the first portfolio id equal to it (a missing key the first
     missing id), whether the table comes grouped by id (runs looked up once each) or not, with ids repeated,
@@ -639,9 +756,12 @@ def test_schedule_keys_find_the_first_equal_id(ids, keys, grouped, cuts):
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=20),
-       st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120), st.booleans(),
-       st.lists(st.integers(0, 120), max_size=4))
+@given(
+    st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é"]), max_size=20),
+    st.lists(st.sampled_from([None, "a", "b", "c", "d", " a", "é", "z"]), max_size=120),
+    st.booleans(),
+    st.lists(st.integers(0, 120), max_size=4),
+)
 def test_a_slices_schedule_lines_are_those_with_its_ids(ids, keys, grouped, cuts):
     """The lines of an exercise schedule table a slice takes, found through the table's runs of one id, are the
     lines whose id is one of the slice's (a missing id the lines without one), grouped by id or not, in any
@@ -676,9 +796,20 @@ def test_exercise_lines_of_a_file_are_found_through_its_runs_once(tmp_path):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 40), st.sampled_from([99.5, 100.0, 101.25]),
-                          st.sampled_from([None, "clean", "dirty", " Dirty"])), min_size=1, max_size=60),
-       st.integers(0, 2**32), st.lists(st.integers(0, 60), max_size=3))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.integers(0, 40),
+            st.sampled_from([99.5, 100.0, 101.25]),
+            st.sampled_from([None, "clean", "dirty", " Dirty"]),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(0, 2**32),
+    st.lists(st.integers(0, 60), max_size=3),
+)
 def test_exercise_schedule_in_order_reads_as_in_any_order(lines, seed, cuts):
     """A clean table in order of id and date (each line kept as it comes, one pass) reads as the same table in
     any other order (sorted first), chunked or not."""
@@ -686,19 +817,30 @@ def test_exercise_schedule_in_order_reads_as_in_any_order(lines, seed, cuts):
 
     lines = sorted({(row, day): (row, day, price, kind) for row, day, price, kind in lines}.values())
     ids = np.array([f"B{i}" for i in range(6)], dtype=object)
-    table = pd.DataFrame({"id": _chunked([f"B{row}" for row, *_ in lines], cuts),
-                          "date": [(pd.Timestamp("2030-01-01") + pd.Timedelta(days=7 * day)).strftime("%Y-%m-%d")
-                                   for _, day, *_ in lines],
-                          "price": [price for *_, price, _ in lines],
-                          "price_type": pd.Series([kind for *_, kind in lines], dtype="string")})
+    table = pd.DataFrame(
+        {
+            "id": _chunked([f"B{row}" for row, *_ in lines], cuts),
+            "date": [
+                (pd.Timestamp("2030-01-01") + pd.Timedelta(days=7 * day)).strftime("%Y-%m-%d") for _, day, *_ in lines
+            ],
+            "price": [price for *_, price, _ in lines],
+            "price_type": pd.Series([kind for *_, kind in lines], dtype="string"),
+        }
+    )
     days = parse_dates(table["date"])[0]
-    assert _in_order(np.array([row for row, *_ in lines], float), days, table["price"].to_numpy(),
-                     np.ones(len(lines), bool), np.zeros(len(ids), np.int64))
+    assert _in_order(
+        np.array([row for row, *_ in lines], float),
+        days,
+        table["price"].to_numpy(),
+        np.ones(len(lines), bool),
+        np.zeros(len(ids), np.int64),
+    )
     schedule, found = read_exercise_schedule(table, ids)
     shuffled = table.sample(frac=1.0, random_state=seed % 2**32).reset_index(drop=True)
     again, found_again = read_exercise_schedule(shuffled, ids)
     assert found == found_again == []
     for field in ("offsets", "day", "price", "dirty"):
         np.testing.assert_array_equal(getattr(schedule, field), getattr(again, field), err_msg=field)
-    np.testing.assert_array_equal(schedule.dirty, [kind is not None and kind.strip().lower() == "dirty"
-                                                   for *_, kind in lines])
+    np.testing.assert_array_equal(
+        schedule.dirty, [kind is not None and kind.strip().lower() == "dirty" for *_, kind in lines]
+    )

@@ -1,5 +1,6 @@
 """Hull-White swaptions: Jamshidian prices against QuantLib and an integral over the Gaussian factor, fits of
 mean reversion and volatility against QuantLib's calibration, quote tables and their rules."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -31,23 +32,42 @@ class QuantLibMarket:
         self.counter = ql.Actual365Fixed()
         dates = [self.today + ql.Period(m, ql.Months) for m in MONTHS]
         self.handle = ql.YieldTermStructureHandle(
-            ql.ZeroCurve(dates, list(rates), self.counter, ql.NullCalendar(), ql.Linear(), ql.Continuous))
+            ql.ZeroCurve(dates, list(rates), self.counter, ql.NullCalendar(), ql.Linear(), ql.Continuous)
+        )
         self.curve = ZeroCurve(np.array([self.time(d) for d in dates]), np.asarray(rates, dtype=float))
-        self.index = ql.IborIndex("flat", ql.Period(6, ql.Months), 0, ql.USDCurrency(), ql.NullCalendar(),
-                                  ql.Unadjusted, False, self.counter, self.handle)
+        self.index = ql.IborIndex(
+            "flat",
+            ql.Period(6, ql.Months),
+            0,
+            ql.USDCurrency(),
+            ql.NullCalendar(),
+            ql.Unadjusted,
+            False,
+            self.counter,
+            self.handle,
+        )
 
     def time(self, date) -> float:
         return self.counter.yearFraction(self.today, date)
 
     def helper(self, expiry_months, tenor_years, frequency, volatility, normal, offset=None):
         """A swaption helper at the money, or a payer struck ``offset`` above the forward swap rate."""
+
         def make(strike):
             return ql.SwaptionHelper(
-                self.today + ql.Period(expiry_months, ql.Months), ql.Period(tenor_years, ql.Years),
-                ql.QuoteHandle(ql.SimpleQuote(volatility)), self.index, ql.Period(12 // frequency, ql.Months),
-                ql.Thirty360(ql.Thirty360.BondBasis), self.counter, self.handle,
-                ql.BlackCalibrationHelper.RelativePriceError, strike, 1.0,
-                ql.Normal if normal else ql.ShiftedLognormal)
+                self.today + ql.Period(expiry_months, ql.Months),
+                ql.Period(tenor_years, ql.Years),
+                ql.QuoteHandle(ql.SimpleQuote(volatility)),
+                self.index,
+                ql.Period(12 // frequency, ql.Months),
+                ql.Thirty360(ql.Thirty360.BondBasis),
+                self.counter,
+                self.handle,
+                ql.BlackCalibrationHelper.RelativePriceError,
+                strike,
+                1.0,
+                ql.Normal if normal else ql.ShiftedLognormal,
+            )
 
         at_the_money = make(ql.nullDouble())
         return at_the_money if offset is None else make(at_the_money.underlying().fixedRate() + offset)
@@ -61,12 +81,22 @@ class QuantLibMarket:
         expiry = np.array([self.time(h.swaption().exercise().dates()[0]) for h in helpers])
         for row, leg in enumerate(legs):
             pay_time[row] = expiry[row]
-            pay_time[row, :len(leg)] = [self.time(c.date()) for c in leg]
-            accrual[row, :len(leg)] = [ql.as_coupon(c).accrualPeriod() for c in leg]
-        return Swaptions("m", "c", np.arange(len(helpers)), expiry, pay_time, accrual,
-                         self.curve.discount(expiry), self.curve.discount(pay_time),
-                         np.array([h.underlying().fixedRate() for h in helpers]),
-                         np.array([q[3] for q in quotes]), np.array([q[4] for q in quotes]), np.ones(len(helpers)))
+            pay_time[row, : len(leg)] = [self.time(c.date()) for c in leg]
+            accrual[row, : len(leg)] = [ql.as_coupon(c).accrualPeriod() for c in leg]
+        return Swaptions(
+            "m",
+            "c",
+            np.arange(len(helpers)),
+            expiry,
+            pay_time,
+            accrual,
+            self.curve.discount(expiry),
+            self.curve.discount(pay_time),
+            np.array([h.underlying().fixedRate() for h in helpers]),
+            np.array([q[3] for q in quotes]),
+            np.array([q[4] for q in quotes]),
+            np.ones(len(helpers)),
+        )
 
 
 def random_grid(rng, size):
@@ -76,9 +106,16 @@ def random_grid(rng, size):
     for _ in range(size):
         normal = bool(rng.random() < 0.5)
         offset = None if rng.random() < 0.6 else float(rng.uniform(0.001, 0.01))
-        grid.append((int(rng.choice([3, 6, 12, 24, 36, 60, 84, 120])), int(rng.integers(1, 16)),
-                     int(rng.choice([1, 2, 4])), float(rng.uniform(0.006, 0.012) if normal else rng.uniform(0.15, 0.3)),
-                     normal, offset))
+        grid.append(
+            (
+                int(rng.choice([3, 6, 12, 24, 36, 60, 84, 120])),
+                int(rng.integers(1, 16)),
+                int(rng.choice([1, 2, 4])),
+                float(rng.uniform(0.006, 0.012) if normal else rng.uniform(0.15, 0.3)),
+                normal,
+                offset,
+            )
+        )
     return grid
 
 
@@ -104,11 +141,14 @@ def test_jamshidian_prices_match_quantlib(seed):
     np.testing.assert_allclose(price, [h.modelValue() for h in helpers], rtol=1e-6)
     # At our critical rate, QuantLib's zero-bond options sum to our price to rounding.
     b = _b(a, swaptions.pay_time - swaptions.expiry[:, None])
-    forward_bond = (swaptions.pay_discount / swaptions.start_discount[:, None]
-                    * np.exp(-0.5 * b * b * sigma ** 2 * _b(2 * a, swaptions.expiry)[:, None]))
+    forward_bond = (
+        swaptions.pay_discount
+        / swaptions.start_discount[:, None]
+        * np.exp(-0.5 * b * b * sigma**2 * _b(2 * a, swaptions.expiry)[:, None])
+    )
     strikes = forward_bond * np.exp(-b * critical_rate(swaptions.amounts * forward_bond, b)[:, None])
     np.testing.assert_allclose(np.sum(swaptions.amounts * strikes, axis=1), 1.0, rtol=1e-14)
-    for row, h in enumerate(helpers):
+    for row in range(len(helpers)):
         paid = swaptions.accrual[row] > 0
         legs = zip(swaptions.amounts[row][paid], strikes[row][paid], swaptions.pay_time[row][paid])
         value = sum(c * model.discountBondOption(ql.Option.Put, k, swaptions.expiry[row], t) for c, k, t in legs)
@@ -119,26 +159,38 @@ def test_jamshidian_price_is_the_expected_exercise_value():
     """Under the expiry's forward measure the centred short rate is N(0, v): integrate the exercise value."""
     from scipy.integrate import quad
 
-    swaptions = swaption_sets(pd.DataFrame({
-        "model": "m", "curve": "hull", "expiry": [1.0, 5.0, 0.25], "tenor": [5.0, 5.0, 9.75],
-        "fixed_frequency": [2, 1, 4], "volatility": [0.01, 0.2, 0.008],
-        "volatility_type": ["normal", "lognormal", "normal"], "strike": [0.07, np.nan, 0.06]}))[0]
+    swaptions = swaption_sets(
+        pd.DataFrame(
+            {
+                "model": "m",
+                "curve": "hull",
+                "expiry": [1.0, 5.0, 0.25],
+                "tenor": [5.0, 5.0, 9.75],
+                "fixed_frequency": [2, 1, 4],
+                "volatility": [0.01, 0.2, 0.008],
+                "volatility_type": ["normal", "lognormal", "normal"],
+                "strike": [0.07, np.nan, 0.06],
+            }
+        )
+    )[0]
     for a in (0.0, 0.03, 0.4):
         sigma = 0.011
         price = payer_price(swaptions, a, sigma)
         for row in range(swaptions.size):
             t0 = swaptions.expiry[row]
             b = _b(a, swaptions.pay_time[row] - t0)
-            v = sigma ** 2 * float(_b(2 * a, t0))
+            v = sigma**2 * float(_b(2 * a, t0))
             ratio = swaptions.pay_discount[row] / swaptions.start_discount[row]
 
             def value(x):
                 bond = np.sum(swaptions.amounts[row] * ratio * np.exp(-b * x - 0.5 * b * b * v))
                 return max(1.0 - bond, 0.0) * np.exp(-0.5 * x * x / v) / np.sqrt(2 * np.pi * v)
 
-            x_star = critical_rate(swaptions.amounts[row:row + 1] * ratio * np.exp(-0.5 * b * b * v), b[None])[0]
-            expected = swaptions.start_discount[row] * quad(value, x_star, 12 * np.sqrt(v), epsabs=1e-16,
-                                                            epsrel=1e-13, limit=200)[0]
+            x_star = critical_rate(swaptions.amounts[row : row + 1] * ratio * np.exp(-0.5 * b * b * v), b[None])[0]
+            expected = (
+                swaptions.start_discount[row]
+                * quad(value, x_star, 12 * np.sqrt(v), epsabs=1e-16, epsrel=1e-13, limit=200)[0]
+            )
             assert price[row] == pytest.approx(expected, rel=1e-11)
 
 
@@ -161,8 +213,9 @@ def test_fitted_mean_reversion_and_volatility_match_quantlib(seed):
     for h in helpers:
         h.setPricingEngine(ql.JamshidianSwaptionEngine(model))
     # Finite differences of 1e-6 relative (epsfcn 1e-12): QuantLib's prices carry ~1e-7 of critical-rate noise.
-    model.calibrate(helpers, ql.LevenbergMarquardt(1e-12, 1e-12, 1e-12),
-                    ql.EndCriteria(10_000, 1_000, 1e-12, 1e-12, 1e-12))
+    model.calibrate(
+        helpers, ql.LevenbergMarquardt(1e-12, 1e-12, 1e-12), ql.EndCriteria(10_000, 1_000, 1e-12, 1e-12, 1e-12)
+    )
     expected_a, expected_sigma = model.params()
     fit = fit_hull_white(swaptions)
     assert fit.status == "converged"
@@ -180,10 +233,15 @@ def test_fitted_mean_reversion_and_volatility_match_quantlib(seed):
 
 
 def quotes_table(**columns):
-    base = {"model": ["USD", "USD", "USD", "EUR", "EUR"], "curve": ["hull", "hull", "hull", "flat", "flat"],
-            "expiry": [1.0, 2.0, 5.0, 1.0, 3.0], "tenor": [5.0, 3.0, 5.0, 2.0, 7.0],
-            "fixed_frequency": [2, 2, 1, 1, 4], "volatility": [0.0095, 0.009, 0.2, 0.008, 0.0085],
-            "volatility_type": ["normal", "normal", "lognormal", "normal", "normal"]}
+    base = {
+        "model": ["USD", "USD", "USD", "EUR", "EUR"],
+        "curve": ["hull", "hull", "hull", "flat", "flat"],
+        "expiry": [1.0, 2.0, 5.0, 1.0, 3.0],
+        "tenor": [5.0, 3.0, 5.0, 2.0, 7.0],
+        "fixed_frequency": [2, 2, 1, 1, 4],
+        "volatility": [0.0095, 0.009, 0.2, 0.008, 0.0085],
+        "volatility_type": ["normal", "normal", "lognormal", "normal", "normal"],
+    }
     return pd.DataFrame({**base, **columns})
 
 
@@ -194,8 +252,16 @@ def test_calibrate_hull_white_fits_every_model(tmp_path):
     volatility = implied_volatility(eur, payer_price(eur, 0.05, 0.01))
     quotes = quotes_table(volatility=[0.0095, 0.009, 0.2, *volatility])
     table = calibrate_hull_white(quotes, flat)
-    assert list(table.columns) == ["model", "curve", "mean_reversion", "volatility", "rmse", "n_quotes", "n_evals",
-                                   "status"]
+    assert list(table.columns) == [
+        "model",
+        "curve",
+        "mean_reversion",
+        "volatility",
+        "rmse",
+        "n_quotes",
+        "n_evals",
+        "status",
+    ]
     assert list(table["model"]) == ["USD", "EUR"] and list(table["curve"]) == ["hull", "flat"]
     assert list(table["n_quotes"]) == [3, 2] and list(table["status"]) == ["converged"] * 2
     assert table["n_evals"].min() > 2
@@ -223,15 +289,25 @@ def test_time_form_cash_flows_and_at_the_money_strike():
     assert s.forward[0] == pytest.approx(s.strike[0], rel=1e-15)
 
 
-@pytest.mark.parametrize("change, column, rule", [
-    (dict(tenor=1e12), "tenor", "must be <= 100 (years)"),
-    (dict(expiry=500.0), "expiry", "must be <= 100 (years)"),
-    (dict(volatility=1e12), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
-    (dict(volatility=1e-300), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
-    (dict(volatility=50.0, volatility_type="lognormal"), "volatility",
-     "must be between 0.0001 and 10 for a lognormal volatility"),
-    (dict(volatility=1e-6, strike=5.0), "volatility", "gives a swaption price that is not a positive finite number"),
-])
+@pytest.mark.parametrize(
+    "change, column, rule",
+    [
+        (dict(tenor=1e12), "tenor", "must be <= 100 (years)"),
+        (dict(expiry=500.0), "expiry", "must be <= 100 (years)"),
+        (dict(volatility=1e12), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
+        (dict(volatility=1e-300), "volatility", "must be between 1e-06 and 1 for a normal volatility"),
+        (
+            dict(volatility=50.0, volatility_type="lognormal"),
+            "volatility",
+            "must be between 0.0001 and 10 for a lognormal volatility",
+        ),
+        (
+            dict(volatility=1e-6, strike=5.0),
+            "volatility",
+            "gives a swaption price that is not a positive finite number",
+        ),
+    ],
+)
 def test_a_quote_out_of_any_market_is_named(change, column, rule):
     """Quotes no market has (a tenor of 10^12 years, a volatility of 10^12) are named, not fitted: before, they
     ran out of memory or stopped the fit with a traceback."""
@@ -248,29 +324,37 @@ def test_bad_swaption_quotes_are_all_named():
     table = quotes_table(
         model=["USD", "USD", "USD", "EUR", None],
         curve=["hull", "hull", "nope", "hull", "hull"],
-        expiry=[1.0, -1.0, 5.0, 1.0, 3.0], tenor=[5.3, 3.0, 5.0, 2.0, 7.0],
-        fixed_frequency=[2, 3, 1, 1, 4], volatility=[0.0095, 0.0, 0.2, -0.01, 0.0085],
+        expiry=[1.0, -1.0, 5.0, 1.0, 3.0],
+        tenor=[5.3, 3.0, 5.0, 2.0, 7.0],
+        fixed_frequency=[2, 3, 1, 1, 4],
+        volatility=[0.0095, 0.0, 0.2, -0.01, 0.0085],
         volatility_type=["normal", "normal", "black", "normal", "normal"],
-        strike=[np.nan, 0.05, -0.01, np.nan, np.nan], weight=[1.0, 1.0, -1.0, 1.0, 1.0])
+        strike=[np.nan, 0.05, -0.01, np.nan, np.nan],
+        weight=[1.0, 1.0, -1.0, 1.0, 1.0],
+    )
     with pytest.raises(InvalidInputError) as caught:
         swaption_sets(table)
     found = {(p.position, p.column, p.rule.split(" (")[0]) for p in caught.value.problems}
     assert found == {
         (0, "tenor", "must be a whole number of fixed periods"),
-        (1, "expiry", "must be > 0"), (1, "volatility", "must be > 0"),
+        (1, "expiry", "must be > 0"),
+        (1, "volatility", "must be > 0"),
         (1, "fixed_frequency", "must be one of 1, 2, 4"),
-        (2, "curve", "unknown curve"), (2, "volatility_type", "must be one of normal, lognormal"),
-        (2, "strike", "must be > 0"), (2, "weight", "must be >= 0"),
+        (2, "curve", "unknown curve"),
+        (2, "volatility_type", "must be one of normal, lognormal"),
+        (2, "strike", "must be > 0"),
+        (2, "weight", "must be >= 0"),
         (2, "curve", "must be the same on every row of model 'USD'"),
-        (3, "volatility", "must be > 0"), (3, "weight", "model 'EUR' needs at least 2 quotes with weight > 0"),
-        (4, "model", "is required")}
+        (3, "volatility", "must be > 0"),
+        (3, "weight", "model 'EUR' needs at least 2 quotes with weight > 0"),
+        (4, "model", "is required"),
+    }
     assert "swaption_quotes row 3 (model 'USD'), column 'curve': unknown curve (known: hull)" in str(caught.value)
 
 
 def test_negative_at_the_money_forward_is_named():
     inverted = ZeroCurve(np.array([0.0, 1.0, 10.0]), np.array([0.05, 0.05, -0.01]))
-    table = quotes_table(curve=["low"] * 5, model=["M"] * 5, expiry=[1.0] * 5, tenor=[9.0] * 5,
-                         fixed_frequency=[1] * 5)
+    table = quotes_table(curve=["low"] * 5, model=["M"] * 5, expiry=[1.0] * 5, tenor=[9.0] * 5, fixed_frequency=[1] * 5)
     with pytest.raises(InvalidInputError) as caught:
         swaption_sets(table, {"low": inverted})
     assert {p.column for p in caught.value.problems} == {"strike", "volatility_type"}
@@ -280,5 +364,10 @@ def test_negative_at_the_money_forward_is_named():
 def test_missing_columns_are_named():
     with pytest.raises(InvalidInputError) as caught:
         calibrate_hull_white(pd.DataFrame({"model": ["m"], "expiry": [1.0]}))
-    assert {p.column for p in caught.value.problems} == {"curve", "tenor", "fixed_frequency", "volatility",
-                                                         "volatility_type"}
+    assert {p.column for p in caught.value.problems} == {
+        "curve",
+        "tenor",
+        "fixed_frequency",
+        "volatility",
+        "volatility_type",
+    }

@@ -1,4 +1,5 @@
 """The inspector's statistics and plans (no GPU needed)."""
+
 import dataclasses
 import json
 
@@ -46,8 +47,17 @@ def test_without_a_gpu_everything_goes_to_the_cpu():
     assert_partition(chosen, 2000)
 
 
-@pytest.mark.parametrize("name,bulk", [("U1", "gpu-flat"), ("U2", "gpu-flat"), ("R1", "gpu-flat"),
-                                       ("S1", "gpu-flat"), ("S2", "gpu-flat"), ("B1", "gpu-flat")])
+@pytest.mark.parametrize(
+    "name,bulk",
+    [
+        ("U1", "gpu-flat"),
+        ("U2", "gpu-flat"),
+        ("R1", "gpu-flat"),
+        ("S1", "gpu-flat"),
+        ("S2", "gpu-flat"),
+        ("B1", "gpu-flat"),
+    ],
+)
 def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
     width, height = shape(name, 100_000 if name != "U1" else None)
     n = len(width)
@@ -60,9 +70,15 @@ def test_on_an_h100_the_bulk_goes_where_measured_fastest(name, bulk):
 
 def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix():
     width, height = shape("B1", 20_000)
-    cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10, pack_row=1e-9, pack_step=0.0, gpu_wave=1e-6,
-                                      flat_host=0.0)
+    cheap_outer = dataclasses.replace(
+        shipped_default(H100, "fp64"),
+        outer_cached_node_step=1e-13,
+        outer_thread_node_step=1e-10,
+        pack_row=1e-9,
+        pack_step=0.0,
+        gpu_wave=1e-6,
+        flat_host=0.0,
+    )
     chosen = plan(width, height, cheap_outer, gpu=True)
     engines = {p.engine: p for p in chosen.parts}
     assert {"gpu-outer", "gpu-flat"} <= set(engines)
@@ -84,13 +100,15 @@ def test_a_fast_cpu_takes_everything():
 
 def test_engine_of_rows_labels_every_row():
     width, height = shape("B1", 3000)
-    cheap_outer = dataclasses.replace(shipped_default(H100, "fp64"), outer_cached_node_step=1e-13,
-                                      outer_thread_node_step=1e-10)
+    cheap_outer = dataclasses.replace(
+        shipped_default(H100, "fp64"), outer_cached_node_step=1e-13, outer_thread_node_step=1e-10
+    )
     labels = plan(width, height, cheap_outer, gpu=True).engine_of_rows(3000)
     assert set(labels) <= {"gpu-outer", "gpu-flat", "cpu"} and not pd.isna(labels).any() and len(labels) == 3000
 
 
 # ---- the command and the priced table ----
+
 
 def test_inspect_prints_shape_and_plan(tmp_path):
     source = tmp_path / "s1.parquet"

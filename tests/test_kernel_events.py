@@ -1,6 +1,7 @@
 """The GPU kernels' event arithmetic (kernels/events.cuh, kernels/curve.cuh) built on the host and held against
 the CPU engine and the reference engine: the forward adjustment of an amount, and a step's events applied in
 order at a node."""
+
 from __future__ import annotations
 
 import ctypes
@@ -8,10 +9,10 @@ import ctypes
 import numpy as np
 import pytest
 
+from distprice.cuda import kernel_dir
 from distprice.curves import builtin_curves
 from distprice.lattice.cpu import _event_amount
 from distprice.lattice.events import COUPON, EXERCISE, REDEMPTION
-from distprice.cuda import kernel_dir
 
 from utils import host_library
 
@@ -37,8 +38,14 @@ def shim(tmp_path_factory):
         pytest.skip("no C++ compiler")
     library.adjustment.restype = ctypes.c_double
     library.adjustment.argtypes = [ctypes.c_double, ctypes.c_double, DOUBLES, DOUBLES, ctypes.c_int]
-    library.apply.argtypes = [ctypes.c_int, KINDS, DOUBLES, ctypes.c_int, ctypes.POINTER(ctypes.c_double),
-                              ctypes.POINTER(ctypes.c_double)]
+    library.apply.argtypes = [
+        ctypes.c_int,
+        KINDS,
+        DOUBLES,
+        ctypes.c_int,
+        ctypes.POINTER(ctypes.c_double),
+        ctypes.POINTER(ctypes.c_double),
+    ]
     return library
 
 

@@ -1,13 +1,14 @@
 """Vectorised geometry and event tables against the rules read row by row (the reference engine)."""
+
 import numpy as np
 import pytest
 
-from distprice.lattice.reference import COUPON, EXERCISE, REDEMPTION, _events_by_step
-from distprice.lattice.instruments import prepare
 from distprice.curves import builtin_curves
 from distprice.lattice import events as codes
 from distprice.lattice.events import EXERCISE_CODES, accrued, time_form_events
 from distprice.lattice.geometry import to_step, tree_geometry
+from distprice.lattice.instruments import prepare
+from distprice.lattice.reference import COUPON, EXERCISE, REDEMPTION, _events_by_step
 
 from utils import random_portfolio
 
@@ -43,10 +44,19 @@ def test_event_tables_match_row_by_row_reading():
     portfolio.loc[off_grid, "expiry"] += 0.007
     table = prepare(portfolio, curves).table
     cols = {c: table[c].to_numpy() for c in table.columns}
-    events = time_form_events(table["exercise"].map(EXERCISE_CODES).to_numpy(), cols["expiry"],
-                              cols["first_exercise"], cols["exercise_frequency"], cols["strike"], cols["maturity"],
-                              cols["coupon"], cols["coupon_frequency"], cols["face"], cols["steps_per_year"],
-                              (table["instrument"] != "bond").to_numpy())
+    events = time_form_events(
+        table["exercise"].map(EXERCISE_CODES).to_numpy(),
+        cols["expiry"],
+        cols["first_exercise"],
+        cols["exercise_frequency"],
+        cols["strike"],
+        cols["maturity"],
+        cols["coupon"],
+        cols["coupon_frequency"],
+        cols["face"],
+        cols["steps_per_year"],
+        (table["instrument"] != "bond").to_numpy(),
+    )
     curve = curves["hull"]
     for r, ins in enumerate(table.itertuples(index=False)):
         steps, times, kinds, amounts = events.row(r)
@@ -68,10 +78,19 @@ def test_events_on_the_grid_are_at_the_steps_own_time():
     """An on-grid event's time is ``s * dt`` itself, so its forward adjustment is exactly 1."""
     table = prepare(random_portfolio(np.random.default_rng(3), 50), builtin_curves()).table
     cols = {c: table[c].to_numpy() for c in table.columns}
-    events = time_form_events(table["exercise"].map(EXERCISE_CODES).to_numpy(), cols["expiry"],
-                              cols["first_exercise"], cols["exercise_frequency"], cols["strike"], cols["maturity"],
-                              cols["coupon"], cols["coupon_frequency"], cols["face"], cols["steps_per_year"],
-                              np.ones(len(table), dtype=bool))
+    events = time_form_events(
+        table["exercise"].map(EXERCISE_CODES).to_numpy(),
+        cols["expiry"],
+        cols["first_exercise"],
+        cols["exercise_frequency"],
+        cols["strike"],
+        cols["maturity"],
+        cols["coupon"],
+        cols["coupon_frequency"],
+        cols["face"],
+        cols["steps_per_year"],
+        np.ones(len(table), dtype=bool),
+    )
     spy = np.repeat(cols["steps_per_year"], np.diff(events.offsets))
     on_grid = np.abs(events.time * spy - events.step) <= 1e-9
     assert on_grid.sum() > 1000 and (~on_grid).sum() > 100

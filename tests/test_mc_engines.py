@@ -1,5 +1,6 @@
 """Engines on data built here: contract 3 and its limiting cases, random market models, path ranges
 priced apart and combined, the in-process entry point."""
+
 import pickle
 
 import numpy as np
@@ -7,8 +8,18 @@ import pandas as pd
 import pytest
 
 from distprice.errors import OptionError
-from distprice.montecarlo import (EuropeanCall, combine, cpu, datasets, price_mc, price_range, reference, split,
-                                  validate, with_options)
+from distprice.montecarlo import (
+    EuropeanCall,
+    combine,
+    cpu,
+    datasets,
+    price_mc,
+    price_range,
+    reference,
+    split,
+    validate,
+    with_options,
+)
 from distprice.montecarlo.bridge import increments
 from distprice.montecarlo.contracts import INDEX_LEVELS
 from distprice.montecarlo.job import BATCHES
@@ -40,8 +51,20 @@ def random_job(contract, precision="fp64", paths=2048, seed=11):
     discounts = np.exp(-0.02 * rng.uniform(0.5, 2, (models, cashflows)))
     if contract == 1:
         spots, vol, drift, correlation = spots[:, :1], vol[..., :1], drift[..., :1], correlation[:, :1, :1]
-    tables = datasets.tables("random", contract, t, spots, vol, drift, correlation, discounts, paths=paths,
-                             detvals=np.full((models, 1), 0.999), precision=precision, terms=terms)
+    tables = datasets.tables(
+        "random",
+        contract,
+        t,
+        spots,
+        vol,
+        drift,
+        correlation,
+        discounts,
+        paths=paths,
+        detvals=np.full((models, 1), 0.999),
+        precision=precision,
+        terms=terms,
+    )
     return validate(tables)[0]
 
 
@@ -98,7 +121,7 @@ def test_price_does_not_depend_on_how_paths_are_split():
         np.testing.assert_allclose(again.price, whole.price, rtol=1e-12)
         np.testing.assert_allclose(again.stderr_batches, whole.stderr_batches, rtol=1e-9)
     aligned = [price_range(job, a, b, "cpu") for a, b in [(0, 2048), (2048, 4096), (6144, 3856)]]
-    assert np.array_equal(combine(aligned).price, whole.price)       # splits at task edges: same bits
+    assert np.array_equal(combine(aligned).price, whole.price)  # splits at task edges: same bits
     blob = pickle.dumps(aligned[0])
     assert len(blob) < 2000 and pickle.loads(blob).batch_sums.tolist() == aligned[0].batch_sums.tolist()
 
@@ -115,17 +138,35 @@ def test_combine_refuses_gaps_and_overlaps():
 
 
 def test_price_mc_from_tables_in_a_folder(tmp_path):
-    tables = datasets.tables("call", "european_call", [1.0], [[100.0]], 0.2, 0.0, [[1.0]], [[1.0]],
-                             detvals=[[1.0]], paths=2**14, terms={"strike": 100.0})
+    tables = datasets.tables(
+        "call",
+        "european_call",
+        [1.0],
+        [[100.0]],
+        0.2,
+        0.0,
+        [[1.0]],
+        [[1.0]],
+        detvals=[[1.0]],
+        paths=2**14,
+        terms={"strike": 100.0},
+    )
     for name, frame in tables.items():
         frame.to_csv(tmp_path / f"{name}.csv", index=False)
     priced = price_mc(tmp_path, engine="cpu", chunks=4)
     assert list(priced.columns)[:5] == ["job", "model", "contract", "price", "stderr_batches"]
     row = priced.iloc[0]
-    assert (row.job, row.model, row.paths, row.precision, row.directions, row.chunks) == \
-        ("call", 0, 2**14, "fp64", "joe_kuo_6_21201", 4)
+    assert (row.job, row.model, row.paths, row.precision, row.directions, row.chunks) == (
+        "call",
+        0,
+        2**14,
+        "fp64",
+        "joe_kuo_6_21201",
+        4,
+    )
     # at-the-money call, zero log-drift, sd 0.2: forward S0 e^0.02, d1 = 0.2, d2 = 0
     from math import erf, exp, sqrt
+
     closed = 100 * exp(0.02) * 0.5 * (1 + erf(0.2 / sqrt(2))) - 100 * 0.5
     assert row.price == pytest.approx(closed, rel=1e-3)
     assert validate(tables)[0].contract == EuropeanCall(strike=100.0)

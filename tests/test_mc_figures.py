@@ -1,5 +1,6 @@
 """The Monte-Carlo contract's reference figures: FinPar's float64 prices, Futhark's float32 prints, the
 Black-Scholes closed form of contract 1."""
+
 from math import erf, exp, log, sqrt
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_contract_1_against_black_scholes_closed_form():
     sd = job.vol[0, 0, 0] * job.bridge.sd[0]
     forward = s0 * exp(job.drift[0, 0, 0] + sd * sd / 2)
     d1 = (log(forward / strike) + sd * sd / 2) / sd
-    cdf = lambda x: 0.5 * (1 + erf(x / sqrt(2)))          # noqa: E731
+    cdf = lambda x: 0.5 * (1 + erf(x / sqrt(2)))  # noqa: E731
     closed = detval * disc * (forward * cdf(d1) - strike * cdf(d1 - sd))
     assert abs(closed / 167.0560809 - 1) < 1e-9
     priced = price_mc(DATA / "finpar_small.input.data", engine="cpu").iloc[0]

@@ -1,5 +1,6 @@
 """The CUDA kernel's arithmetic, built for the host with g++ and compared with the CPU engine bit for bit;
 the kernel itself on a GPU (``-m gpu``; skipped without CuPy and a GPU)."""
+
 import ctypes
 import shutil
 import subprocess
@@ -76,8 +77,23 @@ def host_library(launch, tmp_path_factory):
         real = {"fp64": "double", "fp32": "float"}[launch.precision]
         defines = [f"-D{k}={v}" for k, v in launch.defines if k != "MC_THREADS"]
         library = folder / "shim.so"
-        subprocess.run(["g++", "-O2", "-std=c++17", "-ffp-contract=off", "-shared", "-fPIC", f"-DREAL={real}",
-                        *defines, f"-I{kernel_dir()}", str(folder / "shim.cpp"), "-o", str(library)], check=True)
+        subprocess.run(
+            [
+                "g++",
+                "-O2",
+                "-std=c++17",
+                "-ffp-contract=off",
+                "-shared",
+                "-fPIC",
+                f"-DREAL={real}",
+                *defines,
+                f"-I{kernel_dir()}",
+                str(folder / "shim.cpp"),
+                "-o",
+                str(library),
+            ],
+            check=True,
+        )
         _BUILT[key] = ctypes.CDLL(str(library))
     return _BUILT[key]
 
@@ -102,9 +118,19 @@ def jobs():
     large = validate(datasets.large(2**14))[0]
     rng = np.random.default_rng(5)
     t = np.cumsum(rng.uniform(0.1, 0.3, 9))
-    two_models = validate(datasets.tables(
-        "two", 3, t, [[3700.0, 12000.0, 1150.0], [3900.0, 11000.0, 1250.0]], rng.uniform(0.1, 0.3, (2, 9, 3)),
-        0.01, datasets.MEDIUM_CORRELATION, [[0.99, 0.97], [0.98, 0.96]], paths=2**13))[0]
+    two_models = validate(
+        datasets.tables(
+            "two",
+            3,
+            t,
+            [[3700.0, 12000.0, 1150.0], [3900.0, 11000.0, 1250.0]],
+            rng.uniform(0.1, 0.3, (2, 9, 3)),
+            0.01,
+            datasets.MEDIUM_CORRELATION,
+            [[0.99, 0.97], [0.98, 0.96]],
+            paths=2**13,
+        )
+    )[0]
     return {"small": small, "medium": medium, "large": large, "two_models": two_models}
 
 
@@ -123,21 +149,27 @@ def test_host_build_gives_the_cpu_engine_payoffs_bit_for_bit(all_jobs, name, pre
     expected = cpu.path_payoffs(job, first, count)
     for m in range(len(job.models)):
         out = np.empty(count)
-        library.mc_host_payoffs(*c_arguments(launch), ctypes.c_int(launch.threads), ctypes.c_int(m),
-                                ctypes.c_void_p(out.ctypes.data))
+        library.mc_host_payoffs(
+            *c_arguments(launch), ctypes.c_int(launch.threads), ctypes.c_int(m), ctypes.c_void_p(out.ctypes.data)
+        )
         assert np.array_equal(out, expected[m])
 
 
 @pytest.mark.parametrize("name", ["medium", "two_models"])
 def test_host_grid_and_fold_give_the_cpu_engine_batch_sums(all_jobs, name, tmp_path_factory):
     job = with_options(all_jobs[name], paths=2**13)
-    first, count = 777, 6000                       # blocks straddle batch edges (batches of 256 paths)
+    first, count = 777, 6000  # blocks straddle batch edges (batches of 256 paths)
     launch = gpu.layout(job, first, count)
     assert launch.threads == 256 and launch.blocks == (first + count) // 256 - (first + 1) // 256 + 1
     library = host_library(launch, tmp_path_factory)
     sums = np.empty((len(job.models), launch.blocks, 2))
-    library.mc_host_sums(*c_arguments(launch), ctypes.c_int(launch.threads), ctypes.c_int(launch.blocks),
-                         ctypes.c_int(len(job.models)), ctypes.c_void_p(sums.ctypes.data))
+    library.mc_host_sums(
+        *c_arguments(launch),
+        ctypes.c_int(launch.threads),
+        ctypes.c_int(launch.blocks),
+        ctypes.c_int(len(job.models)),
+        ctypes.c_void_p(sums.ctypes.data),
+    )
     np.testing.assert_allclose(gpu.fold(job, launch, sums), cpu.batch_sums(job, first, count), rtol=1e-13, atol=1e-9)
 
 
@@ -147,7 +179,7 @@ def test_kernel_fields_and_layout(all_jobs):
     launch = gpu.layout(all_jobs["large"], 0, 2**14)
     assert set(names) == set(launch.arguments)
     assert dict(launch.defines) == {"MC_UNDERLYINGS": 3, "MC_SLOTS": 10, "MC_CONTRACT": 3, "MC_THREADS": 256}
-    assert launch.shared_bytes == 4 * 1101 * (1 + 8)   # x_{n0} and the direction numbers of 8 low bits per dimension
+    assert launch.shared_bytes == 4 * 1101 * (1 + 8)  # x_{n0} and the direction numbers of 8 low bits per dimension
     tiny = with_options(all_jobs["medium"], paths=1000)
     with pytest.raises(Exception, match="at least 1024 paths"):
         gpu.layout(tiny, 0, 1000)

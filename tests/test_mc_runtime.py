@@ -1,5 +1,6 @@
 """Monte-Carlo jobs through the interfaces: the command line, distprice.price_mc, and a cluster that spreads
 each job's paths over its workers (the same bits as in this process)."""
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def test_the_command_writes_one_row_per_job_and_model(tmp_path):
     output = tmp_path / "mc.csv"
-    result = CliRunner().invoke(main, ["mc", "--input", str(MEDIUM), "--output", str(output), "--paths", "20000",
-                                       "--engine", "cpu"])
+    result = CliRunner().invoke(
+        main, ["mc", "--input", str(MEDIUM), "--output", str(output), "--paths", "20000", "--engine", "cpu"]
+    )
     assert result.exit_code == 0, result.output
     assert "priced 1 job (1 model) on 20000 paths" in result.output
     written = pd.read_csv(output)
@@ -57,8 +59,9 @@ def test_paths_spread_over_the_cluster_give_the_same_bits(local):
 
 
 def test_bench_times_an_engine_and_splits_the_cpu_stages():
-    result = CliRunner().invoke(main, ["bench", "--family", "mc", "--dataset", "medium", "--size", "8192",
-                                       "--engine", "cpu", "--repeat", "1"])
+    result = CliRunner().invoke(
+        main, ["bench", "--family", "mc", "--dataset", "medium", "--size", "8192", "--engine", "cpu", "--repeat", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert "set medium  contract" in result.output and "paths 8192" in result.output and "PDU/s" in result.output
     stages = next(line for line in result.output.splitlines() if line.startswith("stages"))

@@ -1,4 +1,5 @@
 """The stages of a path: Sobol integers, AS241, the Brownian bridge."""
+
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,13 @@ def independent_all(directions, n):
 
 def test_unit_vectors_of_the_medium_directions(medium):
     v = medium.directions
-    expected = {1: [536870912] * 4, 2: [805306368] + [268435456] * 3, 3: [268435456] + [805306368] * 3,
-                1000: [235929600, 103809024, 556793856, 491782144], 1048576: [1536, 503324160, 729685504, 860824064]}
+    expected = {
+        1: [536870912] * 4,
+        2: [805306368] + [268435456] * 3,
+        3: [268435456] + [805306368] * 3,
+        1000: [235929600, 103809024, 556793856, 491782144],
+        1048576: [1536, 503324160, 729685504, 860824064],
+    }
     for n, x in expected.items():
         assert sobol.independent(v, n)[:4].tolist() == x
     z = normal.inverse_normal(sobol.independent(v, 1000)[:4] / 2.0**30)
@@ -50,23 +56,23 @@ def test_every_split_of_1_to_4096_gives_the_same_integers(medium):
         sobol.start(v, 0, base)
         for block in range(4096 // lanes):
             fresh = np.empty_like(base)
-            sobol.start(v, block * lanes, fresh)              # where a task starts
+            sobol.start(v, block * lanes, fresh)  # where a task starts
             assert np.array_equal(fresh, base)
             column = sobol.leap_column(block, shift)
             leap = np.array([sobol.leap(v, d, shift, column) for d in range(v.shape[0])], dtype=np.uint32)
             x = base[:, None] ^ offsets
             x[:, -1] = base ^ leap
-            assert np.array_equal(x.T, walked[block * lanes:(block + 1) * lanes])
+            assert np.array_equal(x.T, walked[block * lanes : (block + 1) * lanes])
             base = base ^ leap
     rng = np.random.default_rng(7)
     for first in rng.integers(1, 4000, 20):
         count = int(rng.integers(1, 4097 - first))
-        assert np.array_equal(sobol.points(v, int(first), count), walked[first - 1:first - 1 + count])
+        assert np.array_equal(sobol.points(v, int(first), count), walked[first - 1 : first - 1 + count])
 
 
 def test_joe_kuo_directions_agree_with_scipy_and_quantlib():
-    from scipy.stats import qmc
     import QuantLib as ql
+    from scipy.stats import qmc
 
     v = sobol.joe_kuo(50, 30)
     ours = sobol.points(v, 1, 1024) / 2.0**30
@@ -90,8 +96,9 @@ def test_direction_rule():
 def test_as241_against_scipy_ndtri():
     from scipy.special import ndtri
 
-    reachable = np.concatenate([np.linspace(2.0**-32, 1 - 2.0**-32, 400_001), np.logspace(-10, -1, 2000),
-                                1 - np.logspace(-9, -1, 2000)])
+    reachable = np.concatenate(
+        [np.linspace(2.0**-32, 1 - 2.0**-32, 400_001), np.logspace(-10, -1, 2000), 1 - np.logspace(-9, -1, 2000)]
+    )
     assert np.max(np.abs(normal.inverse_normal(reachable) - ndtri(reachable))) < 1e-14
     far = np.logspace(-300, -12, 500)
     z = normal.inverse_normal(far)
@@ -105,7 +112,7 @@ def test_as241_against_scipy_ndtri():
 
 def test_bridge_from_dates_reproduces_the_shipped_bridges(medium):
     for name in ("finpar_small.input.data", "finpar_medium.input.data"):
-        job = validate(read_inputs(DATA / name))[0]     # the shipped bridge, read from the file
+        job = validate(read_inputs(DATA / name))[0]  # the shipped bridge, read from the file
         built = bridge.from_dates(job.t)
         for column in ("index", "left", "right"):
             assert np.array_equal(getattr(built, column), getattr(job.bridge, column))

@@ -1,4 +1,5 @@
 """Bad Monte-Carlo inputs: every problem named by table, row, job and column, all at once."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -65,8 +66,9 @@ def test_an_underlying_index_out_of_reach_is_named(medium, index):
 
 def test_missing_and_extra_rows(medium):
     medium["mc_diffusion"] = medium["mc_diffusion"].drop(index=[7])
-    medium["mc_cashflows"] = pd.concat([medium["mc_cashflows"], medium["mc_cashflows"].iloc[[0]].assign(k=9)],
-                                       ignore_index=True)
+    medium["mc_cashflows"] = pd.concat(
+        [medium["mc_cashflows"], medium["mc_cashflows"].iloc[[0]].assign(k=9)], ignore_index=True
+    )
     found = problems(medium)
     assert has(found, "mc_diffusion (job 'finpar_medium')", None, "missing row for model 0, date_index 3, underlying 1")
     assert has(found, "mc_cashflows row 6 (job 'finpar_medium')", "k", "whole number in 0..4")
@@ -121,7 +123,7 @@ def test_directions(medium):
 
 
 def test_bridge_rules(medium):
-    medium["mc_bridge"].loc[2, "ri"] = 4          # date 4 is computed later
+    medium["mc_bridge"].loc[2, "ri"] = 4  # date 4 is computed later
     medium["mc_bridge"].loc[3, "sd"] = -1.0
     found = problems(medium)
     assert has(found, "mc_bridge row 3 (job 'finpar_medium')", "ri", "computed at an earlier step")
@@ -159,8 +161,10 @@ def test_unknown_jobs_tables_and_columns(medium, tmp_path):
         read_inputs(tmp_path / "bad.in")
 
 
-@pytest.mark.parametrize("edit", [(b"536870912", b"99999999999999999999"), (b"3758.05", b"37\xff58.05"),
-                                  (b"[ 1 ],\t//bb_bi", b"[ 77 ],\t//bb_bi")])
+@pytest.mark.parametrize(
+    "edit",
+    [(b"536870912", b"99999999999999999999"), (b"3758.05", b"37\xff58.05"), (b"[ 1 ],\t//bb_bi", b"[ 77 ],\t//bb_bi")],
+)
 def test_a_data_file_with_a_number_out_of_range_or_bad_bytes_is_named(tmp_path, edit):
     """A direction number beyond int64, bytes that are not UTF-8, a bridge index beyond the dates: each is named
     (before: OverflowError, UnicodeDecodeError, IndexError and a traceback)."""

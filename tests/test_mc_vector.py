@@ -1,5 +1,6 @@
 """The CPU engine's vector code: exp and log in arithmetic, AS241 on blocks, blocks of any width, the
 stage split."""
+
 from pathlib import Path
 
 import numba
@@ -44,7 +45,7 @@ def test_exp_and_log_within_a_few_ulps_compiled_as_in_numpy():
     e, lg = elementary.exp(x), elementary.log(p)
     assert np.max(ulps(e, np.exp(x), np.float64)) <= 2
     assert np.max(np.abs(lg - np.log(p)) / np.spacing(np.maximum(np.abs(np.log(p)), 1.0))) <= 4
-    tails = np.exp(rng.uniform(np.log(2.0**-32), np.log(0.075), 20_000))          # AS241's tails
+    tails = np.exp(rng.uniform(np.log(2.0**-32), np.log(0.075), 20_000))  # AS241's tails
     assert np.max(ulps(elementary.log(tails), np.log(tails), np.float64)) <= 1
     assert elementary.exp(np.array([0.0]))[0] == 1.0 and elementary.log(np.array([1.0]))[0] == 0.0
     for function, values, expected in ((compiled_exp, x, e), (compiled_log, p, lg)):
@@ -63,10 +64,12 @@ def test_float32_exp_and_log_are_the_rounded_float64():
     rng = np.random.default_rng(2)
     x = rng.normal(0, 0.05, 200_000).astype(np.float32)
     p = np.exp(rng.uniform(np.log(2.0**-32), np.log(0.075), 200_000)).astype(np.float32)
-    for ours, exact in ((elementary.exp(x), np.exp(x.astype(np.float64))),
-                        (elementary.log(p), np.log(p.astype(np.float64)))):
+    for ours, exact in (
+        (elementary.exp(x), np.exp(x.astype(np.float64))),
+        (elementary.log(p), np.log(p.astype(np.float64))),
+    ):
         assert ours.dtype == np.float32
-        assert np.max(ulps(ours, exact, np.float32)) <= 0.5 + 1e-6          # the float32 nearest the value
+        assert np.max(ulps(ours, exact, np.float32)) <= 0.5 + 1e-6  # the float32 nearest the value
         assert np.mean(ours != exact.astype(np.float32)) < 1e-4
     out = np.empty_like(x)
     compiled_exp(x, out)
@@ -78,7 +81,7 @@ def test_as241_on_blocks_is_one_number_at_a_time_and_the_array_form(dtype):
     from scipy.special import ndtri
 
     rng = np.random.default_rng(3)
-    far = [1e-12, 1 - 1e-12, 1e-200] if dtype == np.float64 else [1e-12, 1 - 2.0**-24, 1e-30]   # r > 5
+    far = [1e-12, 1 - 1e-12, 1e-200] if dtype == np.float64 else [1e-12, 1 - 2.0**-24, 1e-30]  # r > 5
     u = np.concatenate([rng.integers(1, 2**30, 4000) * 2.0**-30, far, [0.5, 0.075, 0.925, 0.0, 1.0]]).astype(dtype)
     z, one = np.empty_like(u), np.empty_like(u)
     compiled_normals(u, z, one)
@@ -87,16 +90,26 @@ def test_as241_on_blocks_is_one_number_at_a_time_and_the_array_form(dtype):
     exact = ndtri(u[:-2].astype(np.float64))
     tolerance = 1e-14 if dtype == np.float64 else 2e-5
     assert np.all(np.abs(z[:-2] - exact) < tolerance * np.maximum(1, np.abs(exact)))
-    assert 0.1 < np.mean(np.abs(u - 0.5) > 0.425) < 0.2                # both branches were taken
+    assert 0.1 < np.mean(np.abs(u - 0.5) > 0.425) < 0.2  # both branches were taken
 
 
 def random_barrier_job(paths=700):
     rng = np.random.default_rng(8)
     t = np.cumsum(rng.uniform(0.02, 0.1, 23))
-    return validate(datasets.tables("barrier", 3, t, [[3800.0, 11500.0, 1180.0], [3600.0, 12100.0, 1220.0]],
-                                    rng.uniform(0.1, 0.3, (2, 23, 3)), 0.001, datasets.MEDIUM_CORRELATION,
-                                    [[0.99, 0.97], [0.98, 0.96]], paths=paths,
-                                    terms={"barriers": 0.9 * np.array(INDEX_LEVELS)}))[0]
+    return validate(
+        datasets.tables(
+            "barrier",
+            3,
+            t,
+            [[3800.0, 11500.0, 1180.0], [3600.0, 12100.0, 1220.0]],
+            rng.uniform(0.1, 0.3, (2, 23, 3)),
+            0.001,
+            datasets.MEDIUM_CORRELATION,
+            [[0.99, 0.97], [0.98, 0.96]],
+            paths=paths,
+            terms={"barriers": 0.9 * np.array(INDEX_LEVELS)},
+        )
+    )[0]
 
 
 @pytest.mark.parametrize("name", ["medium", "barrier"])

@@ -1,9 +1,18 @@
 """The planner: sort order, chunk counts, cost-balanced cuts, scenario blocks and file slices."""
+
 import numpy as np
 import pytest
 
-from distprice.planner import (MAX_CHUNK_ROWS, MIN_CHUNK_ROWS, chunk_count, cut_by_cost, partition,
-                               sort_order, table_slices, work_grid)
+from distprice.planner import (
+    MAX_CHUNK_ROWS,
+    MIN_CHUNK_ROWS,
+    chunk_count,
+    cut_by_cost,
+    partition,
+    sort_order,
+    table_slices,
+    work_grid,
+)
 
 
 def test_sort_order_is_tallest_then_widest_first():
@@ -12,13 +21,16 @@ def test_sort_order_is_tallest_then_widest_first():
     assert sort_order(width, height).tolist() == [2, 1, 3, 0]
 
 
-@pytest.mark.parametrize("rows, workers, per_worker, expected", [
-    (1_000_000, 4, 4, 16),          # as asked
-    (10_000, 4, 4, 5),              # no chunk under MIN_CHUNK_ROWS
-    (1_000, 8, 4, 1),
-    (2_000_000, 1, 2, 8),           # no chunk over MAX_CHUNK_ROWS
-    (0, 2, 4, 1),
-])
+@pytest.mark.parametrize(
+    "rows, workers, per_worker, expected",
+    [
+        (1_000_000, 4, 4, 16),  # as asked
+        (10_000, 4, 4, 5),  # no chunk under MIN_CHUNK_ROWS
+        (1_000, 8, 4, 1),
+        (2_000_000, 1, 2, 8),  # no chunk over MAX_CHUNK_ROWS
+        (0, 2, 4, 1),
+    ],
+)
 def test_chunk_count_keeps_chunks_within_the_row_bounds(rows, workers, per_worker, expected):
     chunks = chunk_count(rows, workers, per_worker)
     assert chunks == expected
@@ -45,12 +57,15 @@ def test_partition_is_a_permutation_of_sorted_chunks():
     assert np.array_equal(np.concatenate(chunks), sort_order(width, height))
 
 
-@pytest.mark.parametrize("rows, scenarios, workers, per_worker, row_chunks, blocks", [
-    (100_000, 1, 4, 4, 16, [range(0, 1)]),                   # no scenarios: chunks of rows only
-    (100_000, 50, 1, 4, 1, [range(0, 12), range(12, 25), range(25, 38), range(38, 50)]),
-    (100_000, 5, 4, 4, 4, [range(i, i + 1) for i in range(5)]),
-    (1_000_000, 50, 2, 4, 4, None),                          # rows still bound chunks to MAX_CHUNK_ROWS
-])
+@pytest.mark.parametrize(
+    "rows, scenarios, workers, per_worker, row_chunks, blocks",
+    [
+        (100_000, 1, 4, 4, 16, [range(0, 1)]),  # no scenarios: chunks of rows only
+        (100_000, 50, 1, 4, 1, [range(0, 12), range(12, 25), range(25, 38), range(38, 50)]),
+        (100_000, 5, 4, 4, 4, [range(i, i + 1) for i in range(5)]),
+        (1_000_000, 50, 2, 4, 4, None),  # rows still bound chunks to MAX_CHUNK_ROWS
+    ],
+)
 def test_work_grid_cuts_scenarios_into_blocks_first(rows, scenarios, workers, per_worker, row_chunks, blocks):
     chunks, got = work_grid(rows, scenarios, workers, per_worker)
     assert chunks == row_chunks
@@ -66,21 +81,24 @@ def slice_rows(files, slices) -> list[np.ndarray]:
         first[path], total = total, total + sum(groups)
     for s in slices:
         groups = dict(files)[s.path]
-        base = first[s.path] + sum(groups[:s.groups.start])
-        assert 0 <= s.start < s.stop <= sum(groups[s.groups.start:s.groups.stop])
+        base = first[s.path] + sum(groups[: s.groups.start])
+        assert 0 <= s.start < s.stop <= sum(groups[s.groups.start : s.groups.stop])
         assert s.groups.stop == s.groups.start + 1 or s.start < groups[s.groups.start]  # no group read for nothing
-        assert s.stop > sum(groups[s.groups.start:s.groups.stop - 1])
+        assert s.stop > sum(groups[s.groups.start : s.groups.stop - 1])
         out.append(np.arange(base + s.start, base + s.stop))
     return out
 
 
-@pytest.mark.parametrize("files, chunks, count", [
-    ([("part-000000.parquet", [65_536, 65_536, 10_000]), ("part-000001.parquet", [30_000])], 7, 7),
-    ([("book.parquet", [65_536, 34_464] * 10)], 16, 16),  # copies of 100 000 rows written one after the other
-    ([("book.parquet", [1_000] * 1_000)], 16, 16),  # many small row groups: one task per slice, not per group
-    ([("book.parquet", [0, 70_000, 0, 0, 30_000, 0])], 4, 4),
-    ([("a.parquet", [10]), ("b.parquet", [0]), ("c.parquet", [5])], 8, 8),
-])
+@pytest.mark.parametrize(
+    "files, chunks, count",
+    [
+        ([("part-000000.parquet", [65_536, 65_536, 10_000]), ("part-000001.parquet", [30_000])], 7, 7),
+        ([("book.parquet", [65_536, 34_464] * 10)], 16, 16),  # copies of 100 000 rows written one after the other
+        ([("book.parquet", [1_000] * 1_000)], 16, 16),  # many small row groups: one task per slice, not per group
+        ([("book.parquet", [0, 70_000, 0, 0, 30_000, 0])], 4, 4),
+        ([("a.parquet", [10]), ("b.parquet", [0]), ("c.parquet", [5])], 8, 8),
+    ],
+)
 def test_table_slices_are_equal_and_cover_every_row_once_in_order(files, chunks, count):
     """Slices of about equal rows, whatever the row groups (a slice spans groups or shares one), none across
     files, numbering the rows of the whole table in order."""
@@ -99,12 +117,15 @@ def test_table_slices_are_equal_and_cover_every_row_once_in_order(files, chunks,
         assert max(sizes) <= -(-total // chunks)
 
 
-@pytest.mark.parametrize("files, chunks, opening, sizes", [
-    ([("book.parquet", [65_536, 34_464] * 10)], 16, 8, [31_250] * 8 + [93_750] * 8),
-    ([("book.parquet", [65_536, 34_464] * 10)], 8, 8, [125_000] * 8),  # every slice opens: equal
-    ([("book.parquet", [65_536, 34_464] * 10)], 4, 1, [125_000] + [291_667, 291_666, 291_667]),
-    ([("a.parquet", [400]), ("b.parquet", [400])], 4, 3, [200, 200, 100, 300]),  # a's slices all open: equal
-])
+@pytest.mark.parametrize(
+    "files, chunks, opening, sizes",
+    [
+        ([("book.parquet", [65_536, 34_464] * 10)], 16, 8, [31_250] * 8 + [93_750] * 8),
+        ([("book.parquet", [65_536, 34_464] * 10)], 8, 8, [125_000] * 8),  # every slice opens: equal
+        ([("book.parquet", [65_536, 34_464] * 10)], 4, 1, [125_000] + [291_667, 291_666, 291_667]),
+        ([("a.parquet", [400]), ("b.parquet", [400])], 4, 3, [200, 200, 100, 300]),  # a's slices all open: equal
+    ],
+)
 def test_opening_slices_hold_half_a_slice(files, chunks, opening, sizes):
     """The first ``opening`` slices hold half a slice's rows, the others of their file share the rest; every row
     is still read once, in order."""

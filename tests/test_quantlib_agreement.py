@@ -1,5 +1,6 @@
 """distprice against QuantLib's Hull-White tree on instruments where the two trees coincide and agree
 exactly (docs/model/tree.rst)."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,9 +13,13 @@ pytest.importorskip("QuantLib")
 from distprice.lattice.quantlib import price_quantlib  # noqa: E402
 
 # every knot on a whole day of a 360-day year
-CURVES = pd.DataFrame(dict(curve=["usd"] * 6 + ["eur"] * 4,
-                           t=np.array([30, 180, 360, 720, 1800, 3600, 90, 720, 2160, 7200]) / 360,
-                           zero_rate=[0.041, 0.043, 0.045, 0.047, 0.050, 0.052, 0.021, 0.018, 0.025, 0.031]))
+CURVES = pd.DataFrame(
+    dict(
+        curve=["usd"] * 6 + ["eur"] * 4,
+        t=np.array([30, 180, 360, 720, 1800, 3600, 90, 720, 2160, 7200]) / 360,
+        zero_rate=[0.041, 0.043, 0.045, 0.047, 0.050, 0.052, 0.021, 0.018, 0.025, 0.031],
+    )
+)
 
 
 def on_grid_portfolio(rng: np.random.Generator, n: int) -> pd.DataFrame:
@@ -27,15 +32,26 @@ def on_grid_portfolio(rng: np.random.Generator, n: int) -> pd.DataFrame:
         ex_frequency = int(rng.choice([1, 2, 4, 12]))
         coupon = float(rng.choice([0.0, 0.04, 0.065]))
         instrument = str(rng.choice(["bond_option", "callable_bond", "puttable_bond"]))
-        rows.append(dict(
-            id=i, instrument=instrument,
-            option_type=str(rng.choice(["call", "put"])) if instrument == "bond_option" else None,
-            exercise=str(rng.choice(["european", "bermudan", "american"])),
-            strike=float(rng.uniform(60, 105)), expiry=expiry_step / spy,
-            first_exercise=int(rng.integers(0, expiry_step + 1)) / spy, exercise_frequency=ex_frequency,
-            maturity=height / spy, coupon=coupon, coupon_frequency=int(rng.choice([1, 2, 4])) if coupon else 0,
-            face=float(rng.choice([100.0, 1000.0])), mean_reversion=float(rng.uniform(0.005, 0.004 * spy)),
-            volatility=float(rng.uniform(0.003, 0.02)), steps_per_year=spy, curve=str(rng.choice(["usd", "eur"]))))
+        rows.append(
+            dict(
+                id=i,
+                instrument=instrument,
+                option_type=str(rng.choice(["call", "put"])) if instrument == "bond_option" else None,
+                exercise=str(rng.choice(["european", "bermudan", "american"])),
+                strike=float(rng.uniform(60, 105)),
+                expiry=expiry_step / spy,
+                first_exercise=int(rng.integers(0, expiry_step + 1)) / spy,
+                exercise_frequency=ex_frequency,
+                maturity=height / spy,
+                coupon=coupon,
+                coupon_frequency=int(rng.choice([1, 2, 4])) if coupon else 0,
+                face=float(rng.choice([100.0, 1000.0])),
+                mean_reversion=float(rng.uniform(0.005, 0.004 * spy)),
+                volatility=float(rng.uniform(0.003, 0.02)),
+                steps_per_year=spy,
+                curve=str(rng.choice(["usd", "eur"])),
+            )
+        )
     return pd.DataFrame(rows)
 
 

@@ -18,10 +18,25 @@ pytest.importorskip("QuantLib")
 from distprice.lattice.quantlib import price_quantlib  # noqa: E402
 
 HULL_DAYS = np.array([3, 31, 62, 94, 185, 367, 731, 1096, 1461, 1826, 2194, 2558, 2922, 3287, 3653])
-HULL_RATES = np.array([
-    0.0501772, 0.0498284, 0.0497234, 0.0496157, 0.0499058, 0.0509389, 0.0579733, 0.0630595,
-    0.0673464, 0.0694816, 0.0708807, 0.0727527, 0.0730852, 0.0739790, 0.0749015,
-])
+HULL_RATES = np.array(
+    [
+        0.0501772,
+        0.0498284,
+        0.0497234,
+        0.0496157,
+        0.0499058,
+        0.0509389,
+        0.0579733,
+        0.0630595,
+        0.0673464,
+        0.0694816,
+        0.0708807,
+        0.0727527,
+        0.0730852,
+        0.0739790,
+        0.0749015,
+    ]
+)
 
 CURVES = {
     # the built-in hull curve with its day counts read on a 360-day year: every knot is a whole Act360 day.
@@ -41,9 +56,23 @@ def discount(curve: str, t: float) -> float:
 def make_row(**overrides) -> dict:
     """A portfolio row (docs/guide/bonds.rst) with every default filled; Hull's example unless overridden."""
     row = dict(
-        id=0, instrument="bond_option", option_type="put", exercise="european", strike=63.0, expiry=3.0,
-        first_exercise=0.0, exercise_frequency=1, maturity=9.0, coupon=0.0, coupon_frequency=0,
-        face=100.0, mean_reversion=0.1, volatility=0.01, steps_per_year=12, curve="hull360", quantity=1.0,
+        id=0,
+        instrument="bond_option",
+        option_type="put",
+        exercise="european",
+        strike=63.0,
+        expiry=3.0,
+        first_exercise=0.0,
+        exercise_frequency=1,
+        maturity=9.0,
+        coupon=0.0,
+        coupon_frequency=0,
+        face=100.0,
+        mean_reversion=0.1,
+        volatility=0.01,
+        steps_per_year=12,
+        curve="hull360",
+        quantity=1.0,
     )
     row.update(overrides)
     return row
@@ -60,8 +89,12 @@ def normal_cdf(x: float) -> float:
 def jamshidian_zero_bond_option(curve, a, sigma, expiry, maturity, strike, face, kind):
     """Closed-form Hull-White option on a zero-coupon bond (Jamshidian 1989)."""
     p_t, p_s = discount(curve, expiry), discount(curve, maturity)
-    sigma_p = (sigma / a * (1.0 - math.exp(-a * (maturity - expiry)))
-               * math.sqrt((1.0 - math.exp(-2.0 * a * expiry)) / (2.0 * a)))
+    sigma_p = (
+        sigma
+        / a
+        * (1.0 - math.exp(-a * (maturity - expiry)))
+        * math.sqrt((1.0 - math.exp(-2.0 * a * expiry)) / (2.0 * a))
+    )
     h = math.log(face * p_s / (p_t * strike)) / sigma_p + sigma_p / 2.0
     if kind == "call":
         return face * p_s * normal_cdf(h) - strike * p_t * normal_cdf(h - sigma_p)
@@ -69,6 +102,7 @@ def jamshidian_zero_bond_option(curve, a, sigma, expiry, maturity, strike, face,
 
 
 # --- 1. Hull's example against the closed form ---------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("curve", "strike", "kind", "steps_per_year", "rel_tol"),
@@ -100,11 +134,19 @@ def test_reproduces_the_reference_figures():
 
 # --- 2. straight bond = discounted cash flows ----------------------------------------------------------
 
+
 @pytest.mark.parametrize("face", [100.0, 1000.0])
 def test_straight_bond_is_sum_of_discounted_cash_flows(face):
     maturity, coupon, frequency = 5.25, 0.07, 2
-    row = make_row(option_type="call", strike=0.98 * face, face=face, expiry=2.0, maturity=maturity,
-                   coupon=coupon, coupon_frequency=frequency)
+    row = make_row(
+        option_type="call",
+        strike=0.98 * face,
+        face=face,
+        expiry=2.0,
+        maturity=maturity,
+        coupon=coupon,
+        coupon_frequency=frequency,
+    )
     coupon_times = [maturity - k / frequency for k in range(int(maturity * frequency) + 1)]
     expected = sum(face * coupon / frequency * discount("hull360", t) for t in coupon_times if t > 0)
     expected += face * discount("hull360", maturity)
@@ -114,21 +156,29 @@ def test_straight_bond_is_sum_of_discounted_cash_flows(face):
 
 # --- 3. put-call parity on the tree --------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "expiry",
     [
-        3.5,   # between coupon dates: the clean strike gets 0.25 years of accrued interest
+        3.5,  # between coupon dates: the clean strike gets 0.25 years of accrued interest
         3.25,  # on a coupon date: exercise sees the ex-coupon bond, accrued is zero
-        4.1,   # off the tree grid (QuantLib adds the date to its grid; parity still holds)
+        4.1,  # off the tree grid (QuantLib adds the date to its grid; parity still holds)
     ],
 )
 @pytest.mark.parametrize("exercise_face", [100.0, 250.0])
 def test_european_put_call_parity(expiry, exercise_face):
     face, strike, coupon, frequency, maturity = exercise_face, 0.97 * exercise_face, 0.06, 2, 7.25
-    common = dict(strike=strike, expiry=expiry, maturity=maturity, coupon=coupon,
-                  coupon_frequency=frequency, face=face, mean_reversion=0.05, volatility=0.012)
-    got = price(make_row(id="call", option_type="call", **common),
-                make_row(id="put", option_type="put", **common))
+    common = dict(
+        strike=strike,
+        expiry=expiry,
+        maturity=maturity,
+        coupon=coupon,
+        coupon_frequency=frequency,
+        face=face,
+        mean_reversion=0.05,
+        volatility=0.012,
+    )
+    got = price(make_row(id="call", option_type="call", **common), make_row(id="put", option_type="put", **common))
     call, put = got.option_price
 
     coupon_times = [maturity - k / frequency for k in range(int(maturity * frequency) + 1)]
@@ -145,20 +195,39 @@ def test_european_put_call_parity(expiry, exercise_face):
 
 # --- conventions: face scaling, instruments, exercise styles --------------------------------------------
 
+
 def test_prices_scale_with_face():
-    base = dict(coupon=0.06, coupon_frequency=2, maturity=7.25, expiry=6.0, exercise="bermudan",
-                exercise_frequency=4, first_exercise=1.0)
-    small = price(make_row(option_type="call", strike=98.0, face=100.0, **base),
-                  make_row(option_type="put", strike=101.0, face=100.0, **base))
-    large = price(make_row(option_type="call", strike=980.0, face=1000.0, **base),
-                  make_row(option_type="put", strike=1010.0, face=1000.0, **base))
+    base = dict(
+        coupon=0.06,
+        coupon_frequency=2,
+        maturity=7.25,
+        expiry=6.0,
+        exercise="bermudan",
+        exercise_frequency=4,
+        first_exercise=1.0,
+    )
+    small = price(
+        make_row(option_type="call", strike=98.0, face=100.0, **base),
+        make_row(option_type="put", strike=101.0, face=100.0, **base),
+    )
+    large = price(
+        make_row(option_type="call", strike=980.0, face=1000.0, **base),
+        make_row(option_type="put", strike=1010.0, face=1000.0, **base),
+    )
     assert (small.option_price > 0.0).all()
     np.testing.assert_allclose(large.to_numpy(), 10.0 * small.to_numpy(), rtol=1e-12)
 
 
 def test_callable_and_puttable_bonds_compose_bond_and_option():
-    base = dict(coupon=0.05, coupon_frequency=4, maturity=6.0, expiry=5.0, exercise="bermudan",
-                exercise_frequency=4, first_exercise=1.0)
+    base = dict(
+        coupon=0.05,
+        coupon_frequency=4,
+        maturity=6.0,
+        expiry=5.0,
+        exercise="bermudan",
+        exercise_frequency=4,
+        first_exercise=1.0,
+    )
     rows = [
         make_row(id="c", instrument="bond_option", option_type="call", strike=99.0, **base),
         make_row(id="cb", instrument="callable_bond", option_type="call", strike=99.0, **base),
@@ -177,8 +246,16 @@ def test_callable_and_puttable_bonds_compose_bond_and_option():
 
 
 def test_more_exercise_rights_are_worth_more():
-    base = dict(option_type="call", strike=97.0, coupon=0.05, coupon_frequency=4, maturity=6.0,
-                expiry=4.0, first_exercise=0.5, exercise_frequency=2)
+    base = dict(
+        option_type="call",
+        strike=97.0,
+        coupon=0.05,
+        coupon_frequency=4,
+        maturity=6.0,
+        expiry=4.0,
+        first_exercise=0.5,
+        exercise_frequency=2,
+    )
     styles = ("european", "bermudan", "american")
     got = price(*[make_row(id=style, exercise=style, **base) for style in styles])
     european, bermudan, american = got.option_price

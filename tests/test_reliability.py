@@ -1,6 +1,7 @@
 """Operations: Ctrl-C and SIGTERM, no workers, a lost scheduler, job timeouts, exit statuses, logs a
 scheduler can read, the progress bar only on a terminal, and TLS on the embedded cluster. Fault tests use a
 scheduler and workers started as processes on loopback, and signals sent to a ``distprice run`` process."""
+
 from __future__ import annotations
 
 import io
@@ -45,8 +46,12 @@ class Run:
     """``distprice run`` in a process of its own, its stderr read line by line as it comes."""
 
     def __init__(self, *args: str):
-        self.process = subprocess.Popen([sys.executable, "-m", "distprice.cli", "run", *args], text=True,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "distprice.cli", "run", *args],
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.lines: queue.Queue = queue.Queue()
         self.stderr: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -98,8 +103,10 @@ def address_config(folder, address: str, **cluster) -> str:
 
 # ---- Ctrl-C and SIGTERM ----
 
-@pytest.mark.parametrize("sent, status, said", [(signal.SIGINT, 130, "interrupted"),
-                                                (signal.SIGTERM, 143, "terminated")])
+
+@pytest.mark.parametrize(
+    "sent, status, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
 def test_a_signal_stops_a_job_in_this_process_at_once(tmp_path, slow_book, sent, status, said):
     output = tmp_path / "out" / "priced.parquet"
     output.parent.mkdir()
@@ -139,12 +146,23 @@ def test_sigterm_cancels_a_cluster_job_and_leaves_no_file(tmp_path, slow_book, p
 
 # ---- no workers, a lost scheduler, timeouts ----
 
+
 def test_a_scheduler_without_workers_ends_with_exit_5(tmp_path, scheduler):
     address, _ = scheduler
     pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
     tick = time.monotonic()
-    result = CliRunner().invoke(main, ["run", "--cluster", address_config(tmp_path, address, no_workers_timeout=2),
-                                       "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--cluster",
+            address_config(tmp_path, address, no_workers_timeout=2),
+            "--portfolio",
+            str(tmp_path / "b.csv"),
+            "--output",
+            str(tmp_path / "o.csv"),
+        ],
+    )
     assert result.exit_code == 5, result.output
     assert "no worker joined the cluster" in result.output and "cluster.no_workers_timeout" in result.output
     assert time.monotonic() - tick < 30 and left_behind(tmp_path) == []
@@ -206,8 +224,21 @@ def test_a_job_past_its_timeout_stops_and_its_tasks_are_cancelled(local, slow_bo
 
 def test_a_job_in_this_process_honours_its_timeout(tmp_path, slow_book):
     tick = time.monotonic()
-    result = CliRunner().invoke(main, ["run", "--portfolio", str(slow_book), "--output", str(tmp_path / "o.csv"),
-                                       "--engine", "reference", "--in-process", "--timeout", "1"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--portfolio",
+            str(slow_book),
+            "--output",
+            str(tmp_path / "o.csv"),
+            "--engine",
+            "reference",
+            "--in-process",
+            "--timeout",
+            "1",
+        ],
+    )
     assert result.exit_code == 6, result.output
     assert "timeout of 1 s" in result.output and time.monotonic() - tick < 20
     assert not (tmp_path / "o.csv").exists()
@@ -216,6 +247,7 @@ def test_a_job_in_this_process_honours_its_timeout(tmp_path, slow_book):
 
 
 # ---- exit statuses and options of run ----
+
 
 @pytest.fixture
 def two_rows(tmp_path):
@@ -228,11 +260,13 @@ def test_report_mode_with_invalid_rows_exits_4_and_max_invalid_stops_it(tmp_path
     result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report"])
     assert result.exit_code == 4 and pd.read_csv(output)["error"].notna().sum() == 1
     os.remove(output)
-    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report",
-                                       "--max-invalid", "0"])
+    result = CliRunner().invoke(
+        main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report", "--max-invalid", "0"]
+    )
     assert result.exit_code == 2 and "more than max_invalid (0)" in result.output and not os.path.exists(output)
-    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report",
-                                       "--max-invalid", "1"])
+    result = CliRunner().invoke(
+        main, ["run", "--portfolio", two_rows, "--output", output, "--on-invalid", "report", "--max-invalid", "1"]
+    )
     assert result.exit_code == 4
 
 
@@ -249,8 +283,10 @@ def test_an_empty_portfolio_needs_allow_empty(tmp_path):
 def test_usage_errors_name_the_flag_and_exit_2(tmp_path, two_rows):
     base = ["run", "--portfolio", two_rows]
     cases = [
-        ([*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,50", "--scenarios", two_rows],
-         "give --scenarios or --shifts-bp"),
+        (
+            [*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,50", "--scenarios", two_rows],
+            "give --scenarios or --shifts-bp",
+        ),
         ([*base, "--output", str(tmp_path / "o.csv"), "--as-of", "2026-13-01"], "Invalid value for --as-of"),
         ([*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,0"], "Invalid value for --shifts-bp"),
         ([*base, "--output", str(tmp_path / "missing" / "o.csv")], "does not exist"),
@@ -258,14 +294,27 @@ def test_usage_errors_name_the_flag_and_exit_2(tmp_path, two_rows):
     for args, said in cases:
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2 and said in result.output, (args, result.output)
-    result = CliRunner().invoke(main, [*base, "--output", str(tmp_path / "made" / "o.csv"), "--create-dirs",
-                                       "--on-invalid", "report"])
+    result = CliRunner().invoke(
+        main, [*base, "--output", str(tmp_path / "made" / "o.csv"), "--create-dirs", "--on-invalid", "report"]
+    )
     assert result.exit_code == 4 and (tmp_path / "made" / "o.csv").exists()
 
 
 def test_the_summary_counts_scenarios_prices_and_value(tmp_path, two_rows):
-    result = CliRunner().invoke(main, ["run", "--portfolio", two_rows, "--output", str(tmp_path / "o.csv"),
-                                       "--on-invalid", "report", "--shifts-bp", "-100,0,100"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "--portfolio",
+            two_rows,
+            "--output",
+            str(tmp_path / "o.csv"),
+            "--on-invalid",
+            "report",
+            "--shifts-bp",
+            "-100,0,100",
+        ],
+    )
     assert result.exit_code == 4, result.output
     priced = pd.read_csv(tmp_path / "o.csv")
     values = priced.groupby("scenario")["value"].sum()
@@ -276,10 +325,24 @@ def test_the_summary_counts_scenarios_prices_and_value(tmp_path, two_rows):
 
 # ---- logs and the progress bar ----
 
+
 def test_stdout_holds_the_summary_and_stderr_the_logs_with_no_bar_off_a_terminal(tmp_path):
     pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "b.csv", index=False)
-    done = subprocess.run([sys.executable, "-m", "distprice.cli", "run", "--portfolio", str(tmp_path / "b.csv"),
-                           "--output", str(tmp_path / "o.csv")], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distprice.cli",
+            "run",
+            "--portfolio",
+            str(tmp_path / "b.csv"),
+            "--output",
+            str(tmp_path / "o.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and done.stdout.startswith("priced 1 of 1 rows")
     assert " INFO distprice.api: pricing in this process" in done.stderr
@@ -316,6 +379,7 @@ def test_pricing_in_this_process_draws_its_bar_on_a_terminal(monkeypatch):
 
 
 # ---- the embedded cluster speaks TLS ----
+
 
 def test_the_embedded_local_cluster_speaks_tls_only(tmp_path):
     from distributed import Client
@@ -363,7 +427,7 @@ def test_local_worker_processes_start_with_their_objects_out_of_full_garbage_col
     client, cluster = start(ClusterConfig(kind="local", n_workers=1, processes=processes, dashboard_address=None))
     try:
         frozen = client.run(lambda: (gc.get_freeze_count(), "distprice.cluster.tasks" in __import__("sys").modules))
-        (count, imported), = frozen.values()
+        ((count, imported),) = frozen.values()
         assert imported
         assert (count > 10_000) == processes
         assert gc.get_freeze_count() == 0
@@ -375,9 +439,11 @@ def test_local_worker_processes_start_with_their_objects_out_of_full_garbage_col
 def test_a_workers_tasks_read_parquet_on_as_many_arrow_threads_as_the_worker_has():
     """Dask's nannies start workers with OMP_NUM_THREADS=1, which sizes Arrow's thread pool at one thread; the
     tasks of a two-thread worker give it two, as they give numba's parallel loops."""
-    client, cluster = start(ClusterConfig(kind="local", n_workers=1, threads_per_worker=2, processes=True,
-                                          dashboard_address=None))
+    client, cluster = start(
+        ClusterConfig(kind="local", n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None)
+    )
     try:
+
         def in_a_task():
             import numba
             import pyarrow
@@ -393,13 +459,23 @@ def test_a_workers_tasks_read_parquet_on_as_many_arrow_threads_as_the_worker_has
         cluster.close()
 
 
-@pytest.mark.parametrize("kind", ["local", pytest.param("local-cuda", marks=[
-    pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")])])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "local",
+        pytest.param(
+            "local-cuda",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")],
+        ),
+    ],
+)
 def test_a_script_that_starts_a_cluster_without_the_main_guard_is_told_what_to_do(tmp_path, kind):
     script = tmp_path / "job.py"
-    script.write_text("import distprice\nfrom distprice.cluster.config import ClusterConfig\n\n"
-                      f"with distprice.Pricer(ClusterConfig(kind={kind!r}, n_workers=1, dashboard_address=None)) as p:\n"
-                      "    print(p.workers)\n")
+    script.write_text(
+        "import distprice\nfrom distprice.cluster.config import ClusterConfig\n\n"
+        f"with distprice.Pricer(ClusterConfig(kind={kind!r}, n_workers=1, dashboard_address=None)) as p:\n"
+        "    print(p.workers)\n"
+    )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode != 0
     assert "ClusterError: the local cluster's worker processes did not start" in done.stderr

@@ -1,6 +1,7 @@
 """The job report: each section holds the job's own numbers (read back from the HTML by a parser), the
 sections of a scenario run, of risk columns and of the Monte-Carlo family, the shape picture alone, bad
 facts named, a report of 10⁶ rows under 10 MB, and the page in a real headless browser."""
+
 from __future__ import annotations
 
 import io
@@ -74,10 +75,20 @@ def _plan_of(priced: pd.DataFrame):
 def test_each_section_holds_the_jobs_own_numbers(job, tmp_path):
     width, height, chosen = _plan_of(job)
     timings = {"start": 1.5, "read": 0.25, "checks": 0.125, "price": 2.0, "write": 0.5}
-    workers = {"tcp://127.0.0.1:1": dict(rows=150, node_steps=2e6, seconds=1.0, kernel_seconds=0.75, device="cpu"),
-               "tcp://127.0.0.1:2": dict(rows=145, node_steps=1e6, seconds=1.0, kernel_seconds=0.5, device="cpu")}
-    path = write_report(job, tmp_path / "report.html", portfolio="book.parquet", plan=chosen,
-                        plan_seconds=[0.5], chunks=4, timings=timings, workers=workers)
+    workers = {
+        "tcp://127.0.0.1:1": dict(rows=150, node_steps=2e6, seconds=1.0, kernel_seconds=0.75, device="cpu"),
+        "tcp://127.0.0.1:2": dict(rows=145, node_steps=1e6, seconds=1.0, kernel_seconds=0.5, device="cpu"),
+    }
+    path = write_report(
+        job,
+        tmp_path / "report.html",
+        portfolio="book.parquet",
+        plan=chosen,
+        plan_seconds=[0.5],
+        chunks=4,
+        timings=timings,
+        workers=workers,
+    )
     page = Page(path.read_text())
     assert page.sections == ["job", "shape", "values", "problems"]  # no measure columns: no risk section
     figures = page.figures["job"]
@@ -115,13 +126,23 @@ def test_each_section_holds_the_jobs_own_numbers(job, tmp_path):
 
 
 def test_problem_texts_become_rows_columns_and_rules():
-    errors = pd.Series(["row 4 (id 'a'), column 'maturity': must be > 0; row 4 (id 'a'), column 'volatility': "
-                        "is required", None, "row 9 (id 7): the row's dates are not in order", "no pattern here"])
+    errors = pd.Series(
+        [
+            "row 4 (id 'a'), column 'maturity': must be > 0; row 4 (id 'a'), column 'volatility': is required",
+            None,
+            "row 9 (id 7): the row's dates are not in order",
+            "no pattern here",
+        ]
+    )
     problems = parse_problems(errors)
     assert problems["row"].tolist()[:3] == [4, 4, 9] and pd.isna(problems["row"].iloc[3])
     assert problems["column"].tolist() == ["maturity", "volatility", "(row)", "(row)"]
-    assert problems["rule"].tolist() == ["must be > 0", "is required", "the row's dates are not in order",
-                                         "no pattern here"]
+    assert problems["rule"].tolist() == [
+        "must be > 0",
+        "is required",
+        "the row's dates are not in order",
+        "no pattern here",
+    ]
     assert problems["id"].tolist()[:3] == ["'a'", "'a'", "7"]
 
 
@@ -139,9 +160,13 @@ def test_a_shift_run_gets_the_books_value_under_each_shift(small_book):
 
 def test_measure_columns_make_a_risk_section(job):
     rng = np.random.default_rng(3)
-    risky = job.assign(dv01=rng.uniform(0, 0.1, len(job)), krd_2y=rng.uniform(0, 2, len(job)),
-                       krd_10y=rng.uniform(0, 5, len(job)), oas=rng.uniform(-0.01, 0.03, len(job)),
-                       effective_duration=rng.uniform(0, 8, len(job)))
+    risky = job.assign(
+        dv01=rng.uniform(0, 0.1, len(job)),
+        krd_2y=rng.uniform(0, 2, len(job)),
+        krd_10y=rng.uniform(0, 5, len(job)),
+        oas=rng.uniform(-0.01, 0.03, len(job)),
+        effective_duration=rng.uniform(0, 8, len(job)),
+    )
     risky.loc[::3, "curve"] = "usd"  # a label to the report: it never prices
     failed = risky.index[risky["price"].notna()][:2]
     risky.loc[failed, "oas"] = np.nan

@@ -1,6 +1,7 @@
 """Risk measures from the trees: closed forms where the tree reprices exactly, the key rates summing to the
 duration, vega against re-priced trees, the CPU engine against the reference engine (which prices every bump
 anew, literally), the OAS's failures and the options' and market prices' rules."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,14 @@ from distprice.errors import OptionError
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu
 from distprice.lattice.geometry import tree_geometry
-from distprice.lattice.measures import (DEFAULT_KEY_RATES, MEASURES, krd_column, measure_columns, parse_key_rates,
-                                        parse_measures)
+from distprice.lattice.measures import (
+    DEFAULT_KEY_RATES,
+    MEASURES,
+    krd_column,
+    measure_columns,
+    parse_key_rates,
+    parse_measures,
+)
 from distprice.lattice.oas import find_roots
 from distprice.lattice.quotes import Quotes, read_quotes
 from distprice.lattice.risk import price_measures
@@ -41,8 +48,9 @@ def cpu_measures(book):
 def test_a_zero_coupon_bond_has_its_closed_form_measures():
     """P(h) = P exp(-h T) on every tree (the tree reprices a discount bond): duration sinh(hT)/h, convexity
     2 (cosh(hT) - 1) / h^2, dv01 P sinh(hT) 1bp/h; at T = 4 the key rates 3 and 5 take half each."""
-    row = dict(id="z", instrument="bond", maturity=4.0, mean_reversion=0.1, volatility=0.01, steps_per_year=12,
-               curve="hull")
+    row = dict(
+        id="z", instrument="bond", maturity=4.0, mean_reversion=0.1, volatility=0.01, steps_per_year=12, curve="hull"
+    )
     out = price_measures(instruments_of(pd.DataFrame([row])), builtin_curves(), engine="cpu")
     h, T = 1e-3, 4.0
     P = float(builtin_curves()["hull"].discount(T)) * 100
@@ -80,12 +88,25 @@ def test_cpu_and_reference_engines_agree(book, cpu_measures):
 def test_vega_is_half_the_difference_of_trees_one_bp_of_sigma_apart():
     """Priced again by the pricing engine on rows whose volatility moved: callable bonds lose, puttable bonds
     and options gain."""
-    bond = dict(coupon=0.07, coupon_frequency=2, maturity=10.0, mean_reversion=0.1, volatility=0.012, curve="hull",
-                steps_per_year=12, exercise="bermudan", first_exercise=2.0, expiry=9.0, exercise_frequency=2)
+    bond = dict(
+        coupon=0.07,
+        coupon_frequency=2,
+        maturity=10.0,
+        mean_reversion=0.1,
+        volatility=0.012,
+        curve="hull",
+        steps_per_year=12,
+        exercise="bermudan",
+        first_exercise=2.0,
+        expiry=9.0,
+        exercise_frequency=2,
+    )
     rows = [dict(bond, id=f"c{k}", instrument="callable_bond", strike=k) for k in (98.0, 100.0, 102.0)]
     rows += [dict(bond, id=f"p{k}", instrument="puttable_bond", strike=k) for k in (96.0, 99.0)]
-    rows += [dict(bond, id=f"o{t}", instrument="bond_option", option_type=t, strike=98.0, exercise="european",
-                  expiry=3.0) for t in ("call", "put")]
+    rows += [
+        dict(bond, id=f"o{t}", instrument="bond_option", option_type=t, strike=98.0, exercise="european", expiry=3.0)
+        for t in ("call", "put")
+    ]
     book = instruments_of(pd.DataFrame(rows))
     vega = price_measures(book, builtin_curves(), measures=["vega"])["vega"]
     prices = {}
@@ -94,8 +115,9 @@ def test_vega_is_half_the_difference_of_trees_one_bp_of_sigma_apart():
         g = tree_geometry(table["mean_reversion"], table["volatility"], table["maturity"], table["steps_per_year"])
         bond_price, option = price_cpu(pack(dataclasses.replace(book, table=table, geometry=g), builtin_curves()))
         kind = table["instrument"].to_numpy()
-        prices[name] = np.where(kind == "bond_option", option,
-                                bond_price + np.where(kind == "callable_bond", -option, option))
+        prices[name] = np.where(
+            kind == "bond_option", option, bond_price + np.where(kind == "callable_bond", -option, option)
+        )
     np.testing.assert_allclose(vega, (prices["up"] - prices["down"]) / 2, rtol=1e-12, atol=1e-14)
     assert np.all(vega[:3] < -1e-3) and np.all(vega[3:] > 1e-3)
 
@@ -111,8 +133,9 @@ def test_hull_put_measures_at_its_oas_and_a_price_no_spread_reaches():
     assert "oas: no spread in [-20%, +20%] matches the market price 50 (clean)" in out["error"][1]
     assert np.isnan(out["oas"][1]) and np.isnan(out["dv01"][1]) and np.isnan(out["oas"][2])
     assert -0.05 < out["oas"][0] < 0 and out["effective_duration"][0] < 0  # a put on a bond gains as rates rise
-    again = price_measures(book.take([0]), builtin_curves(), engine="reference", measures=["oas"],
-                           quotes=quotes.take([0]))
+    again = price_measures(
+        book.take([0]), builtin_curves(), engine="reference", measures=["oas"], quotes=quotes.take([0])
+    )
     assert again["oas"][0] == pytest.approx(out["oas"][0], abs=1e-12)
 
 
@@ -190,8 +213,15 @@ def test_oas_roots_from_values_known_at_the_first_point():
 
 def test_measure_options_are_checked():
     assert parse_measures("krd, dv01") == ("dv01", "krd")
-    assert measure_columns(MEASURES, (0.5, 2)) == ("dv01", "effective_duration", "effective_convexity", "krd_0.5y",
-                                                   "krd_2y", "vega", "oas")
+    assert measure_columns(MEASURES, (0.5, 2)) == (
+        "dv01",
+        "effective_duration",
+        "effective_convexity",
+        "krd_0.5y",
+        "krd_2y",
+        "vega",
+        "oas",
+    )
     assert parse_key_rates("1, 2.5,10") == (1.0, 2.5, 10.0)
     for bad, message in (("dv01,gamma", "unknown measure 'gamma'"), ("", "at least one"), ("oas,oas", "once")):
         with pytest.raises(OptionError, match=message):
@@ -207,8 +237,13 @@ def test_measure_options_are_checked():
 
 
 def test_market_prices_are_read_and_checked():
-    table = pd.DataFrame({"id": ["a", "b", "c", "d", 7], "market_price": [101.5, None, "x", -1.0, 99.0],
-                          "market_price_type": ["clean", None, "dirty", "mid", "DIRTY"]})
+    table = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d", 7],
+            "market_price": [101.5, None, "x", -1.0, 99.0],
+            "market_price_type": ["clean", None, "dirty", "mid", "DIRTY"],
+        }
+    )
     quotes, problems = read_quotes(table)
     np.testing.assert_array_equal(quotes.price, [101.5, np.nan, np.nan, np.nan, 99.0])
     assert quotes.dirty.tolist() == [False, False, True, False, True]
@@ -240,14 +275,45 @@ def test_plain_bonds_off_the_tree_equal_their_trees():
     from distprice.lattice.instruments import prepare
     from distprice.lattice.straight import Straight
 
-    curves = load_curves(pd.DataFrame({"curve": "usd", "date": ["2026-06-15", "2028-12-15", "2036-01-15"],
-                                       "zero_rate": [0.03, 0.036, 0.042], "day_count": "ACT/365F"}))
-    rows = pd.DataFrame([
-        dict(id="t", instrument="bond", maturity=7.3, coupon=0.05, coupon_frequency=4, mean_reversion=0.1,
-             volatility=0.01, steps_per_year=5, curve="hull"),
-        dict(id="d", instrument="bond", maturity_date="2034-03-01", issue_date="2024-03-01", coupon=0.045,
-             coupon_frequency=2, day_count="30/360", mean_reversion=0.05, volatility=0.01, steps_per_year=12,
-             curve="usd", settlement_days=2)])
+    curves = load_curves(
+        pd.DataFrame(
+            {
+                "curve": "usd",
+                "date": ["2026-06-15", "2028-12-15", "2036-01-15"],
+                "zero_rate": [0.03, 0.036, 0.042],
+                "day_count": "ACT/365F",
+            }
+        )
+    )
+    rows = pd.DataFrame(
+        [
+            dict(
+                id="t",
+                instrument="bond",
+                maturity=7.3,
+                coupon=0.05,
+                coupon_frequency=4,
+                mean_reversion=0.1,
+                volatility=0.01,
+                steps_per_year=5,
+                curve="hull",
+            ),
+            dict(
+                id="d",
+                instrument="bond",
+                maturity_date="2034-03-01",
+                issue_date="2024-03-01",
+                coupon=0.045,
+                coupon_frequency=2,
+                day_count="30/360",
+                mean_reversion=0.05,
+                volatility=0.01,
+                steps_per_year=12,
+                curve="usd",
+                settlement_days=2,
+            ),
+        ]
+    )
     prepared = prepare(rows, {**builtin_curves(), **curves}, as_of=int(np.datetime64("2025-12-15", "D").astype(int)))
     assert not prepared.problems
     bonds = prepared.instruments()
@@ -350,8 +416,9 @@ def test_cpu_risk_starts_bumps_at_the_last_exercise_from_a_discount_bond():
     n = len(rows)
     grid = np.array(DEFAULT_KEY_RATES)
     keys = key_rate_bumps(len(grid))
-    dz = 0.001 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), np.full((1, 8), -1e-3), 1e-3 * keys,
-                                 -1e-3 * keys])
+    dz = 0.001 + np.concatenate(
+        [np.zeros((1, 8)), np.full((1, 8), 1e-3), np.full((1, 8), -1e-3), 1e-3 * keys, -1e-3 * keys]
+    )
     dz = np.broadcast_to(dz, (n, *dz.shape))
     start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)[engine.bonded, 1:]
     above, cut = last[engine.bonded, None], engine.cut[engine.bonded, None]
@@ -369,6 +436,7 @@ def test_cpu_risk_starts_bumps_at_the_last_exercise_from_a_discount_bond():
 
 def test_oas_search_survives_flat_functions():
     """A row whose function is flat between its first two points (an option worth nothing) has no root."""
-    found, _ = find_roots(lambda rows, points: np.full(points.shape, 2.0), np.zeros(3), np.full(3, 1e-3), -0.2,
-                          0.2, 1e-10)
+    found, _ = find_roots(
+        lambda rows, points: np.full(points.shape, 2.0), np.zeros(3), np.full(3, 1e-3), -0.2, 0.2, 1e-10
+    )
     assert np.isnan(found).all()

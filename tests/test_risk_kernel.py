@@ -1,5 +1,6 @@
 """The risk kernels (kernels/risk.cu): the bump arithmetic of kernels/bumps.cuh built on the host and held
 against the CPU engine's, the kernels compiled by nvcc, and (``-m gpu``) the GPU risk engine against the CPU's."""
+
 from __future__ import annotations
 
 import ctypes
@@ -9,12 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.curves import builtin_curves
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu_risk import CpuRisk
-from distprice.lattice.sweeps import bump_exponent
-from distprice.cuda import gpu_available, kernel_dir
-from distprice.lattice.sweeps import key_rate_bumps, start_steps
+from distprice.lattice.sweeps import bump_exponent, key_rate_bumps, start_steps
 
 from utils import host_library, instruments_of, random_portfolio
 
@@ -45,7 +45,8 @@ def shim(tmp_path_factory):
         function = getattr(library, name)
         function.restype = ctypes.c_double
         function.argtypes = [ctypes.c_double, ctypes.c_double, DOUBLES, DOUBLES, ctypes.c_int][
-            (1 if name == "exponent" else 0):]
+            (1 if name == "exponent" else 0) :
+        ]
     return library
 
 
@@ -66,16 +67,29 @@ def test_bump_arithmetic_equals_the_cpu_engines(shim):
             assert shim.rate_factor(here, above, grid, dz, 8) == pytest.approx(expected, rel=1e-15)
             t = here + 0.3 / 52
             assert shim.event_factor(t, here, grid, dz, 8) == pytest.approx(
-                np.exp(bump_exponent(here, grid, dz) - bump_exponent(t, grid, dz)), rel=1e-15)
+                np.exp(bump_exponent(here, grid, dz) - bump_exponent(t, grid, dz)), rel=1e-15
+            )
         assert shim.event_factor(4.0, 4.0, grid, dz, 8) == 1.0  # on the grid: exactly one
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
 @pytest.mark.parametrize("real", ["double", "float"])
 def test_risk_kernels_compile(tmp_path, real):
-    result = subprocess.run(["nvcc", "-std=c++17", "-arch=compute_90", "--ptx", f"-DREAL={real}",
-                             f"-I{kernel_dir()}", str(kernel_dir() / "risk.cu"), "-o", str(tmp_path / "k.ptx")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            "nvcc",
+            "-std=c++17",
+            "-arch=compute_90",
+            "--ptx",
+            f"-DREAL={real}",
+            f"-I{kernel_dir()}",
+            str(kernel_dir() / "risk.cu"),
+            "-o",
+            str(tmp_path / "k.ptx"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     ptx = (tmp_path / "k.ptx").read_text()
     kernels = ("risk_forward", "risk_forward_block", "risk_roll", "risk_roll_block")
@@ -94,8 +108,9 @@ def test_gpu_risk_engine_equals_the_cpus(held):
     batch = pack(instruments, builtin_curves())
     embedded = (instruments.table["instrument"] != "bond_option").to_numpy() if held else None
     grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
-    bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8),
-                            -1e-3 * key_rate_bumps(8)])
+    bumps = np.concatenate(
+        [np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)]
+    )
     n = len(instruments)
     dz = np.broadcast_to(0.002 + bumps, (n, *bumps.shape))
     engines_agree(instruments, batch, embedded, grid, [(np.arange(n), dz), (np.arange(n, 2 * n)[::2], dz[::2, :3])])
@@ -167,9 +182,13 @@ def test_kept_rows_list_each_task_and_step_once_in_the_order_bump_0_meets_them()
     from distprice.lattice.gpu_risk import _kept_rows
 
     height = np.array([10, 7, 12])
-    top = np.array([[10, 4, 4, 10, 2],    # bumps 1 and 2 take step 4, bump 4 step 2
-                    [7, 7, 7, 7, 7],      # every bump from the top: nothing kept
-                    [12, 0, 9, 9, 12]])   # step 0 (the root) and step 9
+    top = np.array(
+        [
+            [10, 4, 4, 10, 2],  # bumps 1 and 2 take step 4, bump 4 step 2
+            [7, 7, 7, 7, 7],  # every bump from the top: nothing kept
+            [12, 0, 9, 9, 12],
+        ]
+    )  # step 0 (the root) and step 9
     task, step, entry = _kept_rows(top, height)
     assert task.tolist() == [0, 0, 2, 2] and step.tolist() == [4, 2, 9, 0]
     assert entry.tolist() == [0, 0, 1, 3, 2, 2]  # (0,1) (0,2) (0,4) (2,1) (2,2) (2,3), row-major
@@ -189,8 +208,12 @@ def test_gpu_risk_engine_shares_forward_passes_as_the_cpus():
 
     book = desk(400, seed=5)
     curves = load_curves(book.curves)
-    prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
-                       exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
+    prepared = prepare(
+        book.portfolio,
+        curves,
+        as_of=valuation_day(AS_OF),
+        exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio),
+    )
     instruments = prepared.instruments()
     instruments = instruments.take(np.flatnonzero((instruments.table["instrument"] != "bond").to_numpy()))
     batch = pack(instruments, curves)
@@ -200,5 +223,13 @@ def test_gpu_risk_engine_shares_forward_passes_as_the_cpus():
     assert groups.size.max() > 20 and len(np.unique(CpuRisk(batch).cut[groups.group == 0])) > 3
     grid = np.array([1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 30.0])
     bumps = np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8)])
-    engines_agree(instruments, batch, embedded, grid, [(np.arange(2 * n), np.broadcast_to(bumps[:2], (2 * n, 2, 8))),
-                                                       (np.arange(n), np.broadcast_to(bumps, (n, *bumps.shape)))])
+    engines_agree(
+        instruments,
+        batch,
+        embedded,
+        grid,
+        [
+            (np.arange(2 * n), np.broadcast_to(bumps[:2], (2 * n, 2, 8))),
+            (np.arange(n), np.broadcast_to(bumps, (n, *bumps.shape))),
+        ],
+    )

@@ -1,6 +1,7 @@
 """Risk measures of dated callable and puttable bonds against QuantLib's ``CallableBond.OAS``,
 ``effectiveDuration`` and ``effectiveConvexity`` (the same spread bump), on trees that coincide with
 QuantLib's (ACT/360 curve, 360 steps a year: every date a node; small trees so that QuantLib is quick)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,21 +20,69 @@ from distprice.lattice.quantlib_dated import price_dated_quantlib, risk_dated_qu
 AS_OF = "2025-12-15"
 BUMP_BP = 2.0
 """QuantLib's bump in the comparison (ours is passed the same)."""
-CURVES = pd.DataFrame({"curve": "usd", "date": ["2026-03-16", "2026-12-15", "2027-12-15", "2029-06-15"],
-                       "zero_rate": [0.031, 0.034, 0.036, 0.039], "day_count": "ACT/360"})
-BONDS = pd.DataFrame([
-    dict(id="call", instrument="callable_bond", exercise="bermudan", strike=100.0, coupon=0.055, coupon_frequency=2,
-         issue_date="2025-09-15", maturity_date="2027-03-15", day_count="30/360", first_exercise_date="2026-03-15",
-         expiry_date="2026-09-15", mean_reversion=0.4, volatility=0.012),
-    dict(id="put", instrument="puttable_bond", exercise="bermudan", strike=100.0, coupon=0.04, coupon_frequency=4,
-         issue_date="2025-08-10", maturity_date="2027-02-10", day_count="ACT/365F", calendar="US",
-         first_exercise_date="2026-05-10", expiry_date="2026-11-10", mean_reversion=0.35, volatility=0.011),
-    dict(id="stepdown", instrument="callable_bond", exercise="bermudan", coupon=0.065, coupon_frequency=2,
-         issue_date="2025-04-01", maturity_date="2027-04-01", day_count="30E/360", mean_reversion=0.45,
-         volatility=0.013),
-]).assign(steps_per_year=360, curve="usd")
-SCHEDULE = pd.DataFrame({"id": "stepdown", "date": ["2026-04-01", "2026-07-20", "2026-10-01"],
-                         "price": [101.5, 102.0, 100.0], "price_type": ["clean", "dirty", "clean"]})
+CURVES = pd.DataFrame(
+    {
+        "curve": "usd",
+        "date": ["2026-03-16", "2026-12-15", "2027-12-15", "2029-06-15"],
+        "zero_rate": [0.031, 0.034, 0.036, 0.039],
+        "day_count": "ACT/360",
+    }
+)
+BONDS = pd.DataFrame(
+    [
+        dict(
+            id="call",
+            instrument="callable_bond",
+            exercise="bermudan",
+            strike=100.0,
+            coupon=0.055,
+            coupon_frequency=2,
+            issue_date="2025-09-15",
+            maturity_date="2027-03-15",
+            day_count="30/360",
+            first_exercise_date="2026-03-15",
+            expiry_date="2026-09-15",
+            mean_reversion=0.4,
+            volatility=0.012,
+        ),
+        dict(
+            id="put",
+            instrument="puttable_bond",
+            exercise="bermudan",
+            strike=100.0,
+            coupon=0.04,
+            coupon_frequency=4,
+            issue_date="2025-08-10",
+            maturity_date="2027-02-10",
+            day_count="ACT/365F",
+            calendar="US",
+            first_exercise_date="2026-05-10",
+            expiry_date="2026-11-10",
+            mean_reversion=0.35,
+            volatility=0.011,
+        ),
+        dict(
+            id="stepdown",
+            instrument="callable_bond",
+            exercise="bermudan",
+            coupon=0.065,
+            coupon_frequency=2,
+            issue_date="2025-04-01",
+            maturity_date="2027-04-01",
+            day_count="30E/360",
+            mean_reversion=0.45,
+            volatility=0.013,
+        ),
+    ]
+).assign(steps_per_year=360, curve="usd")
+SCHEDULE = pd.DataFrame(
+    {
+        "id": "stepdown",
+        "date": ["2026-04-01", "2026-07-20", "2026-10-01"],
+        "price": [101.5, 102.0, 100.0],
+        "price_type": ["clean", "dirty", "clean"],
+    }
+)
 
 
 def _setup(settlement_days: int, rows=slice(None)):
@@ -58,10 +107,12 @@ def same_day():
 
 def test_oas_duration_and_convexity_equal_quantlibs_when_settlement_is_the_valuation_date(same_day):
     book, table, curves, instruments, market, quotes = same_day
-    ours = price_measures(instruments, curves, engine="cpu", measures=["duration", "convexity", "oas"],
-                          bump_bp=BUMP_BP, quotes=quotes)
-    theirs = risk_dated_quantlib(book, curves, AS_OF, table, steps=instruments.geometry.height.tolist(),
-                                 bump=BUMP_BP * 1e-4, market_clean=market)
+    ours = price_measures(
+        instruments, curves, engine="cpu", measures=["duration", "convexity", "oas"], bump_bp=BUMP_BP, quotes=quotes
+    )
+    theirs = risk_dated_quantlib(
+        book, curves, AS_OF, table, steps=instruments.geometry.height.tolist(), bump=BUMP_BP * 1e-4, market_clean=market
+    )
     assert all(e is None for e in ours["error"])
     assert np.all(theirs["oas"] > 0.002)  # a point of price is tens of basis points
     # Measured: OAS within 8.2e-13, duration 7.1e-11 relative, convexity 2.3e-7 relative (a second difference
@@ -77,8 +128,9 @@ def test_with_settlement_after_valuation_our_oas_matches_the_dirty_price_at_sett
     agrees at that spread); ours makes the dirty price at settlement equal it, a spread higher by about
     ``t(S) (z(t(S)) + oas) / duration``; at our OAS QuantLib's duration and convexity equal ours."""
     book, table, curves, instruments, market, quotes = _setup(2, slice(0, 1))
-    ours = price_measures(instruments, curves, engine="cpu", bump_bp=BUMP_BP, quotes=quotes,
-                          measures=["duration", "convexity", "oas"])
+    ours = price_measures(
+        instruments, curves, engine="cpu", bump_bp=BUMP_BP, quotes=quotes, measures=["duration", "convexity", "oas"]
+    )
     steps = instruments.geometry.height.tolist()
     theirs = risk_dated_quantlib(book, curves, AS_OF, table, steps=steps, bump=BUMP_BP * 1e-4, market_clean=market)
     t, discount, interest = settlement(instruments, curves)
@@ -86,8 +138,10 @@ def test_with_settlement_after_valuation_our_oas_matches_the_dirty_price_at_sett
     dirty = market + interest
     risk = risk_engine("cpu", instruments, curves)
     trees = risk.trees([0], instruments.table["volatility"], instruments.geometry.dr)
-    for spread, equation in ((theirs["oas"].to_numpy(), lambda price, s: price),
-                             (ours["oas"], lambda price, s: price / (discount * np.exp(-s * t)))):
+    for spread, equation in (
+        (theirs["oas"].to_numpy(), lambda price, s: price),
+        (ours["oas"], lambda price, s: price / (discount * np.exp(-s * t))),
+    ):
         bond, option = risk.roll(trees, [0], np.zeros(1), spread[:, None, None])
         price = bond[:, 0] - option[:, 0]  # a callable bond
         np.testing.assert_allclose(equation(price, spread), dirty, rtol=1e-10)

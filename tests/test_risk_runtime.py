@@ -1,5 +1,6 @@
 """Risk measures through the interfaces: ``distprice.price(measures=...)``, ``distprice run --measures``, a
 cluster (one measuring task per chunk, the same numbers as in this process), market prices and their rules."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,11 +39,12 @@ def test_price_adds_the_measure_columns_after_the_prices(quoted):
     backward pass at spread 0): the same bits; without them, the same measures to rounding."""
     priced = distprice.price(quoted, engine="cpu", measures=ALL)
     names = list(priced.columns)
-    assert names[names.index("option_price") + 1:names.index("width")] == COLUMNS
+    assert names[names.index("option_price") + 1 : names.index("width")] == COLUMNS
     quotes, problems = read_quotes(quoted)
     instruments, curves = instruments_of(quoted), builtin_curves()
-    expected = price_measures(instruments, curves, engine="cpu", measures=ALL, quotes=quotes,
-                              base=priced["price"].to_numpy())
+    expected = price_measures(
+        instruments, curves, engine="cpu", measures=ALL, quotes=quotes, base=priced["price"].to_numpy()
+    )
     for column in COLUMNS:
         np.testing.assert_array_equal(priced[column].to_numpy(), expected[column])
     assert not problems and priced["oas"].notna().sum() == np.isfinite(quoted["market_price"]).sum() >= 5
@@ -90,21 +92,31 @@ def test_run_writes_the_measures_and_refuses_them_with_scenarios(tmp_path, quote
     assert {"dv01", "krd_2y", "krd_5y", "krd_10y"} <= set(written.columns) and "oas" not in written.columns
     expected = distprice.price(quoted, engine="cpu", measures="dv01,krd", key_rates=[2, 5, 10], bump_bp=5)
     np.testing.assert_allclose(written["krd_5y"], expected["krd_5y"], rtol=1e-15)
-    for extra, said in ((["--shifts-bp", "0,10"], "give --measures or --scenarios"),
-                        (["--measures", "dv01", "--bump-bp", "0"], "Invalid value for --bump-bp"),
-                        (["--measures", "gamma"], "unknown measure 'gamma'")):
-        result = CliRunner().invoke(main, [*args, "--measures", "dv01", *extra] if "--measures" not in extra
-                                    else [*args, *extra])
+    for extra, said in (
+        (["--shifts-bp", "0,10"], "give --measures or --scenarios"),
+        (["--measures", "dv01", "--bump-bp", "0"], "Invalid value for --bump-bp"),
+        (["--measures", "gamma"], "unknown measure 'gamma'"),
+    ):
+        result = CliRunner().invoke(
+            main, [*args, "--measures", "dv01", *extra] if "--measures" not in extra else [*args, *extra]
+        )
         assert result.exit_code == 2 and said in result.output, result.output
 
 
 def test_market_prices_break_rules_as_columns_do():
-    rows = pd.DataFrame([dict(HULL_PUT, id="a", market_price=1.8), dict(HULL_PUT, id="b", market_price=-1.0),
-                         dict(HULL_PUT, id="c", market_price=1.8, market_price_type="mid")])
+    rows = pd.DataFrame(
+        [
+            dict(HULL_PUT, id="a", market_price=1.8),
+            dict(HULL_PUT, id="b", market_price=-1.0),
+            dict(HULL_PUT, id="c", market_price=1.8, market_price_type="mid"),
+        ]
+    )
     with pytest.raises(InvalidInputError) as info:
         distprice.price(rows, measures="oas")
     message = str(info.value)
-    assert "row 2 (id 'b'), column 'market_price'" in message and "row 3 (id 'c'), column 'market_price_type'" in message
+    assert (
+        "row 2 (id 'b'), column 'market_price'" in message and "row 3 (id 'c'), column 'market_price_type'" in message
+    )
     reported = distprice.price(rows, measures="oas", on_invalid="report")
     assert reported["oas"].notna().tolist() == [True, False, False]
     assert reported["price"].notna().tolist() == [True, False, False]

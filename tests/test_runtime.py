@@ -1,6 +1,7 @@
 """Pricing on Dask clusters (CPU): a LocalCluster of 2 worker processes, a scheduler and 2 workers started
 as separate processes on loopback, a worker killed mid-job, scenarios, the dashboard's task names and the
 Prometheus metrics. Every result is compared with the in-process prices of the same rows."""
+
 from __future__ import annotations
 
 import os
@@ -14,11 +15,11 @@ from click.testing import CliRunner
 from distributed import get_task_stream
 
 import distprice
-from distprice.tables import write_table
-from distprice.lattice import datasets
 from distprice.cli import main
-from distprice.errors import SchedulerUnreachableError
 from distprice.cluster.pricer import Pricer
+from distprice.errors import SchedulerUnreachableError
+from distprice.lattice import datasets
+from distprice.tables import write_table
 
 from utils import assert_same_prices, free_port
 
@@ -60,17 +61,34 @@ def test_shift_grid_is_long_and_zero_shift_is_the_base(local, book, in_process):
 
 
 def test_scenario_table_prices_each_scenario(local):
-    rows = pd.DataFrame([dict(id="p1", instrument="bond_option", option_type="put", strike=63.0, expiry=3.0,
-                              maturity=9.0, mean_reversion=0.1, volatility=0.01, curve="hull")])
-    flat = lambda rate: pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
+    rows = pd.DataFrame(
+        [
+            dict(
+                id="p1",
+                instrument="bond_option",
+                option_type="put",
+                strike=63.0,
+                expiry=3.0,
+                maturity=9.0,
+                mean_reversion=0.1,
+                volatility=0.01,
+                curve="hull",
+            )
+        ]
+    )
+
+    def flat(rate):
+        return pd.DataFrame({"curve": "hull", "t": [0.0, 30.0], "zero_rate": [rate, rate]})
+
     scenarios = pd.concat([flat(0.05).assign(scenario="flat5"), flat(0.07).assign(scenario="flat7")])
     with Pricer(local) as pricer:
         priced = pricer.price(rows, scenarios=scenarios, engine="cpu")
         alone = pricer.price(rows, scenarios=scenarios, engine="cpu", base_scenario=False)
     assert priced["scenario"].tolist() == ["base", "flat5", "flat7"]  # the base market first, unless left out
     assert alone["scenario"].tolist() == ["flat5", "flat7"]
-    np.testing.assert_allclose(priced["price"].iloc[0], distprice.price(rows, engine="cpu")["price"].iloc[0],
-                               rtol=1e-14)
+    np.testing.assert_allclose(
+        priced["price"].iloc[0], distprice.price(rows, engine="cpu")["price"].iloc[0], rtol=1e-14
+    )
     with pytest.raises(distprice.InvalidInputError, match="'base' is the base market's"):
         distprice.price(rows, scenarios=flat(0.05).assign(scenario="base"))
     for name, rate in (("flat5", 0.05), ("flat7", 0.07)):
@@ -158,8 +176,12 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     parts = sorted(p.name for p in (tmp_path / "priced").iterdir())
     assert parts == [f"part-{i:06d}.parquet" for i in range(len(parts))] and len(parts) > 1
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "priced"), pd.read_parquet(tmp_path / "priced.parquet"))
-    assert (folder.rows, folder.priced, folder.engines, folder.values) == \
-        (summary.rows, summary.priced, summary.engines, pytest.approx(summary.values, rel=1e-12))
+    assert (folder.rows, folder.priced, folder.engines, folder.values) == (
+        summary.rows,
+        summary.priced,
+        summary.engines,
+        pytest.approx(summary.values, rel=1e-12),
+    )
     assert folder.node_steps == pytest.approx(summary.node_steps, rel=1e-12)
     assert_same_prices(pd.read_parquet(tmp_path / "held"), in_process)
 
@@ -197,7 +219,7 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
     parts = tmp_path / "parts"  # the same rows as a folder of three parts: rows numbered across them
     parts.mkdir()
     for k, start in enumerate((0, 3000, 6000)):
-        bad.iloc[start:start + 3000].to_parquet(parts / f"part-{k:06d}.parquet", row_group_size=1500)
+        bad.iloc[start : start + 3000].to_parquet(parts / f"part-{k:06d}.parquet", row_group_size=1500)
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         with pytest.raises(distprice.InvalidInputError) as error:
             pricer.run(str(path), output=tmp_path / "out.parquet")
@@ -214,8 +236,10 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
     assert str(from_parts.value) == message.replace(str(path), str(parts))
     assert "read-chunk" in {t["key"].rsplit("-", 2)[0] for t in stream.data}  # the workers read the parts
     pd.testing.assert_frame_equal(reported_parts, reported)
-    assert not (tmp_path / "out.parquet").exists() and sorted(p.name for p in tmp_path.iterdir()) == \
-        ["bad.parquet", "parts"]
+    assert not (tmp_path / "out.parquet").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.parquet",
+        "parts",
+    ]
     assert reported["price"].isna().sum() == 3 and len(reported) == len(book)
     here = distprice.price(bad, engine="cpu", on_invalid="report")
 
@@ -224,8 +248,9 @@ def test_big_parquet_problems_name_rows_of_the_whole_file(local, book, tmp_path)
         labels = frame["option_type"].astype(object)
         return frame.assign(option_type=labels.where(labels.notna(), None))
 
-    pd.testing.assert_frame_equal(echoed(reported), echoed(here), rtol=1e-13, check_dtype=False,
-                                  check_categorical=False)
+    pd.testing.assert_frame_equal(
+        echoed(reported), echoed(here), rtol=1e-13, check_dtype=False, check_categorical=False
+    )
 
 
 def test_a_big_dated_parquet_takes_its_exercise_schedule_by_slice(local, tmp_path):
@@ -237,8 +262,7 @@ def test_a_big_dated_parquet_takes_its_exercise_schedule_by_slice(local, tmp_pat
     book.portfolio.to_parquet(path, row_group_size=500)
     book.curves.to_parquet(curves)
     book.exercise_schedule.to_parquet(schedule)
-    stray = pd.concat([book.exercise_schedule, book.exercise_schedule.tail(1).assign(id="nobody")],
-                      ignore_index=True)
+    stray = pd.concat([book.exercise_schedule, book.exercise_schedule.tail(1).assign(id="nobody")], ignore_index=True)
     stray.to_parquet(tmp_path / "stray.parquet")
     bad = book.exercise_schedule.copy()
     bad.loc[len(bad) - 2, "date"] = "2031-02-30"
@@ -248,11 +272,13 @@ def test_a_big_dated_parquet_takes_its_exercise_schedule_by_slice(local, tmp_pat
         with get_task_stream(client=local) as stream:
             priced = pricer.price(str(path), exercise_schedule=str(schedule), **options)
         with pytest.raises(distprice.InvalidInputError) as unmatched:
-            pricer.run(str(path), exercise_schedule=str(tmp_path / "stray.parquet"), output=f"{tmp_path / 'a'}/",
-                       **options)
+            pricer.run(
+                str(path), exercise_schedule=str(tmp_path / "stray.parquet"), output=f"{tmp_path / 'a'}/", **options
+            )
         with pytest.raises(distprice.InvalidInputError) as wrong:
-            pricer.run(str(path), exercise_schedule=str(tmp_path / "bad.parquet"), output=f"{tmp_path / 'b'}/",
-                       **options)
+            pricer.run(
+                str(path), exercise_schedule=str(tmp_path / "bad.parquet"), output=f"{tmp_path / 'b'}/", **options
+            )
     assert "read-chunk" in {t["key"].rsplit("-", 2)[0] for t in stream.data}
     here = distprice.price(book.portfolio, book.curves, engine="cpu", exercise_schedule=book.exercise_schedule)
     assert_same_prices(priced, here)
@@ -276,6 +302,7 @@ def test_a_folder_that_is_not_a_parquet_table_is_a_clear_error(local, book, tmp_
 
 
 # ---- a scheduler and workers started as processes, as on a real cluster ----
+
 
 def test_scheduler_and_worker_processes_price_like_this_process(processes, book, in_process):
     address, _ = processes
@@ -310,8 +337,10 @@ def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
     config.write_text(f"cluster:\n  kind: address\n  address: tcp://127.0.0.1:{free_port()}\n  timeout: 2\n")
     book.head(10).to_csv(tmp_path / "b.csv", index=False)
     tick = time.perf_counter()
-    result = CliRunner().invoke(main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"),
-                                       "--output", str(tmp_path / "o.csv")])
+    result = CliRunner().invoke(
+        main,
+        ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"), "--output", str(tmp_path / "o.csv")],
+    )
     assert result.exit_code == 3, result.output
     assert "cannot reach the scheduler" in result.output and time.perf_counter() - tick < 20
     assert not (tmp_path / "o.csv").exists()
@@ -321,11 +350,14 @@ def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
 
 def test_cli_run_on_a_local_cluster_config(tmp_path, book, in_process):
     config = tmp_path / "cluster.yaml"
-    config.write_text("cluster:\n  kind: local\n  n_workers: 2\n  dashboard_address: 127.0.0.1:0\n"
-                      "job:\n  engine: cpu\n  output: priced.csv\n")
+    config.write_text(
+        "cluster:\n  kind: local\n  n_workers: 2\n  dashboard_address: 127.0.0.1:0\n"
+        "job:\n  engine: cpu\n  output: priced.csv\n"
+    )
     book.head(1000).to_csv(tmp_path / "b.csv", index=False)
-    result = CliRunner().invoke(main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"),
-                                       "--no-progress"])
+    result = CliRunner().invoke(
+        main, ["run", "--cluster", str(config), "--portfolio", str(tmp_path / "b.csv"), "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     assert "dashboard: http://127.0.0.1:" in result.output
     assert "priced 1000 of 1000 rows" in result.output and "on 2 workers" in result.output

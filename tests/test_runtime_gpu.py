@@ -1,4 +1,5 @@
 """Pricing on a local-cuda cluster, worker processes sharing each GPU (``-m gpu``; skipped without a GPU)."""
+
 import collections
 
 import numpy as np
@@ -7,12 +8,12 @@ import pytest
 from distributed import get_task_stream
 
 import distprice
-from distprice.cuda import gpu_available
-from distprice.lattice import datasets
 from distprice.cluster.config import ClusterConfig
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import default_cluster
 from distprice.cluster.tasks import describe_worker
+from distprice.cuda import gpu_available
+from distprice.lattice import datasets
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")]
 

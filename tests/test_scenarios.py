@@ -1,4 +1,5 @@
 """Market scenarios: reading a scenarios table onto a base curve set, and parallel shift grids."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,18 +14,25 @@ from distprice.scenarios import parse_shifts, read_scenarios, shifted
 @pytest.fixture
 def base():
     """Built-in ``hull`` plus two curves of the curves input, ``eur`` and ``usd``."""
-    curves, problems = curves_from_frame(pd.DataFrame(dict(
-        curve=["eur", "eur", "usd", "usd"], t=[1.0, 10.0, 0.5, 5.0], zero_rate=[0.02, 0.03, 0.04, 0.045])))
+    curves, problems = curves_from_frame(
+        pd.DataFrame(
+            dict(curve=["eur", "eur", "usd", "usd"], t=[1.0, 10.0, 0.5, 5.0], zero_rate=[0.02, 0.03, 0.04, 0.045])
+        )
+    )
     assert problems == []
     return curves
 
 
 def two_scenarios():
     """``up`` shocks ``eur``; ``down`` shocks ``usd`` (3 knots). Rows 1-2 are ``up``, rows 3-5 ``down``."""
-    return pd.DataFrame(dict(scenario=["up", "up", "down", "down", "down"],
-                             curve=["eur", "eur", "usd", "usd", "usd"],
-                             t=[1.0, 10.0, 0.5, 2.0, 5.0],
-                             zero_rate=[0.025, 0.035, 0.035, 0.038, 0.04]))
+    return pd.DataFrame(
+        dict(
+            scenario=["up", "up", "down", "down", "down"],
+            curve=["eur", "eur", "usd", "usd", "usd"],
+            t=[1.0, 10.0, 0.5, 2.0, 5.0],
+            zero_rate=[0.025, 0.035, 0.035, 0.038, 0.04],
+        )
+    )
 
 
 def problems_of(table, base):
@@ -44,7 +52,7 @@ def test_scenarios_replace_listed_curves_and_keep_the_rest(base):
     assert sets["up"]["usd"] is base["usd"] and sets["down"]["eur"] is base["eur"]
     assert sets["up"]["hull"] is base["hull"]
     np.testing.assert_array_equal(sets["down"]["hull"].zero_rate, builtin_curves()["hull"].zero_rate)
-    np.testing.assert_array_equal(base["eur"].zero_rate, [0.02, 0.03])    # the base set is left alone
+    np.testing.assert_array_equal(base["eur"].zero_rate, [0.02, 0.03])  # the base set is left alone
 
 
 def test_scenario_may_add_a_curve_and_names_are_strings(base):
@@ -71,7 +79,8 @@ def test_reading_a_csv_file_equals_reading_the_frame(base, tmp_path):
 def test_missing_columns(base):
     assert problems_of(two_scenarios().drop(columns=["scenario", "t"]), base) == [
         "scenarios input, column 'scenario': scenarios input must have this column",
-        "scenarios input, column 't': scenarios input must have this column"]
+        "scenarios input, column 't': scenarios input must have this column",
+    ]
 
 
 def test_empty_table(base):
@@ -93,9 +102,10 @@ def test_rows_are_numbered_by_position_whatever_the_index(base):
 
 def test_non_increasing_t_names_the_scenarios_row_and_scenario(base):
     table = two_scenarios()
-    table.loc[4, "t"] = 2.0    # row 5 of the input, row 3 of scenario 'down'
+    table.loc[4, "t"] = 2.0  # row 5 of the input, row 3 of scenario 'down'
     assert problems_of(table, base) == [
-        "scenarios row 5 (scenario 'down'), column 't': must be strictly increasing within curve 'usd'"]
+        "scenarios row 5 (scenario 'down'), column 't': must be strictly increasing within curve 'usd'"
+    ]
 
 
 def test_negative_t(base):
@@ -108,8 +118,7 @@ def test_negative_t(base):
 def test_non_finite_zero_rate(base, bad):
     table = two_scenarios().astype({"zero_rate": object})
     table.loc[1, "zero_rate"] = bad
-    assert problems_of(table, base) == [
-        "scenarios row 2 (scenario 'up'), column 'zero_rate': must be a finite number"]
+    assert problems_of(table, base) == ["scenarios row 2 (scenario 'up'), column 'zero_rate': must be a finite number"]
 
 
 def test_every_problem_is_reported_in_row_order(base):
@@ -122,7 +131,8 @@ def test_every_problem_is_reported_in_row_order(base):
         "scenarios row 1 (scenario 'up'), column 'curve': curve id is required",
         "scenarios row 3, column 'scenario': scenario name is required",
         "scenarios row 4 (scenario 'down'), column 't': must be >= 0",
-        "scenarios row 5 (scenario 'down'), column 'zero_rate': must be a finite number"]
+        "scenarios row 5 (scenario 'down'), column 'zero_rate': must be a finite number",
+    ]
 
 
 def test_shifted_grid(base):

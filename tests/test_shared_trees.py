@@ -2,6 +2,7 @@
 they save, the CPU engine bit for bit against pricing every row alone and against the reference engine, the
 outer kernel's per-tree arithmetic built on the host (followers on their leader's alphas), the GPU launches'
 layout of leaders and followers, and (``-m gpu``) the GPU engines shared against alone."""
+
 from __future__ import annotations
 
 import ctypes
@@ -11,19 +12,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from distprice.cuda import gpu_available, kernel_dir
 from distprice.curves import builtin_curves, load_curves
 from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice import cpu, datasets
 from distprice.lattice.batch import pack
 from distprice.lattice.cpu import price_cpu, run_cpu
-from distprice.lattice.sweeps import cut_steps
 from distprice.lattice.desk import AS_OF, MODELS, desk
-from distprice.cuda import gpu_available, kernel_dir
 from distprice.lattice.gpu import C_TYPES, LEADER_ARGS, kernel_arrays, layout_run
-from distprice.lattice.groups import (batch_groups, instrument_groups, kept_states, row_shared_node_steps,
-                                     shared_node_steps)
+from distprice.lattice.groups import (
+    batch_groups,
+    instrument_groups,
+    kept_states,
+    row_shared_node_steps,
+    shared_node_steps,
+)
 from distprice.lattice.instruments import prepare
 from distprice.lattice.reference import price_reference
+from distprice.lattice.sweeps import cut_steps
 
 from utils import HULL_PUT, host_library, instruments_of, random_portfolio
 
@@ -34,16 +40,21 @@ def few_models(table: pd.DataFrame, models: int, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     pairs = rng.choice(len(table), models, replace=False)
     pick = pairs[rng.integers(0, models, len(table))]
-    return table.assign(mean_reversion=table["mean_reversion"].to_numpy()[pick],
-                        volatility=table["volatility"].to_numpy()[pick])
+    return table.assign(
+        mean_reversion=table["mean_reversion"].to_numpy()[pick], volatility=table["volatility"].to_numpy()[pick]
+    )
 
 
 def desk_book(size: int, seed: int = 0):
     """Valid instruments of the ``desk`` book and its curves."""
     book = desk(size, seed)
     curves = load_curves(book.curves)
-    prepared = prepare(book.portfolio, curves, as_of=valuation_day(AS_OF),
-                       exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio))
+    prepared = prepare(
+        book.portfolio,
+        curves,
+        as_of=valuation_day(AS_OF),
+        exercise_schedule=exercise_schedule(book.exercise_schedule, book.portfolio),
+    )
     assert not prepared.problems
     return prepared.instruments(), curves
 
@@ -73,12 +84,14 @@ def short_rows():
     table = datasets.generate("R1", 120, seed=5)
     rng = np.random.default_rng(6)
     table = few_models(table.assign(mean_reversion=rng.uniform(0.01, 0.03, len(table))), 3)
-    table = table.assign(maturity=1.0, expiry=rng.integers(1, 5, len(table)) / 4.0, first_exercise=0.0,
-                         steps_per_year=4)
+    table = table.assign(
+        maturity=1.0, expiry=rng.integers(1, 5, len(table)) / 4.0, first_exercise=0.0, steps_per_year=4
+    )
     return instruments_of(table), builtin_curves()
 
 
 # ---- the groups ----
+
 
 def test_the_desk_has_one_group_per_currency_led_by_its_tallest_tree(desk_rows):
     instruments, curves = desk_rows
@@ -100,9 +113,15 @@ def test_the_desk_has_one_group_per_currency_led_by_its_tallest_tree(desk_rows):
 def test_groups_key_on_what_the_forward_pass_reads():
     """a, sigma, steps a year and the curve each split a group; the option, the height and the coupons do not."""
     base = dict(HULL_PUT, steps_per_year=12)
-    rows = [base, dict(base, maturity=5.0, expiry=2.0, coupon=0.04, coupon_frequency=2),
-            dict(base, option_type="call", strike=70.0), dict(base, mean_reversion=0.11),
-            dict(base, volatility=0.011), dict(base, steps_per_year=24), dict(base, curve="flat")]
+    rows = [
+        base,
+        dict(base, maturity=5.0, expiry=2.0, coupon=0.04, coupon_frequency=2),
+        dict(base, option_type="call", strike=70.0),
+        dict(base, mean_reversion=0.11),
+        dict(base, volatility=0.011),
+        dict(base, steps_per_year=24),
+        dict(base, curve="flat"),
+    ]
     table = pd.DataFrame(rows).assign(id=range(len(rows)))
     curves = load_curves(pd.DataFrame(dict(curve=["flat"] * 2, t=[0.0, 30.0], zero_rate=[0.05, 0.05])))
     batch = pack(instruments_of(table, curves), curves)
@@ -116,12 +135,17 @@ def test_dated_rows_group_by_the_valuation_date_their_curve_is_seen_from():
     book = desk(90, seed=1)
     portfolio = book.portfolio.assign(valuation_date=np.where(np.arange(90) % 2, AS_OF, "2026-11-27"))
     days = (pd.to_datetime(book.curves["date"]) - pd.Timestamp(AS_OF)).dt.days
-    in_years = book.curves.drop(columns="date").assign(t=days / np.where(book.curves["day_count"] == "ACT/360",
-                                                                          360, 365))
+    in_years = book.curves.drop(columns="date").assign(
+        t=days / np.where(book.curves["day_count"] == "ACT/360", 360, 365)
+    )
     for table, groups_expected in ((book.curves, 6), (in_years, 3)):
         curves = load_curves(table)
-        instruments = prepare(portfolio, curves, as_of=valuation_day(AS_OF),
-                              exercise_schedule=exercise_schedule(book.exercise_schedule, portfolio)).instruments()
+        instruments = prepare(
+            portfolio,
+            curves,
+            as_of=valuation_day(AS_OF),
+            exercise_schedule=exercise_schedule(book.exercise_schedule, portfolio),
+        ).instruments()
         groups = batch_groups(pack(instruments, curves))
         assert len(groups) == groups_expected
         np.testing.assert_array_equal(instrument_groups(instruments, curves).group, groups.group)
@@ -148,6 +172,7 @@ def test_a_chunks_node_steps_are_what_pricing_the_chunk_computes(mixed_rows):
 
 # ---- the CPU engine ----
 
+
 @pytest.mark.parametrize("real", [np.float64, np.float32])
 @pytest.mark.parametrize("book", ["desk_rows", "mixed_rows"])
 def test_cpu_shared_equals_every_row_alone_bit_for_bit(book, real, request):
@@ -172,14 +197,16 @@ def test_kept_state_rows_hold_the_nodes_their_step_reaches(short_rows):
     kept = kept_states(groups.group, cut, jmax)
     save_group = np.repeat(np.arange(len(jmax)), np.diff(kept.offsets))
     reach = np.minimum(kept.steps, jmax[save_group])
-    nodes = np.concatenate([kept.rows[s] + jmax[k] + 1 + np.arange(-reach[s], reach[s] + 1)
-                            for s, k in enumerate(save_group)])
+    nodes = np.concatenate(
+        [kept.rows[s] + jmax[k] + 1 + np.arange(-reach[s], reach[s] + 1) for s, k in enumerate(save_group)]
+    )
     margin = jmax.max() + 1
     np.testing.assert_array_equal(nodes, np.arange(margin, margin + (2 * reach + 1).sum()))
     assert kept.size == 2 * margin + len(nodes)
     for r in np.flatnonzero(cut):
-        at = kept.offsets[groups.group[r]] + np.searchsorted(kept.steps[kept.offsets[groups.group[r]]:
-                                                                        kept.offsets[groups.group[r] + 1]], cut[r])
+        at = kept.offsets[groups.group[r]] + np.searchsorted(
+            kept.steps[kept.offsets[groups.group[r]] : kept.offsets[groups.group[r] + 1]], cut[r]
+        )
         assert kept.steps[at] == cut[r] and kept.row_at[r] == kept.rows[at]
 
 
@@ -269,8 +296,24 @@ extern "C" void price(int n, const int* jmax, const int* height, const double* d
     }}
 }}
 """
-HOST_ARGS = ("jmax", "height", "dt", "dr", "M", "is_call", "curve", "curve_offsets", "curve_t", "curve_z",
-             "event_offsets", "event_step", "event_kind", "event_time", "event_raw", "option_from")
+HOST_ARGS = (
+    "jmax",
+    "height",
+    "dt",
+    "dr",
+    "M",
+    "is_call",
+    "curve",
+    "curve_offsets",
+    "curve_t",
+    "curve_z",
+    "event_offsets",
+    "event_step",
+    "event_kind",
+    "event_time",
+    "event_raw",
+    "option_from",
+)
 
 
 @pytest.fixture(scope="module", params=["double", "float"])
@@ -315,10 +358,12 @@ def test_outer_followers_on_their_leaders_alphas_equal_their_own_bit_for_bit(out
 
 # ---- the GPU launches, laid out on the host ----
 
+
 def test_leader_arguments_are_declared_once_for_the_launcher_and_the_kernels():
     source = (kernel_dir() / "common.cuh").read_text()
-    macro = source[source.index("#define LEADER_PARAMS") + len("#define LEADER_PARAMS"):
-                   source.index("#define LEADER_ARGS")].replace("\\", " ")
+    macro = source[
+        source.index("#define LEADER_PARAMS") + len("#define LEADER_PARAMS") : source.index("#define LEADER_ARGS")
+    ].replace("\\", " ")
     declared = []
     for parameter in macro.split(","):
         ctype, name = re.fullmatch(r"(?:const\s+)?([a-z ]+?)\s*\*?\s*in_(\w+)", parameter.strip()).groups()
@@ -352,16 +397,19 @@ def kernel_alphas(launch, height):
     return alphas
 
 
-@pytest.mark.parametrize("kernel,options", [("outer", {}), ("outer", dict(lanes=1, sort=False)), ("flat", {}),
-                                            ("flat", dict(nodes=4, threads=1024))])
+@pytest.mark.parametrize(
+    "kernel,options",
+    [("outer", {}), ("outer", dict(lanes=1, sort=False)), ("flat", {}), ("flat", dict(nodes=4, threads=1024))],
+)
 def test_every_follower_finds_its_leaders_alphas(mixed_rows, kernel, options):
     """Leaders first, every row in one launch; a follower's (leader_at, leader_stride) reads, in the alphas of
     its kernel's launch of leaders, its leader's values at each of its own steps. Trees too wide for a flat
     block, two models of them, take the wide kernel, leaders and followers alike."""
     instruments, curves = mixed_rows
     wide = dict(HULL_PUT, steps_per_year=12, maturity=2.0, expiry=1.5, volatility=0.004)
-    extra = pd.DataFrame([dict(wide, id=f"w{i}", mean_reversion=(0.001, 0.0011)[i % 2], maturity=2.0 - i / 12)
-                          for i in range(5)])
+    extra = pd.DataFrame(
+        [dict(wide, id=f"w{i}", mean_reversion=(0.001, 0.0011)[i % 2], maturity=2.0 - i / 12) for i in range(5)]
+    )
     table = pd.concat([instruments.table.drop(columns="valuation"), extra], ignore_index=True)
     batch = pack(instruments_of(table, curves), curves)
     run = layout_run(batch, kernel, share=True, **options)
@@ -402,6 +450,7 @@ def test_rows_alone_launch_as_before():
 
 # ---- the GPU engines ----
 
+
 def r1_few(size: int, models: int = 6):
     table = few_models(datasets.generate("R1", size, seed=9), models)
     return instruments_of(table), builtin_curves()
@@ -418,8 +467,9 @@ def test_gpu_shared_equals_every_row_alone(kernel, book, real, mixed_rows):
     engine as the other GPU tests hold them."""
     from distprice.lattice.gpu import price_gpu
 
-    instruments, curves = {"desk": lambda: desk_book(3000), "r1": lambda: r1_few(3000),
-                           "mixed": lambda: mixed_rows}[book]()
+    instruments, curves = {"desk": lambda: desk_book(3000), "r1": lambda: r1_few(3000), "mixed": lambda: mixed_rows}[
+        book
+    ]()
     batch = pack(instruments, curves, real)
     shared = price_gpu(batch, kernel, share=True, check_finite=real == np.float64)
     alone = price_gpu(batch, kernel, share=False, check_finite=real == np.float64)
@@ -460,7 +510,7 @@ def test_inspect_counts_the_node_steps_shared_trees_compute(tmp_path):
     table.to_parquet(tmp_path / "few.parquet")
     result = CliRunner().invoke(main, ["inspect", str(tmp_path / "few.parquet"), "--json"])
     assert result.exit_code == 0, result.output
-    report = json.loads(result.output[result.output.index("{"):])
+    report = json.loads(result.output[result.output.index("{") :])
     instruments, curves = instruments_of(table), builtin_curves()
     groups = batch_groups(pack(instruments, curves))
     g = instruments.geometry

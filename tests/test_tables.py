@@ -1,5 +1,6 @@
 """Writing tables: rows in order across pieces, and atomic (no file, no leftover on failure); folders of
 Parquet parts."""
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,13 @@ def pieces(count, rows=1000, fail_at=None):
     for k in range(count):
         if k == fail_at:
             raise RuntimeError("the job failed")
-        yield pd.DataFrame({"id": np.arange(k * rows, (k + 1) * rows), "price": np.random.default_rng(k).random(rows),
-                            "engine": pd.array(["gpu-flat"] * rows, dtype="string")})
+        yield pd.DataFrame(
+            {
+                "id": np.arange(k * rows, (k + 1) * rows),
+                "price": np.random.default_rng(k).random(rows),
+                "engine": pd.array(["gpu-flat"] * rows, dtype="string"),
+            }
+        )
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
@@ -87,13 +93,20 @@ def test_parquet_encodes_repeated_columns_by_dictionary_and_leaves_distinct_numb
     numbers (prices) are stored plain, uncompressed; columns of nulls alone or of lists are written as they
     are. Every value reads back."""
     import pyarrow.parquet as pq
+
     rng = np.random.default_rng(3)
     n = 10_000
-    table = pd.DataFrame({"id": pd.array([f"B{i}" for i in range(n)], dtype="string"),
-                          "curve": pd.array(rng.choice(["USD", "EUR"], n), dtype="string"),
-                          "kind": pd.Categorical(rng.choice(["call", "put"], n)),
-                          "coupon": rng.choice([0.02, 0.035, 0.05], n), "price": rng.normal(100, 5, n),
-                          "note": [None] * n, "knots": [[1.0, 2.0]] * n})
+    table = pd.DataFrame(
+        {
+            "id": pd.array([f"B{i}" for i in range(n)], dtype="string"),
+            "curve": pd.array(rng.choice(["USD", "EUR"], n), dtype="string"),
+            "kind": pd.Categorical(rng.choice(["call", "put"], n)),
+            "coupon": rng.choice([0.02, 0.035, 0.05], n),
+            "price": rng.normal(100, 5, n),
+            "note": [None] * n,
+            "knots": [[1.0, 2.0]] * n,
+        }
+    )
     path = tmp_path / "priced.parquet"
     write_tables([table], path)
     meta = pq.ParquetFile(path).metadata.row_group(0)
@@ -112,9 +125,16 @@ def test_a_portfolio_reads_its_label_columns_as_categories(tmp_path, suffix):
     """read_portfolio: the label columns (text) are categories from CSV, Parquet and a folder alike, missing
     cells missing; ids and other text columns stay text, numbers numbers, and a label column of numbers is
     left as it is."""
-    book = pd.DataFrame({"id": ["a", "b", "c", "d"], "instrument": ["bond_option", "bond", None, "bond"],
-                         "curve": ["usd", "eur", "usd", "usd"], "desk": ["x", "y", "x", "x"],
-                         "strike": [63.0, np.nan, 70.0, 1.0], "exercise": [1, 2, 1, 1]})
+    book = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "instrument": ["bond_option", "bond", None, "bond"],
+            "curve": ["usd", "eur", "usd", "usd"],
+            "desk": ["x", "y", "x", "x"],
+            "strike": [63.0, np.nan, 70.0, 1.0],
+            "exercise": [1, 2, 1, 1],
+        }
+    )
     path = f"{tmp_path / 'book'}{suffix}"
     write_tables([book.iloc[:2], book.iloc[2:]], path)
     read = read_portfolio(path)
@@ -135,8 +155,14 @@ def test_a_portfolio_reads_its_label_columns_as_categories(tmp_path, suffix):
 def test_a_table_read_keeps_its_text_in_arrow(tmp_path, suffix):
     """read_table's text columns are pandas 3's ``str`` (Arrow-backed, missing as NaN) on pandas 2 as on pandas 3:
     no Python string per cell; missing cells missing, labels still categories."""
-    table = pd.DataFrame({"id": ["a", None, "c"], "date": ["2030-01-01", "2030-02-01", None],
-                          "price": [100.0, 101.0, 99.5], "price_type": ["clean", "dirty", None]})
+    table = pd.DataFrame(
+        {
+            "id": ["a", None, "c"],
+            "date": ["2030-01-01", "2030-02-01", None],
+            "price": [100.0, 101.0, 99.5],
+            "price_type": ["clean", "dirty", None],
+        }
+    )
     path = f"{tmp_path / 'schedule'}{suffix}"
     write_tables([table], path)
     read = read_table(path, labels=("price_type",))

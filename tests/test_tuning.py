@@ -1,4 +1,5 @@
 """Tuning the inspector's cost model: shipped defaults, stored files, the tune command (no GPU needed)."""
+
 import dataclasses
 import json
 import warnings

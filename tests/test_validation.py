@@ -1,5 +1,6 @@
 """Every rule of the portfolio table and its curves (docs/guide/bonds.rst, docs/guide/errors.rst): the
 problem names row, id, column and rule; strict raises, report flags."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,41 +13,48 @@ from utils import HULL_PUT
 GOOD = dict(HULL_PUT, id="good")
 
 
-@pytest.mark.parametrize("change,column,rule", [
-    (dict(id=None), "id", "is required"),
-    (dict(instrument="swap"), "instrument", "must be one of"),
-    (dict(option_type=None), "option_type", "is required for a bond_option"),
-    (dict(option_type="straddle"), "option_type", "must be one of"),
-    (dict(instrument="callable_bond", option_type="put"), "option_type", "implies option_type call"),
-    (dict(instrument="puttable_bond", option_type="call"), "option_type", "implies option_type put"),
-    (dict(exercise="asian"), "exercise", "must be one of"),
-    (dict(strike=None), "strike", "is required"),
-    (dict(strike=-1.0), "strike", "must be >= 0"),
-    (dict(strike="abc"), "strike", "must be a number"),
-    (dict(strike=np.inf), "strike", "must be finite"),
-    (dict(expiry=0.0), "expiry", "must be > 0"),
-    (dict(expiry=10.0), "expiry", "must be <= maturity"),
-    (dict(first_exercise=-1.0), "first_exercise", "must be >= 0"),
-    (dict(exercise="bermudan", first_exercise=4.0), "first_exercise", "must be <= expiry"),
-    (dict(exercise_frequency=0), "exercise_frequency", "must be >= 1"),
-    (dict(exercise_frequency=1.5), "exercise_frequency", "must be a whole number"),
-    (dict(maturity=None), "maturity", "is required"),
-    (dict(maturity=-2.0), "maturity", "must be > 0"),
-    (dict(coupon=-0.01), "coupon", "must be >= 0"),
-    (dict(coupon=0.05, coupon_frequency=0), "coupon_frequency", "must be >= 1 when coupon > 0"),
-    (dict(coupon_frequency=-1), "coupon_frequency", "must be >= 0"),
-    (dict(face=0.0), "face", "must be > 0"),
-    (dict(mean_reversion=0.0), "mean_reversion", "must be > 0"),
-    (dict(mean_reversion=None), "mean_reversion", "is required"),
-    (dict(volatility=-0.01), "volatility", "must be > 0"),
-    (dict(steps_per_year=0), "steps_per_year", "must be >= 1"),
-    (dict(curve="gbp"), "curve", "names the curve 'gbp', which is not in the curves input: no curves were given "
-                                 "(--curves, or curves=); the built-in curve is 'hull'"),
-    (dict(quantity="many"), "quantity", "must be a number"),
-    (dict(mean_reversion=1e-5), "mean_reversion", "gives a tree wider than 32769 nodes"),
-    (dict(mean_reversion=1e-300), "mean_reversion", "gives a tree wider than 32769 nodes"),  # a dt vanishes
-    (dict(maturity=100.0, steps_per_year=2500), "maturity", "gives a tree taller than 200000 steps"),
-])
+@pytest.mark.parametrize(
+    "change,column,rule",
+    [
+        (dict(id=None), "id", "is required"),
+        (dict(instrument="swap"), "instrument", "must be one of"),
+        (dict(option_type=None), "option_type", "is required for a bond_option"),
+        (dict(option_type="straddle"), "option_type", "must be one of"),
+        (dict(instrument="callable_bond", option_type="put"), "option_type", "implies option_type call"),
+        (dict(instrument="puttable_bond", option_type="call"), "option_type", "implies option_type put"),
+        (dict(exercise="asian"), "exercise", "must be one of"),
+        (dict(strike=None), "strike", "is required"),
+        (dict(strike=-1.0), "strike", "must be >= 0"),
+        (dict(strike="abc"), "strike", "must be a number"),
+        (dict(strike=np.inf), "strike", "must be finite"),
+        (dict(expiry=0.0), "expiry", "must be > 0"),
+        (dict(expiry=10.0), "expiry", "must be <= maturity"),
+        (dict(first_exercise=-1.0), "first_exercise", "must be >= 0"),
+        (dict(exercise="bermudan", first_exercise=4.0), "first_exercise", "must be <= expiry"),
+        (dict(exercise_frequency=0), "exercise_frequency", "must be >= 1"),
+        (dict(exercise_frequency=1.5), "exercise_frequency", "must be a whole number"),
+        (dict(maturity=None), "maturity", "is required"),
+        (dict(maturity=-2.0), "maturity", "must be > 0"),
+        (dict(coupon=-0.01), "coupon", "must be >= 0"),
+        (dict(coupon=0.05, coupon_frequency=0), "coupon_frequency", "must be >= 1 when coupon > 0"),
+        (dict(coupon_frequency=-1), "coupon_frequency", "must be >= 0"),
+        (dict(face=0.0), "face", "must be > 0"),
+        (dict(mean_reversion=0.0), "mean_reversion", "must be > 0"),
+        (dict(mean_reversion=None), "mean_reversion", "is required"),
+        (dict(volatility=-0.01), "volatility", "must be > 0"),
+        (dict(steps_per_year=0), "steps_per_year", "must be >= 1"),
+        (
+            dict(curve="gbp"),
+            "curve",
+            "names the curve 'gbp', which is not in the curves input: no curves were given "
+            "(--curves, or curves=); the built-in curve is 'hull'",
+        ),
+        (dict(quantity="many"), "quantity", "must be a number"),
+        (dict(mean_reversion=1e-5), "mean_reversion", "gives a tree wider than 32769 nodes"),
+        (dict(mean_reversion=1e-300), "mean_reversion", "gives a tree wider than 32769 nodes"),  # a dt vanishes
+        (dict(maturity=100.0, steps_per_year=2500), "maturity", "gives a tree taller than 200000 steps"),
+    ],
+)
 def test_each_rule_names_row_column_and_rule(change, column, rule):
     bad = dict(GOOD, id="bad", **{k: v for k, v in change.items() if k != "id"})
     if "id" in change:
@@ -81,9 +89,13 @@ def test_missing_required_column():
 
 def test_defaults_and_implied_option_type():
     minimal = {k: GOOD[k] for k in ("id", "strike", "expiry", "maturity", "mean_reversion", "volatility")}
-    book = pd.DataFrame([dict(minimal, option_type="put", curve="hull"),
-                         dict(minimal, id="cb", instrument="callable_bond", curve="hull"),
-                         dict(minimal, id="pb", instrument="PUTTABLE_BOND ", curve="hull")])
+    book = pd.DataFrame(
+        [
+            dict(minimal, option_type="put", curve="hull"),
+            dict(minimal, id="cb", instrument="callable_bond", curve="hull"),
+            dict(minimal, id="pb", instrument="PUTTABLE_BOND ", curve="hull"),
+        ]
+    )
     priced = distprice.price(book)
     assert priced.loc[0, "height"] == 9 * 12  # steps_per_year defaults to 12
     np.testing.assert_allclose(priced.loc[1, "price"], priced.loc[1, "bond_price"] - priced.loc[1, "option_price"])
@@ -93,8 +105,10 @@ def test_defaults_and_implied_option_type():
 
 def test_default_curve_needs_a_curves_input():
     book = pd.DataFrame([{k: v for k, v in GOOD.items() if k != "curve"}])
-    with pytest.raises(InvalidInputError, match="curve.*names no curve, and the curves input has no curve 'default': "
-                                                "no curves were given"):
+    with pytest.raises(
+        InvalidInputError,
+        match="curve.*names no curve, and the curves input has no curve 'default': no curves were given",
+    ):
         distprice.price(book)
     other = pd.DataFrame(dict(curve=["usd"], t=[1.0], zero_rate=[0.03]))
     with pytest.raises(InvalidInputError, match=r"has no curve 'default' \(hull, usd\)"):
@@ -104,13 +118,16 @@ def test_default_curve_needs_a_curves_input():
     assert flat.loc[0, "bond_price"] == pytest.approx(100 * np.exp(-0.03 * 9), rel=1e-13)
 
 
-@pytest.mark.parametrize("curves,column,rule", [
-    (dict(curve=["c", "c"], t=[1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "strictly increasing"),
-    (dict(curve=["c", "c"], t=[-1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "must be >= 0"),
-    (dict(curve=["c", None], t=[1.0, 2.0], zero_rate=[0.01, 0.02]), "curve", "curve id is required"),
-    (dict(curve=["c"], t=[1.0], zero_rate=["x"]), "zero_rate", "must be a finite number"),
-    (dict(curve=["c"], t=[1.0]), "zero_rate", "must have this column"),
-])
+@pytest.mark.parametrize(
+    "curves,column,rule",
+    [
+        (dict(curve=["c", "c"], t=[1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "strictly increasing"),
+        (dict(curve=["c", "c"], t=[-1.0, 1.0], zero_rate=[0.01, 0.02]), "t", "must be >= 0"),
+        (dict(curve=["c", None], t=[1.0, 2.0], zero_rate=[0.01, 0.02]), "curve", "curve id is required"),
+        (dict(curve=["c"], t=[1.0], zero_rate=["x"]), "zero_rate", "must be a finite number"),
+        (dict(curve=["c"], t=[1.0]), "zero_rate", "must have this column"),
+    ],
+)
 def test_curve_rules(curves, column, rule):
     with pytest.raises(InvalidInputError) as info:
         distprice.price(pd.DataFrame([GOOD]), pd.DataFrame(curves))
@@ -123,11 +140,12 @@ def test_limits_are_configurable():
 
 
 def test_extra_columns_and_index_are_kept():
-    book = pd.DataFrame([dict(GOOD, desk="rates", book_id=7), dict(GOOD, id="b", desk="alm", book_id=8)],
-                        index=[10, 20])
+    book = pd.DataFrame(
+        [dict(GOOD, desk="rates", book_id=7), dict(GOOD, id="b", desk="alm", book_id=8)], index=[10, 20]
+    )
     priced = distprice.price(book)
     assert list(priced.index) == [10, 20] and list(priced["desk"]) == ["rates", "alm"]
-    assert list(priced.columns[:len(book.columns)]) == list(book.columns)
+    assert list(priced.columns[: len(book.columns)]) == list(book.columns)
 
 
 def test_unknown_engine_and_precision():

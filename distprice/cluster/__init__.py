@@ -6,6 +6,7 @@ job), ``watch`` (waits that end on no workers, a timeout or a lost scheduler), `
 the terminal), ``metrics`` (pricing counters on the scheduler's Prometheus endpoint) and ``dashboard`` (the
 distprice page of the Dask dashboard).
 """
+
 from .pricer import Pricer
 
 __all__ = ["Pricer"]

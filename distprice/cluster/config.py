@@ -5,6 +5,7 @@ A config file has two sections, both optional: ``cluster`` (where to price, :cla
 Relative paths in a file are taken from the file's folder. Every problem found is reported at once, one
 line each, as ``source: key.path: rule``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,7 +39,6 @@ _JOB_PATHS = ("portfolio", "curves", "scenarios", "exercise_schedule", "models",
 _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
 _ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
 _WALLTIME = re.compile(r"[0-9]+:[0-5][0-9]:[0-5][0-9]")
-
 
 
 @dataclass(frozen=True)
@@ -135,14 +135,24 @@ class ClusterConfig:
         from distributed.security import Security as DaskSecurity
 
         tls = self.security
-        missing = [f"cluster.security.{name}: no such file: {getattr(tls, name)}" for name in _SECURITY_FILES
-                   if not os.path.isfile(getattr(tls, name))]
+        missing = [
+            f"cluster.security.{name}: no such file: {getattr(tls, name)}"
+            for name in _SECURITY_FILES
+            if not os.path.isfile(getattr(tls, name))
+        ]
         if missing:
             raise ConfigError("\n".join(missing))
         cert, key = tls.cert_file, tls.key_file
-        return DaskSecurity(require_encryption=tls.require_encryption, tls_ca_file=tls.ca_file,
-                            tls_client_cert=cert, tls_client_key=key, tls_scheduler_cert=cert,
-                            tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key)
+        return DaskSecurity(
+            require_encryption=tls.require_encryption,
+            tls_ca_file=tls.ca_file,
+            tls_client_cert=cert,
+            tls_client_key=key,
+            tls_scheduler_cert=cert,
+            tls_scheduler_key=key,
+            tls_worker_cert=cert,
+            tls_worker_key=key,
+        )
 
 
 @dataclass(frozen=True)
@@ -181,8 +191,7 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
         problems.append(f"{source}: {key}: {rule}")
 
     if not isinstance(mapping, dict):
-        raise ConfigError(f"{source}: must be a mapping with the sections {', '.join(_SECTIONS)}; "
-                          f"not {shown(mapping)}")
+        raise ConfigError(f"{source}: must be a mapping with the sections {', '.join(_SECTIONS)}; not {shown(mapping)}")
     for key in mapping:
         if key not in _SECTIONS:
             report(str(key), _unknown(key, _SECTIONS))
@@ -206,8 +215,7 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
     if job.scenarios is not None and job.shifts_bp is not None:
         report("job.shifts_bp", "give scenarios or shifts_bp, not both")
     if job.measures and (job.scenarios is not None or job.shifts_bp is not None):
-        report("job.measures", "risk measures are of the base market: give measures or scenarios / shifts_bp, "
-                               "not both")
+        report("job.measures", "risk measures are of the base market: give measures or scenarios / shifts_bp, not both")
     if problems:
         raise ConfigError("\n".join(problems))
     return Config(cluster, job, source)
@@ -247,14 +255,20 @@ def _check_jobqueue(cluster: ClusterConfig, failed: bool, report) -> None:
         return
     gpus, processes = queue.gpus_per_job, queue.processes
     if gpus is not None and processes is not None and processes != gpus:
-        report("cluster.jobqueue.processes", f"must equal gpus_per_job ({gpus}) or be left out: dask cuda worker "
-                                             f"runs one worker per GPU, not {processes}")
+        report(
+            "cluster.jobqueue.processes",
+            f"must equal gpus_per_job ({gpus}) or be left out: dask cuda worker "
+            f"runs one worker per GPU, not {processes}",
+        )
     if queue.cores < (processes or gpus or 1):
-        report("cluster.jobqueue.cores", f"must be at least the worker processes of a job "
-                                         f"({processes or gpus}), not {queue.cores}")
+        report(
+            "cluster.jobqueue.cores",
+            f"must be at least the worker processes of a job ({processes or gpus}), not {queue.cores}",
+        )
 
 
 # ---- checks: each returns the value to keep or raises ValueError stating the rule ----
+
 
 def _unknown(key, allowed) -> str:
     close = difflib.get_close_matches(str(key), allowed, n=1)
@@ -271,6 +285,7 @@ def _choice(*choices: str):
         if not isinstance(value, str) or value not in choices:
             raise ValueError(f"must be one of {', '.join(choices)}, not {shown(value)}")
         return value
+
     return check
 
 
@@ -322,8 +337,7 @@ def _size(value):
 
 def _dashboard(value):
     if value is not None and not (isinstance(value, str) and _port(_HOST_PORT, value)):
-        raise ValueError(f"must be 'host:port' (port 0: any free port) or null for no dashboard, "
-                         f"not {shown(value)}")
+        raise ValueError(f"must be 'host:port' (port 0: any free port) or null for no dashboard, not {shown(value)}")
     return value
 
 
@@ -373,8 +387,9 @@ def _walltime(value):
 
 def _lines(value):
     """Lines of a job script: a list of one-line strings, as a tuple."""
-    if not isinstance(value, list) or not all(isinstance(line, str) and line.strip() and "\n" not in line
-                                              for line in value):
+    if not isinstance(value, list) or not all(
+        isinstance(line, str) and line.strip() and "\n" not in line for line in value
+    ):
         raise ValueError(f"must be a list of one-line strings, not {shown(value)}")
     return tuple(value)
 
@@ -389,23 +404,51 @@ def _directives(value):
 
 _CHECKS = {
     Security: {"ca_file": _path, "cert_file": _path, "key_file": _path, "require_encryption": _boolean},
-    JobQueue: {"queue": _optional(_word), "account": _optional(_word), "walltime": _walltime, "cores": _integer,
-               "memory": _size, "processes": _optional(_integer), "gpus_per_job": _optional(_integer),
-               "jobs": _integer, "start_timeout": _seconds, "job_script_prologue": _lines,
-               "job_extra_directives": _directives, "interface": _optional(_word),
-               "local_directory": _optional(_path)},
-    ClusterConfig: {"kind": _choice(*CLUSTER_KINDS), "n_workers": _optional(_integer),
-                    "workers_per_gpu": _optional(_integer), "threads_per_worker": _optional(_integer),
-                    "processes": _boolean,
-                    "memory_limit": _memory, "dashboard_address": _dashboard, "address": _optional(_address),
-                    "security": None, "timeout": _seconds, "no_workers_timeout": _seconds,
-                    "jobqueue": None},  # sections of their own
-    JobConfig: {**dict.fromkeys(_JOB_PATHS, _optional(_path)), "shifts_bp": _optional(_job_option("shifts_bp")),
-                "engine": _choice(*ENGINE_NAMES), "precision": _choice(*PRECISIONS),
-                "on_invalid": _choice(*ON_INVALID), "chunks_per_worker": _integer, "as_of": _date,
-                "allow_empty": _boolean, "max_invalid": _optional(_count), "timeout": _optional(_seconds),
-                "base_scenario": _boolean, "measures": _optional(_job_option("measures")),
-                "bump_bp": _job_option("bump_bp"), "key_rates": _job_option("key_rates")},
+    JobQueue: {
+        "queue": _optional(_word),
+        "account": _optional(_word),
+        "walltime": _walltime,
+        "cores": _integer,
+        "memory": _size,
+        "processes": _optional(_integer),
+        "gpus_per_job": _optional(_integer),
+        "jobs": _integer,
+        "start_timeout": _seconds,
+        "job_script_prologue": _lines,
+        "job_extra_directives": _directives,
+        "interface": _optional(_word),
+        "local_directory": _optional(_path),
+    },
+    ClusterConfig: {
+        "kind": _choice(*CLUSTER_KINDS),
+        "n_workers": _optional(_integer),
+        "workers_per_gpu": _optional(_integer),
+        "threads_per_worker": _optional(_integer),
+        "processes": _boolean,
+        "memory_limit": _memory,
+        "dashboard_address": _dashboard,
+        "address": _optional(_address),
+        "security": None,
+        "timeout": _seconds,
+        "no_workers_timeout": _seconds,
+        "jobqueue": None,
+    },  # sections of their own
+    JobConfig: {
+        **dict.fromkeys(_JOB_PATHS, _optional(_path)),
+        "shifts_bp": _optional(_job_option("shifts_bp")),
+        "engine": _choice(*ENGINE_NAMES),
+        "precision": _choice(*PRECISIONS),
+        "on_invalid": _choice(*ON_INVALID),
+        "chunks_per_worker": _integer,
+        "as_of": _date,
+        "allow_empty": _boolean,
+        "max_invalid": _optional(_count),
+        "timeout": _optional(_seconds),
+        "base_scenario": _boolean,
+        "measures": _optional(_job_option("measures")),
+        "bump_bp": _job_option("bump_bp"),
+        "key_rates": _job_option("key_rates"),
+    },
 }
 _PATHS = {Security: _SECURITY_FILES, JobQueue: (), ClusterConfig: (), JobConfig: _JOB_PATHS}
 _SUBSECTIONS = {"security": Security, "jobqueue": JobQueue}
@@ -429,8 +472,9 @@ def _section(cls, mapping, where: str, report, base_dir):
             report(f"{where}.{key}", _unknown(key, tuple(checks)))
             continue
         if key in _SUBSECTIONS:
-            value, bad = (None, ()) if value is None else _section(_SUBSECTIONS[key], value, f"{where}.{key}",
-                                                                    report, base_dir)
+            value, bad = (
+                (None, ()) if value is None else _section(_SUBSECTIONS[key], value, f"{where}.{key}", report, base_dir)
+            )
             if bad:
                 failed.add(key)
                 continue

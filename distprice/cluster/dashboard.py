@@ -35,6 +35,7 @@ Estimated end: with f the share of the job's node-steps (or chunks) done after e
 predicted seconds, the time left is (1 - f) · max(P - e, 0) + f · e (1 - f) / f: the inspector's
 prediction at the start, the observed pace as the job advances.
 """
+
 from __future__ import annotations
 
 import html
@@ -45,8 +46,7 @@ from dataclasses import dataclass, field
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from .metrics import _TOTALS as PRICING_TOTALS
-from .metrics import TOPIC as PRICING_TOPIC
+from .metrics import _TOTALS as PRICING_TOTALS, TOPIC as PRICING_TOPIC
 
 PLUGIN_NAME = "distprice-dashboard"
 JOB_TOPIC = "distprice-job"
@@ -69,13 +69,22 @@ def again_key(key: str) -> str:
 def _chunk_of(key: str) -> str:
     """The chunk a task key prices: a second pricing's key is its first's."""
     return key.replace(AGAIN, "-", 1)
+
+
 KEEP_JOBS = 20
 """Jobs remembered (the oldest are dropped)."""
 MAX_POINTS = 2000
 """Points of a job's progress history kept (every other one is dropped past this)."""
 REFRESH_MS = 1000
-_JOB_FIELDS = {"name": str, "rows": int, "invalid": int, "scenarios": int, "chunks": int, "node_steps": float,
-               "predicted_seconds": float}
+_JOB_FIELDS = {
+    "name": str,
+    "rows": int,
+    "invalid": int,
+    "scenarios": int,
+    "chunks": int,
+    "node_steps": float,
+    "predicted_seconds": float,
+}
 _WAITING = ("released", "waiting", "queued", "no-worker")
 
 
@@ -88,13 +97,33 @@ def register(client) -> str | None:
     return client.dashboard_link.rsplit("/", 1)[0] + PAGE
 
 
-def post_job(client, job: str, *, rows: int, chunks: int, predicted_seconds: float, node_steps: float = 0.0,
-             scenarios: int = 1, invalid: int = 0, name: str | None = None) -> None:
+def post_job(
+    client,
+    job: str,
+    *,
+    rows: int,
+    chunks: int,
+    predicted_seconds: float,
+    node_steps: float = 0.0,
+    scenarios: int = 1,
+    invalid: int = 0,
+    name: str | None = None,
+) -> None:
     """Tells the page that job ``job`` (the suffix of its task keys) starts, or updates its figures (see the
     module docstring). Call it before the job's tasks are submitted."""
-    client.log_event(JOB_TOPIC, {"job": str(job), "name": name or str(job), "rows": int(rows),
-                                 "invalid": int(invalid), "scenarios": int(scenarios), "chunks": int(chunks),
-                                 "node_steps": float(node_steps), "predicted_seconds": float(predicted_seconds)})
+    client.log_event(
+        JOB_TOPIC,
+        {
+            "job": str(job),
+            "name": name or str(job),
+            "rows": int(rows),
+            "invalid": int(invalid),
+            "scenarios": int(scenarios),
+            "chunks": int(chunks),
+            "node_steps": float(node_steps),
+            "predicted_seconds": float(predicted_seconds),
+        },
+    )
 
 
 def end_job(client, job: str, error: str | None = None) -> None:
@@ -113,7 +142,7 @@ def _job_workers(job: str, dask_scheduler=None) -> dict[str, dict]:
     board = dask_scheduler.plugins.get(PLUGIN_NAME)
     progress = board.jobs.get(job) if board is not None else None
     totals = defaultdict(lambda: dict.fromkeys(PRICING_TOTALS, 0.0))
-    for (worker, _), priced in (progress.workers.items() if progress is not None else ()):
+    for (worker, _), priced in progress.workers.items() if progress is not None else ():
         for name in PRICING_TOTALS:
             totals[worker][name] += priced[name]
     return dict(totals)
@@ -145,7 +174,8 @@ class JobProgress:
     done: list[float] = field(default_factory=lambda: [0.0, 0.0])
     """Σ of ``credited``: rows × scenarios, node-steps."""
     workers: dict[tuple[str, str], dict[str, float]] = field(
-        default_factory=lambda: defaultdict(lambda: dict.fromkeys(PRICING_TOTALS, 0.0)))
+        default_factory=lambda: defaultdict(lambda: dict.fromkeys(PRICING_TOTALS, 0.0))
+    )
     """Totals of the pricing events per (worker, engine)."""
     history: list[tuple[float, float, float]] = field(default_factory=lambda: [(0.0, 0.0, 0.0)])
     """(seconds since the start, rows × scenarios done, node-steps done)."""
@@ -225,15 +255,29 @@ class JobProgress:
     def state(self, now: float) -> dict:
         """The job as plain values (the JSON of ``/distprice.json``)."""
         left = self.seconds_left(now)
-        return dict(job=self.job, name=self.name, status=self.status(), rows=self.rows, invalid=self.invalid,
-                    scenarios=self.scenarios, expected=self.expected, chunks=self.chunks,
-                    node_steps=self.node_steps, predicted_seconds=self.predicted_seconds, started=self.started,
-                    elapsed=(self.ended or now) - self.started, done_rows=self.done[0], done_node_steps=self.done[1],
-                    share_done=self.share_done(), seconds_left=left,
-                    estimated_end=None if left is None else now + left, chunk_counts=self.counts(),
-                    error=self.error,
-                    workers=[dict(worker=w, engine=e, **totals) for (w, e), totals in sorted(self.workers.items())],
-                    history=[list(point) for point in self.history])
+        return dict(
+            job=self.job,
+            name=self.name,
+            status=self.status(),
+            rows=self.rows,
+            invalid=self.invalid,
+            scenarios=self.scenarios,
+            expected=self.expected,
+            chunks=self.chunks,
+            node_steps=self.node_steps,
+            predicted_seconds=self.predicted_seconds,
+            started=self.started,
+            elapsed=(self.ended or now) - self.started,
+            done_rows=self.done[0],
+            done_node_steps=self.done[1],
+            share_done=self.share_done(),
+            seconds_left=left,
+            estimated_end=None if left is None else now + left,
+            chunk_counts=self.counts(),
+            error=self.error,
+            workers=[dict(worker=w, engine=e, **totals) for (w, e), totals in sorted(self.workers.items())],
+            history=[list(point) for point in self.history],
+        )
 
 
 class JobBoard(SchedulerPlugin):
@@ -277,8 +321,12 @@ class JobBoard(SchedulerPlugin):
             self._pending[msg["worker"]].append(msg)
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
-        if (start == "processing" and finish in ("memory", "erred") and isinstance(key, str)
-                and key.startswith(PRICING_PREFIX)):
+        if (
+            start == "processing"
+            and finish in ("memory", "erred")
+            and isinstance(key, str)
+            and key.startswith(PRICING_PREFIX)
+        ):
             # a pricing task logs its event just before it ends, on the stream that reports its end
             waiting = self._pending.get(kwargs.get("worker"))
             event = waiting.popleft() if waiting else None
@@ -300,8 +348,11 @@ class JobBoard(SchedulerPlugin):
     def state(self) -> dict:
         now = self.clock()
         current = self.current()
-        return {"current": current.job if current else None, "now": now,
-                "jobs": [job.state(now) for job in reversed(self.jobs.values())]}
+        return {
+            "current": current.job if current else None,
+            "now": now,
+            "jobs": [job.state(now) for job in reversed(self.jobs.values())],
+        }
 
 
 def _serve(scheduler, board: JobBoard) -> None:
@@ -313,9 +364,9 @@ def _serve(scheduler, board: JobBoard) -> None:
     dashboards = [app for app in applications if hasattr(app, "app_paths")]  # Dask's Bokeh server
     if not dashboards:
         return
-    from tornado.ioloop import IOLoop
     from distributed.dashboard.core import BokehApplication
     from distributed.dashboard.scheduler import template_variables
+    from tornado.ioloop import IOLoop
 
     prefix = getattr(dashboards[0], "_prefix", "") or ""
     extra = template_variables(scheduler)  # shared by every Dask page: the menu gains a Distprice link
@@ -356,8 +407,17 @@ class JobView:
 
     def __init__(self, board: JobBoard | None):
         from bokeh.layouts import column, row
-        from bokeh.models import (BasicTickFormatter, ColumnDataSource, DataTable, Div, HoverTool, NumberFormatter,
-                                  NumeralTickFormatter, ScientificFormatter, TableColumn)
+        from bokeh.models import (
+            BasicTickFormatter,
+            ColumnDataSource,
+            DataTable,
+            Div,
+            HoverTool,
+            NumberFormatter,
+            NumeralTickFormatter,
+            ScientificFormatter,
+            TableColumn,
+        )
         from bokeh.plotting import figure
 
         self.board = board
@@ -365,37 +425,81 @@ class JobView:
         self.progress = ColumnDataSource(dict(t=[], rows=[], node_steps=[]))
         self.predicted = ColumnDataSource(dict(t=[], rows=[]))
         self.chunks = ColumnDataSource(dict(state=list(self.COLORS), count=[0] * 4, color=list(self.COLORS.values())))
-        self.workers = ColumnDataSource(dict(label=[], worker=[], engine=[], rows=[], node_steps=[], seconds=[],
-                                             rows_per_second=[], node_steps_per_second=[]))
-        done = figure(title="Rows × scenarios priced (dashed: the inspector's prediction)", height=300,
-                      sizing_mode="stretch_width", tools="pan,wheel_zoom,box_zoom,reset", x_axis_label="seconds")
+        self.workers = ColumnDataSource(
+            dict(
+                label=[],
+                worker=[],
+                engine=[],
+                rows=[],
+                node_steps=[],
+                seconds=[],
+                rows_per_second=[],
+                node_steps_per_second=[],
+            )
+        )
+        done = figure(
+            title="Rows × scenarios priced (dashed: the inspector's prediction)",
+            height=300,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,box_zoom,reset",
+            x_axis_label="seconds",
+        )
         done.line("t", "rows", source=self.progress, line_width=2)
         done.line("t", "rows", source=self.predicted, line_dash="dashed", color="gray")
         done.yaxis.formatter = NumeralTickFormatter(format="0,0")
-        done.add_tools(HoverTool(tooltips=[("seconds", "@t{0.0}"), ("rows", "@rows{0,0}"),
-                                           ("node-steps", "@node_steps{0.000e+0}")]))
+        done.add_tools(
+            HoverTool(
+                tooltips=[("seconds", "@t{0.0}"), ("rows", "@rows{0,0}"), ("node-steps", "@node_steps{0.000e+0}")]
+            )
+        )
         chunks = figure(title="Chunks", height=300, width=320, x_range=list(self.COLORS), tools="")
         chunks.vbar(x="state", top="count", color="color", width=0.7, source=self.chunks)
         chunks.yaxis.ticker.min_interval = 1
-        self.speed = figure(title="Node-steps per second of pricing, by worker and engine", height=260,
-                            sizing_mode="stretch_width", y_range=[], tools="", x_axis_label="node-steps / s")
+        self.speed = figure(
+            title="Node-steps per second of pricing, by worker and engine",
+            height=260,
+            sizing_mode="stretch_width",
+            y_range=[],
+            tools="",
+            x_axis_label="node-steps / s",
+        )
         self.speed.hbar(y="label", right="node_steps_per_second", height=0.7, source=self.workers)
         self.speed.xaxis.formatter = BasicTickFormatter(precision=1)
-        self.speed.add_tools(HoverTool(tooltips=[("", "@label"), ("rows/s", "@rows_per_second{0,0}"),
-                                                 ("node-steps/s", "@node_steps_per_second{0.000e+0}")]))
+        self.speed.add_tools(
+            HoverTool(
+                tooltips=[
+                    ("", "@label"),
+                    ("rows/s", "@rows_per_second{0,0}"),
+                    ("node-steps/s", "@node_steps_per_second{0.000e+0}"),
+                ]
+            )
+        )
         number = NumberFormatter(format="0,0")
-        table = DataTable(source=self.workers, height=200, sizing_mode="stretch_width", index_position=None,
-                          columns=[TableColumn(field="worker", title="worker"),
-                                   TableColumn(field="engine", title="engine"),
-                                   TableColumn(field="rows", title="rows × scenarios", formatter=number),
-                                   TableColumn(field="rows_per_second", title="rows/s", formatter=number),
-                                   TableColumn(field="node_steps_per_second", title="node-steps/s",
-                                               formatter=ScientificFormatter(precision=3)),
-                                   TableColumn(field="seconds", title="seconds pricing",
-                                               formatter=NumberFormatter(format="0.00"))])
+        table = DataTable(
+            source=self.workers,
+            height=200,
+            sizing_mode="stretch_width",
+            index_position=None,
+            columns=[
+                TableColumn(field="worker", title="worker"),
+                TableColumn(field="engine", title="engine"),
+                TableColumn(field="rows", title="rows × scenarios", formatter=number),
+                TableColumn(field="rows_per_second", title="rows/s", formatter=number),
+                TableColumn(
+                    field="node_steps_per_second", title="node-steps/s", formatter=ScientificFormatter(precision=3)
+                ),
+                TableColumn(field="seconds", title="seconds pricing", formatter=NumberFormatter(format="0.00")),
+            ],
+        )
         self.jobs = Div(text="", sizing_mode="stretch_width")
-        self.root = column(self.headline, row(done, chunks, sizing_mode="stretch_width"), self.speed, table,
-                           self.jobs, sizing_mode="stretch_width")
+        self.root = column(
+            self.headline,
+            row(done, chunks, sizing_mode="stretch_width"),
+            self.speed,
+            table,
+            self.jobs,
+            sizing_mode="stretch_width",
+        )
 
     def update(self) -> None:
         state = self.board.state() if self.board is not None else {"jobs": [], "current": None}
@@ -414,11 +518,16 @@ class JobView:
         def per_second(name):
             return [w[name] / w["seconds"] if w["seconds"] > 0 else 0.0 for w in workers]
 
-        self.workers.data = dict(label=labels, worker=[w["worker"] for w in workers],
-                                 engine=[w["engine"] for w in workers], rows=[w["rows"] for w in workers],
-                                 node_steps=[w["node_steps"] for w in workers],
-                                 seconds=[w["seconds"] for w in workers], rows_per_second=per_second("rows"),
-                                 node_steps_per_second=per_second("node_steps"))
+        self.workers.data = dict(
+            label=labels,
+            worker=[w["worker"] for w in workers],
+            engine=[w["engine"] for w in workers],
+            rows=[w["rows"] for w in workers],
+            node_steps=[w["node_steps"] for w in workers],
+            seconds=[w["seconds"] for w in workers],
+            rows_per_second=per_second("rows"),
+            node_steps_per_second=per_second("node_steps"),
+        )
         self.speed.y_range.factors = labels
         self.jobs.text = jobs_table(state["jobs"])
 
@@ -440,14 +549,16 @@ def headline(job: dict) -> str:
     else:
         at = time.strftime("%H:%M:%S", time.localtime(job["estimated_end"]))
         end = f"estimated end {at} (in {job['seconds_left']:.1f} s)"
-    lines = [f"<h2>distprice job {_escape(job['name'])}: {job['status']}</h2>",
-             f"<p><b>{int(job['done_rows']):,}</b> of <b>{job['expected']:,}</b> rows{per} priced "
-             f"({100 * job['share_done']:.1f} % of {job['node_steps']:.3e} node-steps); "
-             f"portfolio <b>{job['rows']:,}</b> rows, <b>{job['invalid']:,}</b> failed the checks</p>",
-             f"<p>chunks: {counts['done']} done, {counts['running']} running, {counts['waiting']} waiting, "
-             f"{counts['failed']} failed of {job['chunks']}; {rate:,.0f} rows/s, "
-             f"{job['done_node_steps'] / max(job['elapsed'], 1e-9):.3e} node-steps/s</p>",
-             f"<p>{job['elapsed']:.1f} s elapsed; {predicted}; {end}</p>"]
+    lines = [
+        f"<h2>distprice job {_escape(job['name'])}: {job['status']}</h2>",
+        f"<p><b>{int(job['done_rows']):,}</b> of <b>{job['expected']:,}</b> rows{per} priced "
+        f"({100 * job['share_done']:.1f} % of {job['node_steps']:.3e} node-steps); "
+        f"portfolio <b>{job['rows']:,}</b> rows, <b>{job['invalid']:,}</b> failed the checks</p>",
+        f"<p>chunks: {counts['done']} done, {counts['running']} running, {counts['waiting']} waiting, "
+        f"{counts['failed']} failed of {job['chunks']}; {rate:,.0f} rows/s, "
+        f"{job['done_node_steps'] / max(job['elapsed'], 1e-9):.3e} node-steps/s</p>",
+        f"<p>{job['elapsed']:.1f} s elapsed; {predicted}; {end}</p>",
+    ]
     if job["error"]:
         lines.append(f"<p>error: {_escape(job['error'])}</p>")
     return "".join(lines)
@@ -456,12 +567,33 @@ def headline(job: dict) -> str:
 def jobs_table(jobs: list[dict]) -> str:
     """The recent jobs, newest first, as an HTML table."""
     cell = '<td style="padding: 2px 12px; text-align: {}">{}</td>'
-    rows = "".join("<tr>" + "".join(cell.format(align, value) for align, value in (
-        ("left", _escape(j["name"])), ("left", j["status"]), ("right", f"{j['rows']:,}"), ("right", j["chunks"]),
-        ("right", f"{j['elapsed']:.1f}"), ("right", f"{j['predicted_seconds']:.1f}"))) + "</tr>" for j in jobs)
-    head = "".join(cell.format(align, f"<b>{name}</b>") for align, name in (
-        ("left", "job"), ("left", "status"), ("right", "rows"), ("right", "chunks"), ("right", "seconds"),
-        ("right", "predicted s")))
+    rows = "".join(
+        "<tr>"
+        + "".join(
+            cell.format(align, value)
+            for align, value in (
+                ("left", _escape(j["name"])),
+                ("left", j["status"]),
+                ("right", f"{j['rows']:,}"),
+                ("right", j["chunks"]),
+                ("right", f"{j['elapsed']:.1f}"),
+                ("right", f"{j['predicted_seconds']:.1f}"),
+            )
+        )
+        + "</tr>"
+        for j in jobs
+    )
+    head = "".join(
+        cell.format(align, f"<b>{name}</b>")
+        for align, name in (
+            ("left", "job"),
+            ("left", "status"),
+            ("right", "rows"),
+            ("right", "chunks"),
+            ("right", "seconds"),
+            ("right", "predicted s"),
+        )
+    )
     return f"<h3>Recent jobs</h3><table><tr>{head}</tr>{rows}</table>"
 
 

@@ -6,6 +6,7 @@ Dask's default worker, each with distprice's worker preload (:mod:`~.worker`). A
 shared evenly by its worker processes. The workers run the submitting process's Python, so distprice must be
 installed where the compute nodes see it too.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -31,9 +32,11 @@ def build_cluster(config: ClusterConfig):
     cls = _cluster_class(config.kind)
     submit = SUBMIT_COMMANDS[config.kind]
     if shutil.which(submit) is None:
-        raise ClusterError(f"cluster kind {config.kind} submits its jobs with {submit}, which is not on PATH: run "
-                           f"this on a login node of the {config.kind} cluster (distprice cluster-script CONFIG "
-                           f"prints the job script anywhere)")
+        raise ClusterError(
+            f"cluster kind {config.kind} submits its jobs with {submit}, which is not on PATH: run "
+            f"this on a login node of the {config.kind} cluster (distprice cluster-script CONFIG "
+            f"prints the job script anywhere)"
+        )
     return cls(**_options(config))
 
 
@@ -46,8 +49,9 @@ def job_script(config: ClusterConfig) -> str:
 
 def _cluster_class(kind: str):
     if kind not in SUBMIT_COMMANDS:
-        raise OptionError(f"cluster kind {kind} runs no batch jobs; job scripts are for kinds "
-                         f"{', '.join(SUBMIT_COMMANDS)}")
+        raise OptionError(
+            f"cluster kind {kind} runs no batch jobs; job scripts are for kinds {', '.join(SUBMIT_COMMANDS)}"
+        )
     try:
         from dask_jobqueue import PBSCluster, SLURMCluster
     except ImportError:
@@ -61,14 +65,27 @@ def _options(config: ClusterConfig) -> dict:
     gpus = queue.gpus_per_job
     directives = list(queue.job_extra_directives)
     # without a dashboard the scheduler still serves /health and /metrics over HTTP: on loopback, then
-    http = ({"dashboard_address": config.dashboard_address} if config.dashboard_address else
-            {"dashboard": False, "dashboard_address": "127.0.0.1:0"})
-    options = dict(job_name=JOB_NAME, queue=queue.queue, account=queue.account, walltime=queue.walltime,
-                   cores=queue.cores, memory=queue.memory, processes=queue.processes or gpus or 1,
-                   interface=queue.interface, local_directory=queue.local_directory,
-                   job_script_prologue=list(queue.job_script_prologue), job_extra_directives=directives,
-                   security=config.dask_security(), scheduler_options=http,
-                   worker_extra_args=["--preload", PRELOAD])
+    http = (
+        {"dashboard_address": config.dashboard_address}
+        if config.dashboard_address
+        else {"dashboard": False, "dashboard_address": "127.0.0.1:0"}
+    )
+    options = dict(
+        job_name=JOB_NAME,
+        queue=queue.queue,
+        account=queue.account,
+        walltime=queue.walltime,
+        cores=queue.cores,
+        memory=queue.memory,
+        processes=queue.processes or gpus or 1,
+        interface=queue.interface,
+        local_directory=queue.local_directory,
+        job_script_prologue=list(queue.job_script_prologue),
+        job_extra_directives=directives,
+        security=config.dask_security(),
+        scheduler_options=http,
+        worker_extra_args=["--preload", PRELOAD],
+    )
     if gpus:
         options["worker_command"] = GPU_WORKER_COMMAND
         if config.kind == "slurm":

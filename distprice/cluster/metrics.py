@@ -11,6 +11,7 @@ Dask's own:
   engines' pricing loops;
 - ``distprice_node_steps_per_second{worker}``: node-steps over pricing seconds, the worker's speed.
 """
+
 from __future__ import annotations
 
 import threading
@@ -32,19 +33,27 @@ def log_pricing(rows: int, node_steps: float, seconds: float, kernel_seconds: fl
         worker = get_worker()
     except ValueError:
         return
-    worker.log_event(TOPIC, {"worker": worker.address, "rows": int(rows), "node_steps": float(node_steps),
-                             "seconds": float(seconds), "kernel_seconds": float(kernel_seconds),
-                             "engine": engine})
+    worker.log_event(
+        TOPIC,
+        {
+            "worker": worker.address,
+            "rows": int(rows),
+            "node_steps": float(node_steps),
+            "seconds": float(seconds),
+            "kernel_seconds": float(kernel_seconds),
+            "engine": engine,
+        },
+    )
 
 
 class _Collector:
     """A Prometheus collector over the running totals of the plugins of this process (one per scheduler)."""
 
-    plugins: "weakref.WeakSet[PricingMetrics]" = weakref.WeakSet()
+    plugins: weakref.WeakSet[PricingMetrics] = weakref.WeakSet()
     registered = False
 
     @classmethod
-    def add(cls, plugin: "PricingMetrics") -> None:
+    def add(cls, plugin: PricingMetrics) -> None:
         try:
             from prometheus_client import REGISTRY
         except ImportError:  # the scheduler has no Prometheus endpoint either
@@ -57,15 +66,19 @@ class _Collector:
     def collect(self):
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        rows = CounterMetricFamily("distprice_instruments_priced", "Instruments priced (rows x scenarios)",
-                                   labels=["worker"])
+        rows = CounterMetricFamily(
+            "distprice_instruments_priced", "Instruments priced (rows x scenarios)", labels=["worker"]
+        )
         steps = CounterMetricFamily("distprice_node_steps", "Tree node-steps priced", labels=["worker"])
-        seconds = CounterMetricFamily("distprice_pricing_seconds", "Seconds spent in pricing tasks",
-                                      labels=["worker"])
-        kernel = CounterMetricFamily("distprice_kernel_seconds", "Seconds of pricing tasks spent in the GPU kernels "
-                                     "or the CPU engines' pricing loops", labels=["worker"])
-        speed = GaugeMetricFamily("distprice_node_steps_per_second", "Node-steps per second of pricing",
-                                  labels=["worker"])
+        seconds = CounterMetricFamily("distprice_pricing_seconds", "Seconds spent in pricing tasks", labels=["worker"])
+        kernel = CounterMetricFamily(
+            "distprice_kernel_seconds",
+            "Seconds of pricing tasks spent in the GPU kernels or the CPU engines' pricing loops",
+            labels=["worker"],
+        )
+        speed = GaugeMetricFamily(
+            "distprice_node_steps_per_second", "Node-steps per second of pricing", labels=["worker"]
+        )
         for plugin in list(self.plugins):
             for worker, total in plugin.snapshot().items():
                 rows.add_metric([worker], total["rows"])

@@ -15,6 +15,7 @@ Every row is priced exactly once, whichever workers come and go. Every wait is w
 job with no worker for ``cluster.no_workers_timeout`` seconds, past its ``timeout``, or whose scheduler goes
 away stops with its own error, and an interrupted job's tasks are cancelled.
 """
+
 from __future__ import annotations
 
 import collections
@@ -28,8 +29,16 @@ import pandas as pd
 
 from ..errors import NoWorkersError
 from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Work, Workers
-from ..families.lattice import (by_scenario, file_problems, inspect_chunk, price_read_chunk, read_chunk, task_name,
-                                with_columns, write_read_chunk)
+from ..families.lattice import (
+    by_scenario,
+    file_problems,
+    inspect_chunk,
+    price_read_chunk,
+    read_chunk,
+    task_name,
+    with_columns,
+    write_read_chunk,
+)
 from ..job import JobOptions, Summary, Tally, check_columns
 from ..planner import chunk_count, table_slices
 from ..tables import FOLDER, check_output, new_folder, parquet_files, table_format, write_parts, write_tables
@@ -61,8 +70,14 @@ class Pricer:
                 priced = pricer.price(book, curves, shifts_bp=[-100, 0, 100])
     """
 
-    def __init__(self, cluster=None, *, chunks_per_worker: int | None = None,
-                 read_on_workers_rows: int = READ_ON_WORKERS_ROWS, progress: bool = False):
+    def __init__(
+        self,
+        cluster=None,
+        *,
+        chunks_per_worker: int | None = None,
+        read_on_workers_rows: int = READ_ON_WORKERS_ROWS,
+        progress: bool = False,
+    ):
         from distributed import Client
 
         if isinstance(cluster, Client):
@@ -78,8 +93,13 @@ class Pricer:
             self.page = dashboard.register(self.client)
             """The URL of the dashboard's distprice page (the current job live), or None without a dashboard."""
             workers = self.workers
-            log.info("cluster %s: %d worker%s%s", config.kind, workers, "s" * (workers != 1),
-                     f", dashboard: {self.dashboard_link}, this job: {self.page}" if self.page else "")
+            log.info(
+                "cluster %s: %d worker%s%s",
+                config.kind,
+                workers,
+                "s" * (workers != 1),
+                f", dashboard: {self.dashboard_link}, this job: {self.page}" if self.page else "",
+            )
         self.last_job: str | None = None
         """The id of the latest job (:func:`.dashboard.job_workers` gives what each worker did of it)."""
         self._posted: set[str] = set()
@@ -89,7 +109,7 @@ class Pricer:
         self._workers: dict[str, dict] = {}
         self._submitted = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="distprice-job")
 
-    def __enter__(self) -> "Pricer":
+    def __enter__(self) -> Pricer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -131,8 +151,11 @@ class Pricer:
         parts) atomically: nothing is written when a row is invalid in strict mode or the job fails. Returns
         what the job did. The parts of a folder are written by the workers when they read the portfolio (a big
         Parquet file), so the folder must be where they can write, at the same path."""
-        inputs = {"portfolio": portfolio, "curves": curves,
-                  **{name: options.get(name) for name in ("scenarios", "exercise_schedule", "models")}}
+        inputs = {
+            "portfolio": portfolio,
+            "curves": curves,
+            **{name: options.get(name) for name in ("scenarios", "exercise_schedule", "models")},
+        }
         check_output(output, inputs=inputs)
         checked = JobOptions.of(curves=curves, **options).checked()
         tick = time.perf_counter()
@@ -147,8 +170,9 @@ class Pricer:
                 write_tables(frames, output)
         return tally.summary(time.perf_counter() - tick, self.workers)
 
-    def price_mc(self, inputs, *, paths: int | None = None, precision: str | None = None,
-                 engine: str = "auto") -> pd.DataFrame:
+    def price_mc(
+        self, inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto"
+    ) -> pd.DataFrame:
         """Prices the Monte-Carlo jobs of ``inputs`` on the cluster: the arguments and the table of
         :func:`distprice.price_mc` (``chunks`` aside: each job's paths are cut into ``chunks_per_worker``
         ranges per worker, each a ``mc_paths_<engine>_<precision>`` task). The ranges start at multiples of
@@ -190,8 +214,9 @@ class Pricer:
         def send(chunk: Chunk):
             if chunk not in sent:
                 args = [send(a) if isinstance(a, Chunk) else a for a in chunk.args]
-                sent[chunk] = watch.submit(run_chunk, chunk.run, *args, key=f"{chunk.name}-{watch.job}",
-                                           priority=chunk.priority)
+                sent[chunk] = watch.submit(
+                    run_chunk, chunk.run, *args, key=f"{chunk.name}-{watch.job}", priority=chunk.priority
+                )
             return sent[chunk]
 
         with warnings.catch_warnings():
@@ -242,8 +267,10 @@ class Pricer:
             try:
                 self.client.wait_for_workers(1, timeout=self.no_workers_timeout)
             except TimeoutError:
-                raise NoWorkersError(f"no worker joined the cluster at {self.client.scheduler.address} within "
-                                     f"{self.no_workers_timeout:g} s (cluster.no_workers_timeout)") from None
+                raise NoWorkersError(
+                    f"no worker joined the cluster at {self.client.scheduler.address} within "
+                    f"{self.no_workers_timeout:g} s (cluster.no_workers_timeout)"
+                ) from None
             watch.check()
             described = list(self.client.run(describe_worker, precision).values())
             places = collections.Counter(d["place"] for d in described if d["place"] is not None)
@@ -279,26 +306,44 @@ class Pricer:
         rows = sum(map(sum, groups))
         check_columns({name for _, m in files for name in m.schema.names}, rows, options)
         market = options.market()  # read and checked here, before any task, and shipped to the workers
-        slices = table_slices([(part, sizes) for (part, _), sizes in zip(files, groups)],
-                              chunk_count(rows, workers.count, workers.chunks_per_worker),
-                              opening=workers.count if workers.gpu else 0)
+        slices = table_slices(
+            [(part, sizes) for (part, _), sizes in zip(files, groups)],
+            chunk_count(rows, workers.count, workers.chunks_per_worker),
+            opening=workers.count if workers.gpu else 0,
+        )
         token = watch.job
-        figures = dict(name=path, rows=rows, chunks=len(slices), scenarios=len(market.curve_sets),
-                       predicted_seconds=0.0)
+        figures = dict(
+            name=path, rows=rows, chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0
+        )
         self._post(token, **figures)
 
         def submit(run, *args, key: str, priority: int = 0):
             return watch.submit(run_chunk, run, *args, key=key, priority=priority)
 
-        read = [submit(read_chunk, piece, market, options, workers.model, workers.gpu, workers.gpu_processes,
-                       key=f"read-chunk-{i}-{token}", priority=-i) for i, piece in enumerate(slices)]
+        read = [
+            submit(
+                read_chunk,
+                piece,
+                market,
+                options,
+                workers.model,
+                workers.gpu,
+                workers.gpu_processes,
+                key=f"read-chunk-{i}-{token}",
+                priority=-i,
+            )
+            for i, piece in enumerate(slices)
+        ]
         written = None
         if folder is not None:  # each slice priced and written as soon as it is read, while the rest are checked
             name = task_name([options.engine], options.real)
-            written = [submit(write_read_chunk, f, [], folder, i, len(slices), key=f"{name}-{i}-{token}",
-                              priority=-i) for i, f in enumerate(read)]
-        inspected = [submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i)
-                     for i, f in enumerate(read)]
+            written = [
+                submit(write_read_chunk, f, [], folder, i, len(slices), key=f"{name}-{i}-{token}", priority=-i)
+                for i, f in enumerate(read)
+            ]
+        inspected = [
+            submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i) for i, f in enumerate(read)
+        ]
         self._show_progress(inspected, "reading and checking")
         summaries = watch.gather(inspected)
         problems, duplicates = file_problems(path, options, summaries, slices)
@@ -311,8 +356,16 @@ class Pricer:
             for i, f in enumerate(read):
                 mine = [d for d in duplicates if d.piece == i]
                 if mine:
-                    written[i] = submit(write_read_chunk, f, mine, folder, i, len(slices), written[i],
-                                        key=dashboard.again_key(f"{name}-{i}-{token}"))
+                    written[i] = submit(
+                        write_read_chunk,
+                        f,
+                        mine,
+                        folder,
+                        i,
+                        len(slices),
+                        written[i],
+                        key=dashboard.again_key(f"{name}-{i}-{token}"),
+                    )
             del read
             self._show_progress(written, "pricing and writing")
             for part in watch.gather(written):
@@ -320,16 +373,26 @@ class Pricer:
             return tally, None
         # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
         # client writes each one as it comes instead of waiting for the first
-        priced = [submit(price_read_chunk, f, [d for d in duplicates if d.piece == i],
-                         key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}", priority=-i)
-                  for i, (f, s) in enumerate(zip(read, summaries))]
+        priced = [
+            submit(
+                price_read_chunk,
+                f,
+                [d for d in duplicates if d.piece == i],
+                key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}",
+                priority=-i,
+            )
+            for i, (f, s) in enumerate(zip(read, summaries))
+        ]
         del read
         self._show_progress(priced, "pricing")
         if market.scenarios is None:
-            return tally, (tally.add(frame) for frame in
-                           self._ordered(priced, watch, lambda i, columns: with_columns(slices[i], columns)))
-        return tally, (tally.add(frame) for frame in by_scenario(self._ordered(priced, watch), slices,
-                                                                 len(market.curve_sets)))
+            return tally, (
+                tally.add(frame)
+                for frame in self._ordered(priced, watch, lambda i, columns: with_columns(slices[i], columns))
+            )
+        return tally, (
+            tally.add(frame) for frame in by_scenario(self._ordered(priced, watch), slices, len(market.curve_sets))
+        )
 
     @staticmethod
     def _ordered(futures, watch: Watch, then=None):
@@ -337,6 +400,7 @@ class Pricer:
         once handed on; the next result is fetched from its worker (and ``then`` applied) while the caller uses
         this one (writes it, say). Whatever stops the caller (an error, a signal, the generator closed early)
         cancels the job before the fetching thread is joined."""
+
         def fetched(i: int):
             result = watch.result(futures[i])
             return result if then is None else then(i, result)

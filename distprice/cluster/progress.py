@@ -1,6 +1,7 @@
 """The progress bar of a stage of a job on a cluster: the scheduler streams how many of the stage's tasks
 (and of the tasks they wait on) are done, and :class:`distprice.progress.Bar` draws it on the terminal. The
 bar holds task keys, not futures, so results are released as soon as the job hands them on."""
+
 from __future__ import annotations
 
 from distributed.diagnostics.progressbar import ProgressBar

@@ -1,5 +1,6 @@
 """Starting the cluster a config names: a local cluster (CPU workers, or worker processes sharing each GPU), a
 scheduler already running, or workers in SLURM / PBS batch jobs (:mod:`~.jobqueue`)."""
+
 from __future__ import annotations
 
 import logging
@@ -67,13 +68,28 @@ def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[
     names = [(gpu, k) for k in range(workers_per_gpu(config, len(gpus))) for gpu in gpus]
     memory = parse_memory_limit(config.memory_limit, 1, len(names), logger=logging.getLogger(__name__))
     common = {"host": "127.0.0.1", "protocol": "tls://", "security": security}
-    scheduler = {"cls": Scheduler, "options": {**common, "dashboard": config.dashboard_address is not None,
-                                               "dashboard_address": config.dashboard_address}}
+    scheduler = {
+        "cls": Scheduler,
+        "options": {
+            **common,
+            "dashboard": config.dashboard_address is not None,
+            "dashboard_address": config.dashboard_address,
+        },
+    }
     threads = gpu_worker_threads(config, len(gpus))
-    workers = {f"gpu{gpu}-{k}": {"cls": Nanny, "options": {**common, "nthreads": threads,
-                                                           "memory_limit": memory, "preload": [PRELOAD],
-                                                           "env": {"CUDA_VISIBLE_DEVICES": gpu}}}
-               for gpu, k in names}
+    workers = {
+        f"gpu{gpu}-{k}": {
+            "cls": Nanny,
+            "options": {
+                **common,
+                "nthreads": threads,
+                "memory_limit": memory,
+                "preload": [PRELOAD],
+                "env": {"CUDA_VISIBLE_DEVICES": gpu},
+            },
+        }
+        for gpu, k in names
+    }
     return scheduler, workers
 
 
@@ -94,7 +110,8 @@ def start(config: ClusterConfig):
             return Client(config.address, security=security, timeout=config.timeout), None
         except (OSError, TimeoutError) as error:
             raise SchedulerUnreachableError(
-                f"cannot reach the scheduler at {config.address} within {config.timeout:g} s: {error}") from None
+                f"cannot reach the scheduler at {config.address} within {config.timeout:g} s: {error}"
+            ) from None
     if config.kind in JOBQUEUE_KINDS:
         from .jobqueue import build_cluster
 
@@ -109,32 +126,46 @@ def start(config: ClusterConfig):
             raise ClusterError(
                 f"no {config.kind} job started its workers within {config.jobqueue.start_timeout:g} s; the jobs "
                 f"were cancelled. They may have waited in the queue (raise cluster.jobqueue.start_timeout) or "
-                f"failed (see their output files)") from None
+                f"failed (see their output files)"
+            ) from None
         return client, cluster
     if security is None:  # a cluster of this machine speaks TLS with certificates of its own, made for it
         from distributed.security import Security
 
         security = Security.temporary()
-    advice = ("In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
-              "`if __name__ == \"__main__\":`, since each worker process imports the script again")
+    advice = (
+        "In a script, start the cluster (distprice.Pricer, or cluster= of distprice.price) under "
+        '`if __name__ == "__main__":`, since each worker process imports the script again'
+    )
     if (config.kind == "local-cuda" or config.processes) and _importing_main_in_child():
-        raise ClusterError(f"a worker process of the local cluster imported the script, which starts a cluster "
-                           f"again. {advice}")
+        raise ClusterError(
+            f"a worker process of the local cluster imported the script, which starts a cluster again. {advice}"
+        )
     if config.kind == "local-cuda":
         gpus = visible_gpus() if gpu_available() else []
         if not gpus:
-            raise ClusterError("cluster kind local-cuda needs a usable CUDA GPU and CuPy (pip install "
-                               "'distprice[gpu]'); use kind local on this machine")
-        scheduler, workers = gpu_cluster_spec(config, gpus[:config.n_workers], security)
+            raise ClusterError(
+                "cluster kind local-cuda needs a usable CUDA GPU and CuPy (pip install "
+                "'distprice[gpu]'); use kind local on this machine"
+            )
+        scheduler, workers = gpu_cluster_spec(config, gpus[: config.n_workers], security)
 
         def start():
             return SpecCluster(workers=workers, scheduler=scheduler, security=security, silence_logs=logging.WARNING)
     else:
+
         def start():
-            return LocalCluster(n_workers=config.n_workers or os.cpu_count(), processes=config.processes,
-                                threads_per_worker=config.threads_per_worker or 1, memory_limit=config.memory_limit,
-                                dashboard_address=config.dashboard_address, security=security, protocol="tls",
-                                preload=[PRELOAD] if config.processes else [])
+            return LocalCluster(
+                n_workers=config.n_workers or os.cpu_count(),
+                processes=config.processes,
+                threads_per_worker=config.threads_per_worker or 1,
+                memory_limit=config.memory_limit,
+                dashboard_address=config.dashboard_address,
+                security=security,
+                protocol="tls",
+                preload=[PRELOAD] if config.processes else [],
+            )
+
     try:
         with dask.config.set(_freed_memory_kept()):
             cluster = start()
@@ -183,8 +214,10 @@ def cluster_config(cluster) -> ClusterConfig:
         return ClusterConfig(kind="address", address=str(cluster))
     if isinstance(cluster, (str, os.PathLike)):
         return load_config(cluster).cluster
-    raise OptionError(f"cluster must be None, a config file, an address, a Config or a distributed.Client, "
-                    f"not {type(cluster).__name__}")
+    raise OptionError(
+        f"cluster must be None, a config file, an address, a Config or a distributed.Client, "
+        f"not {type(cluster).__name__}"
+    )
 
 
 def one_line_logs() -> None:

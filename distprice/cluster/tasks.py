@@ -1,6 +1,7 @@
 """What runs on the workers: :func:`describe_worker`, and :func:`run_chunk`, the task of every chunk a family
 cuts a job into (:class:`~distprice.families.Chunk`), on the worker's own threads and reporting what its pricing
 did (:mod:`~.metrics`)."""
+
 from __future__ import annotations
 
 import warnings
@@ -18,8 +19,12 @@ def describe_worker(precision: str) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = current_model(precision, gpu)
-    return {"gpu": gpu, "device": device_name() if gpu else "cpu", "place": device_place() if gpu else None,
-            "model": model.to_json()}
+    return {
+        "gpu": gpu,
+        "device": device_name() if gpu else "cpu",
+        "place": device_place() if gpu else None,
+        "model": model.to_json(),
+    }
 
 
 def _use_worker_threads() -> None:

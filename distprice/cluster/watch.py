@@ -7,6 +7,7 @@ job ends with an error of its own, its tasks cancelled, when the cluster has had
 (:class:`~distprice.errors.SchedulerUnreachableError`). :meth:`Watch.cancel` (on Ctrl-C, say) cancels the
 tasks and releases every thread waiting on them.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -87,10 +88,16 @@ class Watch:
             raise Cancelled("the job was cancelled")
         now = time.monotonic()
         if self.deadline is not None and now > self.deadline:
-            self._fail(JobTimeoutError(f"the job ran past its timeout of {self.timeout:g} s; its tasks were "
-                                       f"cancelled and nothing was written"))
-        if (self._lasted("lost", self.client.status != "running", now) > LOST_SECONDS
-                or self.client.status in ("closing", "closed")):
+            self._fail(
+                JobTimeoutError(
+                    f"the job ran past its timeout of {self.timeout:g} s; its tasks were "
+                    f"cancelled and nothing was written"
+                )
+            )
+        if self._lasted("lost", self.client.status != "running", now) > LOST_SECONDS or self.client.status in (
+            "closing",
+            "closed",
+        ):
             self._lost()
         if self.client.status != "running":
             return
@@ -99,9 +106,13 @@ class Watch:
         except OSError:  # the connection went while we asked: the next look decides
             return
         if self._lasted("idle", workers == 0, now) > self.no_workers_timeout:
-            self._fail(NoWorkersError(f"the cluster has had no worker for {self.no_workers_timeout:g} s "
-                                      f"(cluster.no_workers_timeout); the job's tasks were cancelled and "
-                                      f"nothing was written"))
+            self._fail(
+                NoWorkersError(
+                    f"the cluster has had no worker for {self.no_workers_timeout:g} s "
+                    f"(cluster.no_workers_timeout); the job's tasks were cancelled and "
+                    f"nothing was written"
+                )
+            )
 
     def cancel(self) -> None:
         """Cancels every task of the job and releases the threads waiting on them (at most once)."""
@@ -123,8 +134,12 @@ class Watch:
         return now - self._since.setdefault(state, now)
 
     def _lost(self):
-        self._fail(SchedulerUnreachableError(f"lost the scheduler at {self.client.scheduler.address} during the "
-                                             f"job (client {self.client.status}); nothing was written"))
+        self._fail(
+            SchedulerUnreachableError(
+                f"lost the scheduler at {self.client.scheduler.address} during the "
+                f"job (client {self.client.status}); nothing was written"
+            )
+        )
 
     def _fail(self, error: Exception):
         self.cancel()
@@ -155,5 +170,6 @@ def connected(client):
     try:
         yield
     except CommClosedError as error:
-        raise SchedulerUnreachableError(f"lost the scheduler at {client.scheduler.address} ({error}); nothing "
-                                        f"was written") from None
+        raise SchedulerUnreachableError(
+            f"lost the scheduler at {client.scheduler.address} ({error}); nothing was written"
+        ) from None

@@ -5,6 +5,7 @@ It imports distprice's tasks, then keeps every object alive by then (pandas, num
 garbage collector's full passes for the life of the process (``gc.freeze``). A full pass over them took about
 0.1 s of a task, once or twice a job, in each worker process.
 """
+
 from __future__ import annotations
 
 import gc

@@ -3,6 +3,7 @@ that workers run, and the chunks' results put together into the job's result. ``
 ``montecarlo`` (path ranges) and ``calibration`` (parameter fits) each give a :class:`~.work.Family`; a new
 family adds its module here, and the runtime (:mod:`distprice.cluster`) runs it unchanged.
 """
+
 from .calibration import HESTON, HULL_WHITE
 from .lattice import LATTICE
 from .montecarlo import PATHS

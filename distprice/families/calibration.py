@@ -1,5 +1,6 @@
 """The calibration families on a cluster: every Heston surface (:func:`~distprice.models.fit_surface`) or
 Hull-White model (:func:`~distprice.models.fit_hull_white`) of a quotes table fitted at once, one task each."""
+
 from __future__ import annotations
 
 import functools
@@ -44,8 +45,10 @@ def split_hull_white(read, workers: Workers) -> Work:
     """One ``fit_hull_white`` task per model; the work's result is the model table of
     :func:`distprice.calibrate_hull_white`."""
     table, curves = read
-    chunks = [Chunk(f"fit_hull_white-{i}", fit_hull_white, (swaptions,))
-              for i, swaptions in enumerate(swaption_sets(table, curves))]
+    chunks = [
+        Chunk(f"fit_hull_white-{i}", fit_hull_white, (swaptions,))
+        for i, swaptions in enumerate(swaption_sets(table, curves))
+    ]
     return Work(chunks, lambda fits: model_table(list(fits)), "fitting models")
 
 

@@ -11,6 +11,7 @@ ids held twice, exercise schedule lines no row takes), then each slice is priced
 (:func:`price_read_chunk`, or :func:`write_read_chunk` into a folder of parts). Tasks carry their inputs as plain
 values (instruments with their geometry, the market, the plan), so a lost worker's tasks can run elsewhere.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,17 +83,39 @@ def split(portfolio: Portfolio, workers: Workers) -> Work:
     model = CostModel.from_json(workers.model)
     pieces = [instruments.take(p) for p in chunks]
     quotes = job.valid_quotes()
-    plans = [choose_plan(piece, portfolio.engine, job.real, model=model, gpu=workers.gpu,
-                         gpu_processes=workers.gpu_processes) for piece in pieces]
-    figures = dict(name=portfolio.name, rows=len(job.table), invalid=len(job.table) - len(instruments),
-                   scenarios=len(sets), chunks=len(pieces) * len(blocks), node_steps=instruments.node_steps * len(sets),
-                   predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(workers.count, 1))
+    plans = [
+        choose_plan(
+            piece, portfolio.engine, job.real, model=model, gpu=workers.gpu, gpu_processes=workers.gpu_processes
+        )
+        for piece in pieces
+    ]
+    figures = dict(
+        name=portfolio.name,
+        rows=len(job.table),
+        invalid=len(job.table) - len(instruments),
+        scenarios=len(sets),
+        chunks=len(pieces) * len(blocks),
+        node_steps=instruments.node_steps * len(sets),
+        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(workers.count, 1),
+    )
     gathered = []
     for b, block in enumerate(blocks):
-        priced = [Chunk(f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}", price_chunk,
-                        (piece, sets[block.start:block.stop], plan.parts, job.real, job.risk,
-                         None if quotes is None else quotes.take(rows)), priority=-b)
-                  for i, (piece, plan, rows) in enumerate(zip(pieces, plans, chunks))]
+        priced = [
+            Chunk(
+                f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}",
+                price_chunk,
+                (
+                    piece,
+                    sets[block.start : block.stop],
+                    plan.parts,
+                    job.real,
+                    job.risk,
+                    None if quotes is None else quotes.take(rows),
+                ),
+                priority=-b,
+            )
+            for i, (piece, plan, rows) in enumerate(zip(pieces, plans, chunks))
+        ]
         gathered.append(Chunk(f"gather-{b}", gather, (chunks, *priced), priority=-b))
     return Work(gathered, lambda results: (tally, frames(job, results, blocks, tally)), "pricing", figures)
 
@@ -116,8 +139,9 @@ def task_name(engines, real) -> str:
     return "price_" + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"
 
 
-def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None,
-                quotes: Quotes | None = None) -> Metered:
+def price_chunk(
+    instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None, quotes: Quotes | None = None
+) -> Metered:
     """Prices the ``instruments`` of a chunk as ``parts`` say: bond, option (curve sets x rows), engines, and the
     chunk's risk measures (on the first curve set, the base; None without ``risk``), metered."""
     tick = time.perf_counter()
@@ -127,9 +151,14 @@ def price_chunk(instruments: Instruments, curve_sets, parts, real, risk: Risk | 
         engines[part.rows] = part.engine
     seconds = time.perf_counter() - tick
     measured = None if risk is None else risk.measure(instruments, curve_sets[0], quotes, bond[0], option[0], real)
-    return Metered((bond, option, engines, measured), len(instruments) * len(curve_sets),
-                   instruments.node_steps * len(curve_sets), seconds, kernel_seconds,
-                   "+".join(dict.fromkeys(p.engine for p in parts)))
+    return Metered(
+        (bond, option, engines, measured),
+        len(instruments) * len(curve_sets),
+        instruments.node_steps * len(curve_sets),
+        seconds,
+        kernel_seconds,
+        "+".join(dict.fromkeys(p.engine for p in parts)),
+    )
 
 
 def gather(positions, *chunks):
@@ -148,6 +177,7 @@ def gather(positions, *chunks):
 
 
 # ---- a big file, read by the workers ----
+
 
 @dataclass
 class ReadChunk:
@@ -171,20 +201,35 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
     return table
 
 
-def read_chunk(piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool,
-               gpu_processes: int = 1) -> ReadChunk:
+def read_chunk(
+    piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool, gpu_processes: int = 1
+) -> ReadChunk:
     """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers (``gpu`` and
     ``gpu_processes``: :func:`~distprice.execute.choose_plan`'s)."""
     table = read_slice(piece)
     schedule = exercise_table(options.exercise_schedule)
     lines = exercise_lines(options.exercise_schedule, table)
-    prepared = prepare(table, market.base, options.limits, as_of=options.as_of, curve_sets=market.curve_sets,
-                       exercise_schedule=exercise_schedule(schedule, table, lines),
-                       models=model_table(options.models), first_row=piece.first_row, unique_ids=False)
+    prepared = prepare(
+        table,
+        market.base,
+        options.limits,
+        as_of=options.as_of,
+        curve_sets=market.curve_sets,
+        exercise_schedule=exercise_schedule(schedule, table, lines),
+        models=model_table(options.models),
+        first_row=piece.first_row,
+        unique_ids=False,
+    )
     prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
     job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
-    plan = choose_plan(job.instruments(), options.engine, options.real, model=CostModel.from_json(model_json),
-                       gpu=gpu, gpu_processes=gpu_processes)
+    plan = choose_plan(
+        job.instruments(),
+        options.engine,
+        options.real,
+        model=CostModel.from_json(model_json),
+        gpu=gpu,
+        gpu_processes=gpu_processes,
+    )
     return ReadChunk(job, plan.parts, lines)
 
 
@@ -192,8 +237,12 @@ def inspect_chunk(chunk: ReadChunk) -> dict:
     """What the client needs of a slice read by a worker: its problems, id hashes, the plan's engines and the
     rows of the exercise schedule table its ids took."""
     ids = chunk.job.prepared.table["id"]
-    return {"problems": chunk.job.prepared.problems, "id_hashes": id_hashes(ids),
-            "engines": [p.engine for p in chunk.parts], "schedule_lines": chunk.schedule_lines}
+    return {
+        "problems": chunk.job.prepared.problems,
+        "id_hashes": id_hashes(ids),
+        "engines": [p.engine for p in chunk.parts],
+        "schedule_lines": chunk.schedule_lines,
+    }
 
 
 @dataclass(frozen=True)
@@ -202,14 +251,16 @@ class DuplicateId(Problem):
     """The slice of the file the row is in (``position`` counts from the slice's first row)."""
 
 
-def file_problems(path: str, options: JobOptions, summaries: list[dict],
-                  slices: list[FileSlice]) -> tuple[list[Problem], list[DuplicateId]]:
+def file_problems(
+    path: str, options: JobOptions, summaries: list[dict], slices: list[FileSlice]
+) -> tuple[list[Problem], list[DuplicateId]]:
     """The problems of a big file's rows (:func:`inspect_chunk`'s of every slice) and its rows whose id another row
     also holds; :class:`InvalidInputError` for exercise schedule lines that name no row of the file (market data of
     the whole job), and for any problem in strict mode."""
     if options.exercise_schedule is not None:  # every line must name a row
-        unmatched = unmatched_lines(exercise_table(options.exercise_schedule),
-                                    np.concatenate([s["schedule_lines"] for s in summaries]))
+        unmatched = unmatched_lines(
+            exercise_table(options.exercise_schedule), np.concatenate([s["schedule_lines"] for s in summaries])
+        )
         if unmatched:
             raise InvalidInputError(unmatched)
     problems = [p for s in summaries for p in s["problems"]]
@@ -233,8 +284,9 @@ def _duplicates(path: str, hashes: np.ndarray, slices: list[FileSlice]) -> list[
     problems = []
     for position, label in zip(duplicated, ids_at(duplicated)):
         piece = int(np.searchsorted(starts, position, side="right") - 1)
-        problems.append(DuplicateId(int(position - starts[piece]), f"row {position + 1} (id {label!r})",
-                                    "id", DUPLICATE_ID, piece))
+        problems.append(
+            DuplicateId(int(position - starts[piece]), f"row {position + 1} (id {label!r})", "id", DUPLICATE_ID, piece)
+        )
     return problems
 
 
@@ -258,8 +310,9 @@ def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> Metered:
     return dataclasses.replace(priced, result=job.priced(bond, option, engines, measured, echo=False))
 
 
-def write_read_chunk(chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int,
-                     after=None) -> Metered:
+def write_read_chunk(
+    chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int, after=None
+) -> Metered:
     """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table, its own
     columns and the priced ones, as part ``part`` of the folder being built at ``folder`` (under scenarios,
     parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows.
@@ -287,4 +340,4 @@ def by_scenario(priced, slices: list[FileSlice], scenarios: int):
     held = list(priced)
     for s in range(scenarios):
         for piece, frame in zip(slices, held):
-            yield echoed(read_slice(piece), frame.iloc[s * piece.rows:(s + 1) * piece.rows])
+            yield echoed(read_slice(piece), frame.iloc[s * piece.rows : (s + 1) * piece.rows])

@@ -2,6 +2,7 @@
 task each (:func:`~distprice.montecarlo.price_range`), whose payoff sums make the job's prices
 (:func:`~distprice.montecarlo.combine`). The ranges start at multiples of PATH_BLOCK paths, so the prices are
 the same bits on any number of workers; jobs share the cluster."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,8 +30,9 @@ class PathJobs:
 def read(inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto") -> PathJobs:
     """The jobs of ``inputs`` (as :func:`distprice.price_mc` takes them), ``paths`` and ``precision`` overriding
     every job's."""
-    return PathJobs([with_options(job, paths=paths, precision=precision) for job in validate(read_inputs(inputs))],
-                    engine)
+    return PathJobs(
+        [with_options(job, paths=paths, precision=precision) for job in validate(read_inputs(inputs))], engine
+    )
 
 
 def path_ranges(paths: int, ranges: int) -> list[tuple[int, int]]:
@@ -53,22 +55,40 @@ def split(read: PathJobs, workers: Workers) -> Work:
     jobs = read.jobs
     used = ("gpu" if workers.gpu else "cpu") if read.engine == "auto" else read.engine
     ranges_of = [path_ranges(job.paths, max(workers.count, 1) * workers.chunks_per_worker) for job in jobs]
-    chunks = [Chunk(f"{task_name(used, job.precision)}-{job.name}-{i}", price_range, (job, first, count, used))
-              for job, ranges in zip(jobs, ranges_of) for i, (first, count) in enumerate(ranges)]
+    chunks = [
+        Chunk(f"{task_name(used, job.precision)}-{job.name}-{i}", price_range, (job, first, count, used))
+        for job, ranges in zip(jobs, ranges_of)
+        for i, (first, count) in enumerate(ranges)
+    ]
 
     def table(partials) -> pd.DataFrame:
         rows = []
         for job, ranges in zip(jobs, ranges_of):
             estimate = combine(list(itertools.islice(partials, len(ranges))))
             for m, model in enumerate(job.models):
-                rows.append(dict(job=job.name, model=model, contract=job.contract.name, price=estimate.price[m],
-                                 stderr_batches=estimate.stderr_batches[m], paths=job.paths,
-                                 precision=job.precision, directions=job.directions_source, engine=used,
-                                 chunks=estimate.ranges, seconds=time.perf_counter() - tick))
+                rows.append(
+                    dict(
+                        job=job.name,
+                        model=model,
+                        contract=job.contract.name,
+                        price=estimate.price[m],
+                        stderr_batches=estimate.stderr_batches[m],
+                        paths=job.paths,
+                        precision=job.precision,
+                        directions=job.directions_source,
+                        engine=used,
+                        chunks=estimate.ranges,
+                        seconds=time.perf_counter() - tick,
+                    )
+                )
         return pd.DataFrame(rows)
 
-    figures = dict(name="monte carlo: " + ", ".join(job.name for job in jobs), rows=len(jobs), chunks=len(chunks),
-                   predicted_seconds=0.0)
+    figures = dict(
+        name="monte carlo: " + ", ".join(job.name for job in jobs),
+        rows=len(jobs),
+        chunks=len(chunks),
+        predicted_seconds=0.0,
+    )
     return Work(chunks, table, "pricing paths", figures)
 
 

@@ -4,6 +4,7 @@ on a worker, whose results, in chunk order, make the job's result.
 The runtime (:mod:`distprice.cluster`) sends the chunks, waits on them and hands their results to the family;
 it never looks inside a chunk's arguments or results.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -27,9 +27,21 @@ geometry once); its valid rows (:class:`Instruments`) are priced by one of :data
 - ``quantlib``: the QuantLib peer, oracle of the tests and baseline of the benchmarks;
 - ``quantlib_dated``: the QuantLib peer of dated rows.
 """
+
 from ..cuda import gpu_available
 from .engines import AUTO, ENGINE_NAMES, ENGINES, GPU_ENGINES, resolve
 from .instruments import PORTFOLIO_COLUMNS, Instruments, Limits, Prepared, prepare
 
-__all__ = ["AUTO", "ENGINE_NAMES", "ENGINES", "GPU_ENGINES", "PORTFOLIO_COLUMNS", "Instruments", "Limits",
-           "Prepared", "gpu_available", "prepare", "resolve"]
+__all__ = [
+    "AUTO",
+    "ENGINE_NAMES",
+    "ENGINES",
+    "GPU_ENGINES",
+    "PORTFOLIO_COLUMNS",
+    "Instruments",
+    "Limits",
+    "Prepared",
+    "gpu_available",
+    "prepare",
+    "resolve",
+]

@@ -4,13 +4,14 @@ One row per instrument of :class:`~.instruments.Instruments` (canonical, valid r
 Floating arrays that enter node arithmetic are in the batch's precision (``real``); tree parameters stay
 float64 until an engine has derived its coefficients from them.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numba
 import numpy as np
@@ -52,7 +53,7 @@ class Batch:
     def __len__(self) -> int:
         return len(self.is_call)
 
-    def with_curves(self, curves: dict[str, ZeroCurve]) -> "Batch":
+    def with_curves(self, curves: dict[str, ZeroCurve]) -> Batch:
         """The same instruments on another curve set (a market scenario): only the knots change."""
         return dataclasses.replace(self, **_curve_knots(self.curve_names, curves))
 
@@ -63,8 +64,11 @@ def _curve_knots(keys, curves: dict[str, ZeroCurve]) -> dict:
     np.cumsum([len(c.t) for c in knots], out=curve_offsets[1:])
     curve_t = np.concatenate([c.t for c in knots]) if knots else np.zeros(0)
     curve_z = np.concatenate([c.zero_rate for c in knots]) if knots else np.zeros(0)
-    return {"curve_offsets": curve_offsets, "curve_t": curve_t.astype(np.float64),
-            "curve_z": curve_z.astype(np.float64)}
+    return {
+        "curve_offsets": curve_offsets,
+        "curve_t": curve_t.astype(np.float64),
+        "curve_z": curve_z.astype(np.float64),
+    }
 
 
 def _mapped(column: pd.Series, mapping: dict) -> np.ndarray:
@@ -72,8 +76,7 @@ def _mapped(column: pd.Series, mapping: dict) -> np.ndarray:
     label column of the canonical table is a Categorical: its codes are taken as they are, not hashed again."""
     codes, labels = factorized(column)
     used = np.bincount(codes[codes >= 0], minlength=len(labels)) > 0
-    return np.array([mapping[label] if hit else -1 for label, hit in zip(labels, used)] + [-1],
-                    dtype=np.int64)[codes]
+    return np.array([mapping[label] if hit else -1 for label, hit in zip(labels, used)] + [-1], dtype=np.int64)[codes]
 
 
 def _is(column: pd.Series, label: str) -> np.ndarray:
@@ -82,8 +85,17 @@ def _is(column: pd.Series, label: str) -> np.ndarray:
     return np.array([value == label for value in labels] + [False], dtype=bool)[codes]
 
 
-EVENT_COLUMNS = ("maturity", "coupon", "coupon_frequency", "face", "steps_per_year", "expiry", "first_exercise",
-                 "exercise_frequency", "strike")
+EVENT_COLUMNS = (
+    "maturity",
+    "coupon",
+    "coupon_frequency",
+    "face",
+    "steps_per_year",
+    "expiry",
+    "first_exercise",
+    "exercise_frequency",
+    "strike",
+)
 """The canonical number columns the event tables are built from."""
 LAYOUT_COLUMNS = (*EVENT_COLUMNS, "exercise", "instrument", "option_type", "curve", "valuation")
 """The canonical columns :func:`pack` reads (not the ids, volatilities, quantities)."""
@@ -97,14 +109,47 @@ def events_of(instruments: Instruments) -> EventTable:
     has_option = ~_is(table["instrument"], "bond")
     timed = np.flatnonzero(~instruments.is_dated)
     rows = slice(None) if len(timed) == len(table) else timed
-    parts = [(timed, time_form_events(*(v[rows] for v in (
-        exercise, number["expiry"], number["first_exercise"], number["exercise_frequency"], number["strike"],
-        number["maturity"], number["coupon"], number["coupon_frequency"], number["face"], number["steps_per_year"],
-        has_option))))] if len(timed) else []
+    parts = (
+        [
+            (
+                timed,
+                time_form_events(
+                    *(
+                        v[rows]
+                        for v in (
+                            exercise,
+                            number["expiry"],
+                            number["first_exercise"],
+                            number["exercise_frequency"],
+                            number["strike"],
+                            number["maturity"],
+                            number["coupon"],
+                            number["coupon_frequency"],
+                            number["face"],
+                            number["steps_per_year"],
+                            has_option,
+                        )
+                    )
+                ),
+            )
+        ]
+        if len(timed)
+        else []
+    )
     if instruments.dated is not None:
         dated = np.flatnonzero(instruments.is_dated)
-        parts.append((dated, dated_events(instruments.dated.take(dated), exercise[dated], number["strike"][dated],
-                                          has_option[dated], number["steps_per_year"][dated])))
+        parts.append(
+            (
+                dated,
+                dated_events(
+                    instruments.dated.take(dated),
+                    exercise[dated],
+                    number["strike"][dated],
+                    has_option[dated],
+                    number["steps_per_year"][dated],
+                ),
+            )
+        )
     return EventTable.combine(len(table), parts)
 
 
@@ -143,8 +188,13 @@ def _curve_keys(names: pd.Series, valuation: np.ndarray, curves: dict[str, ZeroC
     return index.astype(np.int64), tuple((labels[k // len(days)], int(days[k % len(days)])) for k in pairs)
 
 
-def pack_parts(instruments: Instruments, parts: Sequence[np.ndarray], curves: dict[str, ZeroCurve],
-               real=np.float64, threads: int = PACK_THREADS) -> Iterator[Batch]:
+def pack_parts(
+    instruments: Instruments,
+    parts: Sequence[np.ndarray],
+    curves: dict[str, ZeroCurve],
+    real=np.float64,
+    threads: int = PACK_THREADS,
+) -> Iterator[Batch]:
     """Lays out parts of ``instruments`` (positions) on up to ``threads`` host threads at once and yields their
     batches in order, each as soon as it and those before it are ready (one part: in this thread). Each of
     those threads runs numba's parallel loops on as many threads as this one (a Dask worker's own count, say,

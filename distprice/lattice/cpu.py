@@ -29,6 +29,7 @@ Work is balanced over threads with the longest-processing-time rule on the node-
 rows are allocated once per thread, never per node or step. The CPU risk engine (:mod:`~.cpu_risk`) runs the
 same forward passes and step helpers.
 """
+
 from __future__ import annotations
 
 import math
@@ -298,8 +299,29 @@ def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q, curve_t, curve_z,
-              e_step, e_time, e_kind, e_amount, option_from):
+def _backward(
+    jmax,
+    n,
+    cut,
+    dt,
+    is_call,
+    ea,
+    coef,
+    top,
+    bottom,
+    B,
+    Bn,
+    O,
+    On,
+    Q,
+    curve_t,
+    curve_z,
+    e_step,
+    e_time,
+    e_kind,
+    e_amount,
+    option_from,
+):
     """Roll bond ``B`` and option ``O`` (zeroed rows) back from the tree's last step down to step ``cut`` (the
     first exercise, or 0); returns their values at the root: from their values at the cut and the state prices
     ``Q`` there (:func:`_state_value`), as below the first exercise the option is only discounted, and for the
@@ -318,17 +340,50 @@ def _backward(jmax, n, cut, dt, is_call, ea, coef, top, bottom, B, Bn, O, On, Q,
             B, Bn = Bn, B
         lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
-            _apply(e_kind[ei], real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)), is_call,
-                   B, O, lo, hi)
+            _apply(
+                e_kind[ei],
+                real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)),
+                is_call,
+                B,
+                O,
+                lo,
+                hi,
+            )
             ei += 1
     bond = _state_value(jmax, cut, B, Q) + _cash_flows(curve_t, curve_z, e_time[ei:], e_kind[ei:], e_amount[ei:])
     return bond, _state_value(jmax, cut, O, Q)
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t,
-               curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states,
-               max_width, max_height, bond_out, option_out):
+def _price_all(
+    order,
+    thread_offsets,
+    jmax,
+    height,
+    dt,
+    dr,
+    M,
+    is_call,
+    curve_index,
+    curve_offsets,
+    curve_t,
+    curve_z,
+    e_off,
+    e_step,
+    e_time,
+    e_kind,
+    e_amount,
+    option_from,
+    cut,
+    alpha_at,
+    table,
+    q_at,
+    states,
+    max_width,
+    max_height,
+    bond_out,
+    option_out,
+):
     """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t (:func:`_price_rows`), with
     scratch rows allocated once per thread."""
     real = table.dtype
@@ -337,15 +392,73 @@ def _price_all(order, thread_offsets, jmax, height, dt, dr, M, is_call, curve_in
         scratch = np.zeros((11, size), dtype=real)  # coefficients (4), bond and option rows (6), own state prices
         own = np.zeros(max_height + 1, dtype=real)
         step, at = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)  # its cut, kept at own_state's start
-        _price_rows(thread_offsets[t], thread_offsets[t + 1], order, jmax, height, dt, dr, M, is_call, curve_index,
-                    curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_kind, e_amount, option_from, cut,
-                    alpha_at, table, q_at, states, scratch, own, step, at, bond_out, option_out)
+        _price_rows(
+            thread_offsets[t],
+            thread_offsets[t + 1],
+            order,
+            jmax,
+            height,
+            dt,
+            dr,
+            M,
+            is_call,
+            curve_index,
+            curve_offsets,
+            curve_t,
+            curve_z,
+            e_off,
+            e_step,
+            e_time,
+            e_kind,
+            e_amount,
+            option_from,
+            cut,
+            alpha_at,
+            table,
+            q_at,
+            states,
+            scratch,
+            own,
+            step,
+            at,
+            bond_out,
+            option_out,
+        )
 
 
 @numba.njit(cache=True, _nrt=False)
-def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_index, curve_offsets, curve_t, curve_z,
-                e_off, e_step, e_time, e_kind, e_amount, option_from, cut, alpha_at, table, q_at, states, scratch,
-                own, step, at, bond_out, option_out):
+def _price_rows(
+    start,
+    stop,
+    order,
+    jmax,
+    height,
+    dt,
+    dr,
+    M,
+    is_call,
+    curve_index,
+    curve_offsets,
+    curve_t,
+    curve_z,
+    e_off,
+    e_step,
+    e_time,
+    e_kind,
+    e_amount,
+    option_from,
+    cut,
+    alpha_at,
+    table,
+    q_at,
+    states,
+    scratch,
+    own,
+    step,
+    at,
+    bond_out,
+    option_out,
+):
     """Prices rows ``order[start:stop]``: a row's ``exp(-alpha_m dt)`` are ``table[alpha_at[r] + m]`` (its
     group's forward pass) and its state prices at its cut ``states[q_at[r]:...]``, or with ``alpha_at[r] < 0``
     its own forward pass's (into ``own`` and the last row of ``scratch``). A row without an exercise is its
@@ -356,8 +469,8 @@ def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_inde
         jm, n = jmax[r], height[r]
         w = 2 * jm + 1
         c = curve_index[r]
-        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
-        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        ct = curve_t[curve_offsets[c] : curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c] : curve_offsets[c + 1]]
         lo, hi = e_off[r], e_off[r + 1]
         exercised = False
         for e in range(lo, hi):
@@ -370,22 +483,62 @@ def _price_rows(start, stop, order, jmax, height, dt, dr, M, is_call, curve_inde
         top, bottom = _coefficients(jm, reach, dt[r], dr[r], M[r], coef)
         _clear(rows, jm, reach)
         source, first = table, alpha_at[r]
-        Q = states[q_at[r]:q_at[r] + w + 2]
+        Q = states[q_at[r] : q_at[r] + w + 2]
         if first < 0:
             step[0] = cut[r]
-            _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[:int(cut[r] > 0)], at,
-                     own_state)
+            _forward(
+                jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[: int(cut[r] > 0)], at, own_state
+            )
             source, first, Q = own, 0, own_state
-        b, o = _backward(jm, n, cut[r], dt[r], is_call[r], source[first:first + n], coef, top, bottom, rows[2],
-                         rows[3], rows[4], rows[5], Q, ct, cz, e_step[lo:hi], e_time[lo:hi], e_kind[lo:hi],
-                         e_amount[lo:hi], option_from[r])
+        b, o = _backward(
+            jm,
+            n,
+            cut[r],
+            dt[r],
+            is_call[r],
+            source[first : first + n],
+            coef,
+            top,
+            bottom,
+            rows[2],
+            rows[3],
+            rows[4],
+            rows[5],
+            Q,
+            ct,
+            cz,
+            e_step[lo:hi],
+            e_time[lo:hi],
+            e_kind[lo:hi],
+            e_amount[lo:hi],
+            option_from[r],
+        )
         bond_out[r] = b
         option_out[r] = o
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets,
-                 curve_t, curve_z, max_width, alpha_offsets, ea_out, save_offsets, save_at, save_rows, q_out):
+def _forward_all(
+    order,
+    thread_offsets,
+    task_row,
+    task_dr,
+    jmax,
+    height,
+    dt,
+    M,
+    curve_index,
+    curve_offsets,
+    curve_t,
+    curve_z,
+    max_width,
+    alpha_offsets,
+    ea_out,
+    save_offsets,
+    save_at,
+    save_rows,
+    q_out,
+):
     """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
     ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``; its state prices
     at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in the rows of ``q_out`` at
@@ -393,14 +546,53 @@ def _forward_all(order, thread_offsets, task_row, task_dr, jmax, height, dt, M, 
     ``order[thread_offsets[t]:thread_offsets[t + 1]]`` run on thread t."""
     for t in numba.prange(len(thread_offsets) - 1):
         scratch = np.zeros((6, max_width + 2), dtype=ea_out.dtype)  # coefficients (4), state prices (2)
-        _forward_trees(thread_offsets[t], thread_offsets[t + 1], order, task_row, task_dr, jmax, height, dt, M,
-                       curve_index, curve_offsets, curve_t, curve_z, alpha_offsets, ea_out, save_offsets, save_at,
-                       save_rows, q_out, scratch)
+        _forward_trees(
+            thread_offsets[t],
+            thread_offsets[t + 1],
+            order,
+            task_row,
+            task_dr,
+            jmax,
+            height,
+            dt,
+            M,
+            curve_index,
+            curve_offsets,
+            curve_t,
+            curve_z,
+            alpha_offsets,
+            ea_out,
+            save_offsets,
+            save_at,
+            save_rows,
+            q_out,
+            scratch,
+        )
 
 
 @numba.njit(cache=True, _nrt=False)
-def _forward_trees(start, stop, order, task_row, task_dr, jmax, height, dt, M, curve_index, curve_offsets, curve_t,
-                   curve_z, alpha_offsets, ea_out, save_offsets, save_at, save_rows, q_out, scratch):
+def _forward_trees(
+    start,
+    stop,
+    order,
+    task_row,
+    task_dr,
+    jmax,
+    height,
+    dt,
+    M,
+    curve_index,
+    curve_offsets,
+    curve_t,
+    curve_z,
+    alpha_offsets,
+    ea_out,
+    save_offsets,
+    save_at,
+    save_rows,
+    q_out,
+    scratch,
+):
     """:func:`_forward_all`'s trees ``order[start:stop]``."""
     coef, rows = scratch[0:4], scratch[4:6]
     for q in range(start, stop):
@@ -411,11 +603,25 @@ def _forward_trees(start, stop, order, task_row, task_dr, jmax, height, dt, M, c
         top, bottom = _coefficients(jm, reach, dt[r], task_dr[k], M[r], coef)
         _clear(rows, jm, reach)
         c = curve_index[r]
-        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
-        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        ct = curve_t[curve_offsets[c] : curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c] : curve_offsets[c + 1]]
         saves = slice(save_offsets[k], save_offsets[k + 1])
-        _forward(jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1],
-                 ea_out[alpha_offsets[k]:alpha_offsets[k] + n], save_at[saves], save_rows[saves], q_out)
+        _forward(
+            jm,
+            n,
+            dt[r],
+            ct,
+            cz,
+            coef,
+            top,
+            bottom,
+            rows[0],
+            rows[1],
+            ea_out[alpha_offsets[k] : alpha_offsets[k] + n],
+            save_at[saves],
+            save_rows[saves],
+            q_out,
+        )
 
 
 @numba.njit(cache=True)
@@ -520,19 +726,65 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
         q_at[shared] = kept.row_at
         if len(leaders):
             order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
-            _forward_all(order, thread_offsets, leaders, g.dr[leaders], g.jmax, g.height, g.dt, g.M, batch.curve_index,
-                         batch.curve_offsets, batch.curve_t, batch.curve_z, max_width, leader_offset, table,
-                         kept.offsets, kept.steps, kept.rows, states)
+            _forward_all(
+                order,
+                thread_offsets,
+                leaders,
+                g.dr[leaders],
+                g.jmax,
+                g.height,
+                g.dt,
+                g.M,
+                batch.curve_index,
+                batch.curve_offsets,
+                batch.curve_t,
+                batch.curve_z,
+                max_width,
+                leader_offset,
+                table,
+                kept.offsets,
+                kept.steps,
+                kept.rows,
+                states,
+            )
         alpha_at = np.full(n, -1, dtype=np.int64)
         alpha_at[rows] = row_offset
         passes = np.where(row_offset < 0, 2.0, 1.0)
         order, thread_offsets = balance(passes * g.width[rows] * (g.height[rows] - cut[rows]), threads)
-        _price_all(rows[order], thread_offsets, g.jmax, g.height, g.dt, g.dr, g.M, batch.is_call, batch.curve_index,
-                   batch.curve_offsets, batch.curve_t, batch.curve_z, events.offsets, events.step, events.time,
-                   events.kind, events.amount, batch.option_from, cut, alpha_at, table, q_at, states, max_width,
-                   int(g.height[rows].max()), bond, option)
-    return CpuRun(bond.astype(np.float64, copy=False), option.astype(np.float64, copy=False),
-                  groups.shared_node_steps(g.width, g.height))
+        _price_all(
+            rows[order],
+            thread_offsets,
+            g.jmax,
+            g.height,
+            g.dt,
+            g.dr,
+            g.M,
+            batch.is_call,
+            batch.curve_index,
+            batch.curve_offsets,
+            batch.curve_t,
+            batch.curve_z,
+            events.offsets,
+            events.step,
+            events.time,
+            events.kind,
+            events.amount,
+            batch.option_from,
+            cut,
+            alpha_at,
+            table,
+            q_at,
+            states,
+            max_width,
+            int(g.height[rows].max()),
+            bond,
+            option,
+        )
+    return CpuRun(
+        bond.astype(np.float64, copy=False),
+        option.astype(np.float64, copy=False),
+        groups.shared_node_steps(g.width, g.height),
+    )
 
 
 def price_cpu(batch: Batch, share: bool = True):

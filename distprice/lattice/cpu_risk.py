@@ -7,6 +7,7 @@ exercise; where the row's cash flows above its last exercise fall at one step, f
 discount bond of that step rolled back there once per tree. Functions called per tree, step or event run
 without numba's runtime, as the pricing engine's do (:mod:`~.cpu` says why).
 """
+
 from __future__ import annotations
 
 import math
@@ -66,8 +67,32 @@ def _bumped_event(kind, adjusted, t, tau, here, grid, dz, is_call, embedded, B, 
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _backward_bumped(jmax, first, applied, cut, dt, is_call, embedded, ea, coef, top, bottom, rows, grid, dz, dz2,
-                     pair, e_step, e_time, e_kind, e_adjusted, option_from, save_at, saved, exponents):
+def _backward_bumped(
+    jmax,
+    first,
+    applied,
+    cut,
+    dt,
+    is_call,
+    embedded,
+    ea,
+    coef,
+    top,
+    bottom,
+    rows,
+    grid,
+    dz,
+    dz2,
+    pair,
+    e_step,
+    e_time,
+    e_kind,
+    e_adjusted,
+    option_from,
+    save_at,
+    saved,
+    exponents,
+):
     """:func:`~.cpu._backward` under a bump ``dz`` on ``grid`` from step ``first`` down to step ``cut``, and with
     ``pair`` under a second bump ``dz2`` that starts at the same step, the two in one sweep per step
     (:func:`~.cpu._roll_pair`). ``rows``: the first bump's bond, its buffer, option and buffer (rows 0-3), the second's
@@ -100,8 +125,9 @@ def _backward_bumped(jmax, first, applied, cut, dt, is_call, embedded, ea, coef,
         if i < first:
             e = ea[i] * math.exp(here - above)
             if pair:
-                rolled = _roll_pair(jmax, i, e, ea[i] * math.exp(here2 - above2), coef, top, bottom, B, Bn, O, On,
-                                    C, Cn, P, Pn, options)
+                rolled = _roll_pair(
+                    jmax, i, e, ea[i] * math.exp(here2 - above2), coef, top, bottom, B, Bn, O, On, C, Cn, P, Pn, options
+                )
             else:
                 rolled = _roll_step(jmax, i, e, coef, top, bottom, B, Bn, O, On, options)
             if rolled:
@@ -112,11 +138,11 @@ def _backward_bumped(jmax, first, applied, cut, dt, is_call, embedded, ea, coef,
             above, above2 = here, here2
         lo, hi = _span(jmax, min(i, jmax))
         while ei < len(e_step) and e_step[ei] == i:
-            _bumped_event(e_kind[ei], e_adjusted[ei], e_time[ei], tau, here, grid, dz, is_call, embedded, B, O, lo,
-                          hi)
+            _bumped_event(e_kind[ei], e_adjusted[ei], e_time[ei], tau, here, grid, dz, is_call, embedded, B, O, lo, hi)
             if pair:
-                _bumped_event(e_kind[ei], e_adjusted[ei], e_time[ei], tau, here2, grid, dz2, is_call, embedded, C,
-                              P, lo, hi)
+                _bumped_event(
+                    e_kind[ei], e_adjusted[ei], e_time[ei], tau, here2, grid, dz2, is_call, embedded, C, P, lo, hi
+                )
             ei += 1
         while c < len(save_at) and save_at[c] == i:
             for p in range(len(B)):
@@ -201,21 +227,71 @@ def _flow_steps(e_off, e_step, e_kind, last):
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _discounts_all(order, thread_offsets, chosen, task_row, task_dr, alpha_at, ea_store, flow, jmax, height, dt, M,
-                   last, max_width, z_at, z_out):
+def _discounts_all(
+    order,
+    thread_offsets,
+    chosen,
+    task_row,
+    task_dr,
+    alpha_at,
+    ea_store,
+    flow,
+    jmax,
+    height,
+    dt,
+    M,
+    last,
+    max_width,
+    z_at,
+    z_out,
+):
     """For each tree ``chosen[k]``: the value at its row's last exercise step ``last`` (before that step's
     events) of 1 paid at the step ``flow`` over the nodes it reaches, rolled back on the tree's own
     ``exp(-alpha dt)``, into ``z_out[z_at[tree]:]`` (w + 2 values). Trees ``order[thread_offsets[t]:
     thread_offsets[t + 1]]`` run on thread t."""
     for t in numba.prange(len(thread_offsets) - 1):
         scratch = np.zeros((8, max_width + 2))  # coefficients (4), bond and buffer, unused option rows (2)
-        _discount_trees(thread_offsets[t], thread_offsets[t + 1], order, chosen, task_row, task_dr, alpha_at,
-                        ea_store, flow, jmax, height, dt, M, last, z_at, z_out, scratch)
+        _discount_trees(
+            thread_offsets[t],
+            thread_offsets[t + 1],
+            order,
+            chosen,
+            task_row,
+            task_dr,
+            alpha_at,
+            ea_store,
+            flow,
+            jmax,
+            height,
+            dt,
+            M,
+            last,
+            z_at,
+            z_out,
+            scratch,
+        )
 
 
 @numba.njit(cache=True, _nrt=False)
-def _discount_trees(start, stop, order, chosen, task_row, task_dr, alpha_at, ea_store, flow, jmax, height, dt, M,
-                    last, z_at, z_out, scratch):
+def _discount_trees(
+    start,
+    stop,
+    order,
+    chosen,
+    task_row,
+    task_dr,
+    alpha_at,
+    ea_store,
+    flow,
+    jmax,
+    height,
+    dt,
+    M,
+    last,
+    z_at,
+    z_out,
+    scratch,
+):
     """:func:`_discounts_all`'s trees ``chosen[order[start:stop]]``."""
     coef, rows = scratch[0:4], scratch[4:8]
     for q in range(start, stop):
@@ -229,7 +305,7 @@ def _discount_trees(start, stop, order, chosen, task_row, task_dr, alpha_at, ea_
         lo, hi = _span(jm, min(s, jm))
         for p in range(lo, hi):
             B[p] = 1.0
-        ea = ea_store[alpha_at[k]:alpha_at[k] + n]
+        ea = ea_store[alpha_at[k] : alpha_at[k] + n]
         for i in range(s - 1, last[r] - 1, -1):
             _roll_step(jm, i, ea[i], coef, top, bottom, B, Bn, rows[2], rows[3], 0)
             B, Bn = Bn, B
@@ -243,8 +319,8 @@ def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step,
     ``P(0, t)``."""
     for r in numba.prange(len(e_off) - 1):
         c = curve_index[r]
-        ct = curve_t[curve_offsets[c]:curve_offsets[c + 1]]
-        cz = curve_z[curve_offsets[c]:curve_offsets[c + 1]]
+        ct = curve_t[curve_offsets[c] : curve_offsets[c + 1]]
+        cz = curve_z[curve_offsets[c] : curve_offsets[c + 1]]
         for e in range(e_off[r], e_off[r + 1]):
             adjusted[e] = _event_amount(e_amount[e], e_time[e], e_step[e], dt[r], ct, cz)
             present[e] = e_amount[e] * _discount_bond(e_time[e], ct, cz, 0)[0]
@@ -259,13 +335,43 @@ def _scratch(rows, width):
     size = (width + 2 + 7) // 8 * 8 + 8
     flat = np.zeros(rows * size + 8)
     skip = (-(flat.ctypes.data // 8)) % 8
-    return flat[skip:skip + rows * size].reshape((rows, size))
+    return flat[skip : skip + rows * size].reshape((rows, size))
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, z_at,
-              z_store, start, grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind,
-              e_adjusted, e_present, option_from, max_width, bond_out, option_out):
+def _roll_all(
+    order,
+    thread_offsets,
+    tasks,
+    task_row,
+    task_dr,
+    alpha_at,
+    ea_store,
+    cut_at,
+    q_at,
+    q_store,
+    z_at,
+    z_store,
+    start,
+    grid,
+    dz,
+    jmax,
+    height,
+    dt,
+    M,
+    is_call,
+    embedded,
+    e_off,
+    e_step,
+    e_time,
+    e_kind,
+    e_adjusted,
+    e_present,
+    option_from,
+    max_width,
+    bond_out,
+    option_out,
+):
     """Each task's tree under each of its bumps, down to the tree's cut step (:class:`CpuRisk`): bump 0 from
     the top, saving its rows at the steps above the cut where other bumps start; the others from the top or
     from those rows, two bumps that start at the same step in one backward pass (:func:`~.cpu._roll_pair`), or,
@@ -281,15 +387,48 @@ def _roll_all(order, thread_offsets, tasks, task_row, task_dr, alpha_at, ea_stor
         save_at = np.zeros(bumps, dtype=np.int64)
         done = np.zeros(bumps, dtype=np.bool_)
         exponents = np.zeros(2)
-        _roll_trees(thread_offsets[t], thread_offsets[t + 1], order, tasks, task_row, task_dr, alpha_at, ea_store,
-                    cut_at, q_at, q_store, z_at, z_store, start, grid, dz, jmax, height, dt, M, is_call, embedded,
-                    e_off, e_step, e_time, e_kind, e_adjusted, e_present, option_from, scratch, saved, save_at, done,
-                    exponents, bond_out, option_out)
+        _roll_trees(
+            thread_offsets[t],
+            thread_offsets[t + 1],
+            order,
+            tasks,
+            task_row,
+            task_dr,
+            alpha_at,
+            ea_store,
+            cut_at,
+            q_at,
+            q_store,
+            z_at,
+            z_store,
+            start,
+            grid,
+            dz,
+            jmax,
+            height,
+            dt,
+            M,
+            is_call,
+            embedded,
+            e_off,
+            e_step,
+            e_time,
+            e_kind,
+            e_adjusted,
+            e_present,
+            option_from,
+            scratch,
+            saved,
+            save_at,
+            done,
+            exponents,
+            bond_out,
+            option_out,
+        )
 
 
 @numba.njit(cache=True, _nrt=False)
-def _settle(value, exponent, grid, dz, is_call, embedded, e_time, e_kind, e_present, tail, bond_out, option_out, k,
-            b):
+def _settle(value, exponent, grid, dz, is_call, embedded, e_time, e_kind, e_present, tail, bond_out, option_out, k, b):
     """Task k's bond and option under bump b at the root, from the rolled value at the cut (times
     ``exp(-dz(t) t)`` there) and the bond's cash flows (the first ``tail`` of them from the cut on)."""
     value *= math.exp(-exponent)
@@ -312,9 +451,44 @@ def _first_step(starts, b, n, last, discounted):
 
 
 @numba.njit(cache=True, _nrt=False)
-def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_store, cut_at, q_at, q_store, z_at,
-                z_store, start, grid, dz, jmax, height, dt, M, is_call, embedded, e_off, e_step, e_time, e_kind,
-                e_adjusted, e_present, option_from, scratch, saved, save_at, done, exponents, bond_out, option_out):
+def _roll_trees(
+    first_task,
+    stop,
+    order,
+    tasks,
+    task_row,
+    task_dr,
+    alpha_at,
+    ea_store,
+    cut_at,
+    q_at,
+    q_store,
+    z_at,
+    z_store,
+    start,
+    grid,
+    dz,
+    jmax,
+    height,
+    dt,
+    M,
+    is_call,
+    embedded,
+    e_off,
+    e_step,
+    e_time,
+    e_kind,
+    e_adjusted,
+    e_present,
+    option_from,
+    scratch,
+    saved,
+    save_at,
+    done,
+    exponents,
+    bond_out,
+    option_out,
+):
     """:func:`_roll_all`'s tasks ``order[first_task:stop]``."""
     bumps = dz.shape[1]
     coef, rows = scratch[0:4], scratch[4:12]
@@ -327,11 +501,11 @@ def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_
         cut = cut_at[tree]
         top, bottom = _coefficients(jm, min(jm, n), dt[r], task_dr[tree], M[r], coef)
         lo, hi = e_off[r], e_off[r + 1]
-        ea = ea_store[alpha_at[tree]:alpha_at[tree] + n]
-        Q = q_store[q_at[tree]:q_at[tree] + w + 2]
+        ea = ea_store[alpha_at[tree] : alpha_at[tree] + n]
+        Q = q_store[q_at[tree] : q_at[tree] + w + 2]
         starts = start[k]
         last, discounted = option_from[r], z_at[tree] >= 0
-        z = z_store[z_at[tree]:z_at[tree] + w + 2] if discounted else z_store[:0]
+        z = z_store[z_at[tree] : z_at[tree] + w + 2] if discounted else z_store[:0]
         flows = 0  # the row's cash flows above its last exercise, all at one step where it has a discount bond
         while discounted and lo + flows < hi and e_step[lo + flows] > last:
             flows += 1
@@ -358,8 +532,22 @@ def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_
                 continue
             first, from_bond = _first_step(starts, b, n, last, discounted)
             if b and first <= cut and not from_bond:  # bump 0's values at the cut are this bump's
-                _settle(base, bump_exponent(cut * dt[r], grid, dz[k, b]), grid, dz[k, b], is_call[r], embedded[r],
-                        times, kinds, present, tail, bond_out, option_out, k, b)
+                _settle(
+                    base,
+                    bump_exponent(cut * dt[r], grid, dz[k, b]),
+                    grid,
+                    dz[k, b],
+                    is_call[r],
+                    embedded[r],
+                    times,
+                    kinds,
+                    present,
+                    tail,
+                    bond_out,
+                    option_out,
+                    k,
+                    b,
+                )
                 continue
             mate = b
             if b:  # a later bump from the same step rolls in the same pass
@@ -370,8 +558,13 @@ def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_
             done[mate] = True
             if from_bond:
                 tau = last * dt[r]
-                _rows_discounted(rows, w, z, _flows_at(tau, grid, dz[k, b], times[:flows], e_adjusted[lo:lo + flows]),
-                                 _flows_at(tau, grid, dz[k, mate], times[:flows], e_adjusted[lo:lo + flows]))
+                _rows_discounted(
+                    rows,
+                    w,
+                    z,
+                    _flows_at(tau, grid, dz[k, b], times[:flows], e_adjusted[lo : lo + flows]),
+                    _flows_at(tau, grid, dz[k, mate], times[:flows], e_adjusted[lo : lo + flows]),
+                )
             elif first == n:
                 _rows_from(rows, w)
             else:
@@ -381,16 +574,52 @@ def _roll_trees(first_task, stop, order, tasks, task_row, task_dr, alpha_at, ea_
                 _rows_from(rows, w, saved[at])
             saves_here = save_at[:saves] if b == 0 else save_at[:0]
             b_moved, o_moved = _backward_bumped(
-                jm, first, first < n and not from_bond, cut, dt[r], is_call[r], embedded[r], ea, coef, top, bottom,
-                rows, grid, dz[k, b], dz[k, mate], mate != b, e_step[lo:hi], times, kinds, e_adjusted[lo:hi],
-                option_from[r], saves_here, saved, exponents)
+                jm,
+                first,
+                first < n and not from_bond,
+                cut,
+                dt[r],
+                is_call[r],
+                embedded[r],
+                ea,
+                coef,
+                top,
+                bottom,
+                rows,
+                grid,
+                dz[k, b],
+                dz[k, mate],
+                mate != b,
+                e_step[lo:hi],
+                times,
+                kinds,
+                e_adjusted[lo:hi],
+                option_from[r],
+                saves_here,
+                saved,
+                exponents,
+            )
             for lane, bump in ((0, b), (1, mate)):
                 held = rows[4 * lane + int(b_moved)] if embedded[r] else rows[4 * lane + 2 + int(o_moved)]
                 value = _state_value(jm, cut, held, Q)
                 if b == 0:
                     base = value
-                _settle(value, exponents[lane], grid, dz[k, bump], is_call[r], embedded[r], times, kinds, present,
-                        tail, bond_out, option_out, k, bump)
+                _settle(
+                    value,
+                    exponents[lane],
+                    grid,
+                    dz[k, bump],
+                    is_call[r],
+                    embedded[r],
+                    times,
+                    kinds,
+                    present,
+                    tail,
+                    bond_out,
+                    option_out,
+                    k,
+                    bump,
+                )
                 if mate == b:
                     break
 
@@ -428,8 +657,19 @@ class CpuRisk:
         self.adjusted, self.present = np.empty(len(events.amount)), np.empty(len(events.amount))
         """Each event's amount forward-adjusted on the batch's curves, and times P(0, t), once for every tree and
         bump."""
-        _adjust_all(batch.geometry.dt, batch.curve_index, batch.curve_offsets, batch.curve_t, batch.curve_z,
-                    events.offsets, events.step, events.time, events.amount, self.adjusted, self.present)
+        _adjust_all(
+            batch.geometry.dt,
+            batch.curve_index,
+            batch.curve_offsets,
+            batch.curve_t,
+            batch.curve_z,
+            events.offsets,
+            events.step,
+            events.time,
+            events.amount,
+            self.adjusted,
+            self.present,
+        )
         self.cut = cut_steps(batch)
         """Each row's cut (:func:`~.sweeps.cut_steps`)."""
         self.flow = _flow_steps(events.offsets, events.step, events.kind, batch.option_from)
@@ -452,11 +692,30 @@ class CpuRisk:
         kept = kept_states(groups.group, cut, shape.jmax[leaders])
         q = np.zeros(kept.size)
         if len(rows):
-            order, thread_offsets = balance((shape.width[leaders] * heights).astype(np.float64),
-                                            numba.get_num_threads())
-            _forward_all(order, thread_offsets, rows[leaders], dr[leaders], g.jmax, g.height, g.dt, g.M,
-                         b.curve_index, b.curve_offsets, b.curve_t, b.curve_z, int(shape.width.max()), alpha_offsets,
-                         ea, kept.offsets, kept.steps, kept.rows, q)
+            order, thread_offsets = balance(
+                (shape.width[leaders] * heights).astype(np.float64), numba.get_num_threads()
+            )
+            _forward_all(
+                order,
+                thread_offsets,
+                rows[leaders],
+                dr[leaders],
+                g.jmax,
+                g.height,
+                g.dt,
+                g.M,
+                b.curve_index,
+                b.curve_offsets,
+                b.curve_t,
+                b.curve_z,
+                int(shape.width.max()),
+                alpha_offsets,
+                ea,
+                kept.offsets,
+                kept.steps,
+                kept.rows,
+                q,
+            )
         alpha_at = alpha_offsets[groups.group]
         chosen = np.flatnonzero(self.bonded[rows])
         z_at = np.full(len(rows), -1, dtype=np.int64)
@@ -464,10 +723,27 @@ class CpuRisk:
         z = np.empty(int((shape.width[chosen] + 2).sum()))
         if len(chosen):
             at = rows[chosen]
-            order, thread_offsets = balance((g.width[at] * (self.flow[at] - b.option_from[at])).astype(np.float64),
-                                            numba.get_num_threads())
-            _discounts_all(order, thread_offsets, chosen, rows, dr, alpha_at, ea, self.flow, g.jmax, g.height, g.dt,
-                           g.M, b.option_from, int(shape.width[chosen].max()), z_at, z)
+            order, thread_offsets = balance(
+                (g.width[at] * (self.flow[at] - b.option_from[at])).astype(np.float64), numba.get_num_threads()
+            )
+            _discounts_all(
+                order,
+                thread_offsets,
+                chosen,
+                rows,
+                dr,
+                alpha_at,
+                ea,
+                self.flow,
+                g.jmax,
+                g.height,
+                g.dt,
+                g.M,
+                b.option_from,
+                int(shape.width[chosen].max()),
+                z_at,
+                z,
+            )
         state = (alpha_at, ea, cut, kept.row_at, q, z_at, z)
         return Trees(rows, np.asarray(volatility, np.float64), dr, state)
 
@@ -484,8 +760,37 @@ class CpuRisk:
         last = np.where(z_at[tasks] >= 0, b.option_from[rows], g.height[rows])[:, None]
         steps = np.maximum(np.where(start >= last, last, start) - cut[tasks, None], 0).sum(axis=1)
         order, thread_offsets = balance((g.width[rows] * steps).astype(np.float64), numba.get_num_threads())
-        _roll_all(order, thread_offsets, tasks, trees.rows, trees.dr, alpha_at, ea, cut, q_at, q, z_at, z, start,
-                  np.ascontiguousarray(grid, np.float64), dz, g.jmax, g.height, g.dt, g.M, b.is_call, self.embedded,
-                  events.offsets, events.step, events.time, events.kind, self.adjusted, self.present, b.option_from,
-                  int(g.width[rows].max()), bond, option)
+        _roll_all(
+            order,
+            thread_offsets,
+            tasks,
+            trees.rows,
+            trees.dr,
+            alpha_at,
+            ea,
+            cut,
+            q_at,
+            q,
+            z_at,
+            z,
+            start,
+            np.ascontiguousarray(grid, np.float64),
+            dz,
+            g.jmax,
+            g.height,
+            g.dt,
+            g.M,
+            b.is_call,
+            self.embedded,
+            events.offsets,
+            events.step,
+            events.time,
+            events.kind,
+            self.adjusted,
+            self.present,
+            b.option_from,
+            int(g.width[rows].max()),
+            bond,
+            option,
+        )
         return bond, option

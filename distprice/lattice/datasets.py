@@ -27,6 +27,7 @@ Conventions and units:
   coupon (1, 2 or 4 a year, 2%–8% in steps of 0.25%), half are zero-coupon; ``volatility`` uniform in
   [0.005, 0.02]; ``quantity`` 1, 2, 5 or 10.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,10 +51,10 @@ MONTHS_PER_YEAR = 12
 BOOK_STEPS_PER_YEAR = (1, 5, 10, 25, 100, 365)
 """Tree resolutions of Hull's published tree values, cycled through by the ``book`` dataset."""
 
-_JMAX_RANGE = (3, 255)         # widths 7 .. 511
-_JMAX_NARROW = (3, 28)         # widths 7 .. 57
-_JMAX_WIDE = (230, 255)        # widths 461 .. 511
-_HEIGHT_RANGE = (13, 1200)     # months
+_JMAX_RANGE = (3, 255)  # widths 7 .. 511
+_JMAX_NARROW = (3, 28)  # widths 7 .. 57
+_JMAX_WIDE = (230, 255)  # widths 461 .. 511
+_HEIGHT_RANGE = (13, 1200)  # months
 _HEIGHT_SHORT = (12, 131)
 _HEIGHT_TALL = (1082, 1200)
 _SKEWED_FRACTION = 0.01
@@ -162,8 +163,16 @@ def _skewed_count(size):
     return int(size * _SKEWED_FRACTION + 0.5)
 
 
-_SHAPES = {"U1": _shape_constant, "U2": _shape_constant, "R1": _shape_r1, "R2": _shape_r2,
-           "R3": _shape_r3, "S1": _shape_s1, "S2": _shape_s2, "B1": _shape_b1}
+_SHAPES = {
+    "U1": _shape_constant,
+    "U2": _shape_constant,
+    "R1": _shape_r1,
+    "R2": _shape_r2,
+    "R3": _shape_r3,
+    "S1": _shape_s1,
+    "S2": _shape_s2,
+    "B1": _shape_b1,
+}
 
 
 def _strings(values, codes):
@@ -174,9 +183,9 @@ def _strings(values, codes):
 def _portfolio(rng, jmax, height):
     """Bermudan options, callable and puttable bonds on trees of half-width ``jmax`` and ``height`` months."""
     size = jmax.size
-    instrument = rng.choice(3, size, p=[0.8, 0.1, 0.1])           # bond_option, callable, puttable
+    instrument = rng.choice(3, size, p=[0.8, 0.1, 0.1])  # bond_option, callable, puttable
     is_put = np.where(instrument == 0, rng.integers(0, 2, size), instrument == 2)
-    expiry = rng.integers(1, height, endpoint=True)               # months, 1 .. height
+    expiry = rng.integers(1, height, endpoint=True)  # months, 1 .. height
     # A lockout of whole years, subtracted in years: ``expiry - k / exercise_frequency`` then reaches
     # ``first_exercise`` bit for bit, so a floating-point ``>=`` test keeps that exercise date.
     lockout = rng.integers(1, 10, size, endpoint=True)
@@ -187,25 +196,27 @@ def _portfolio(rng, jmax, height):
     face = 100.0
     forward = _clean_forward_hull(height, expiry, coupon, coupon_frequency, face)
     strike = np.round(forward * rng.uniform(0.95, 1.05, size), 2)
-    return pd.DataFrame({
-        "id": np.arange(size, dtype=np.int64),
-        "instrument": _strings(["bond_option", "callable_bond", "puttable_bond"], instrument),
-        "option_type": _strings(["call", "put"], is_put),
-        "exercise": _strings(["bermudan"], np.zeros(size)),
-        "strike": strike,
-        "expiry": expiry / MONTHS_PER_YEAR,
-        "first_exercise": first_exercise,
-        "exercise_frequency": rng.choice([1, 2, 4, 12], size),
-        "maturity": height / MONTHS_PER_YEAR,
-        "coupon": coupon,
-        "coupon_frequency": coupon_frequency.astype(np.int64),
-        "face": np.full(size, face),
-        "mean_reversion": mean_reversion_for_width(2 * jmax + 1),
-        "volatility": np.round(rng.uniform(0.005, 0.02, size), 4),
-        "steps_per_year": np.full(size, MONTHS_PER_YEAR, dtype=np.int64),
-        "curve": _strings(["hull"], np.zeros(size)),
-        "quantity": rng.choice([1.0, 2.0, 5.0, 10.0], size),
-    })
+    return pd.DataFrame(
+        {
+            "id": np.arange(size, dtype=np.int64),
+            "instrument": _strings(["bond_option", "callable_bond", "puttable_bond"], instrument),
+            "option_type": _strings(["call", "put"], is_put),
+            "exercise": _strings(["bermudan"], np.zeros(size)),
+            "strike": strike,
+            "expiry": expiry / MONTHS_PER_YEAR,
+            "first_exercise": first_exercise,
+            "exercise_frequency": rng.choice([1, 2, 4, 12], size),
+            "maturity": height / MONTHS_PER_YEAR,
+            "coupon": coupon,
+            "coupon_frequency": coupon_frequency.astype(np.int64),
+            "face": np.full(size, face),
+            "mean_reversion": mean_reversion_for_width(2 * jmax + 1),
+            "volatility": np.round(rng.uniform(0.005, 0.02, size), 4),
+            "steps_per_year": np.full(size, MONTHS_PER_YEAR, dtype=np.int64),
+            "curve": _strings(["hull"], np.zeros(size)),
+            "quantity": rng.choice([1.0, 2.0, 5.0, 10.0], size),
+        }
+    )
 
 
 def _clean_forward_hull(maturity, expiry, coupon, coupon_frequency, face):
@@ -216,11 +227,11 @@ def _clean_forward_hull(maturity, expiry, coupon, coupon_frequency, face):
     3, 6 and 12 months: ``sum_{k<K} P(maturity - k*step) = S[maturity] - S[maturity - K*step]``.
     """
     months = np.arange(int(maturity.max(initial=0)) + 1)
-    discount = builtin_curves()["hull"].discount(months / MONTHS_PER_YEAR)    # P(0, n months)
-    frequency = np.maximum(coupon_frequency, 1)                 # zero-coupon rows: coupon is 0 anyway
-    step = MONTHS_PER_YEAR // frequency                          # months between coupons
-    coupons_left = -((expiry - maturity) // step)                # ceil((maturity - expiry) / step)
-    last_coupon = maturity - coupons_left * step                 # latest coupon date <= expiry (may be < 0)
+    discount = builtin_curves()["hull"].discount(months / MONTHS_PER_YEAR)  # P(0, n months)
+    frequency = np.maximum(coupon_frequency, 1)  # zero-coupon rows: coupon is 0 anyway
+    step = MONTHS_PER_YEAR // frequency  # months between coupons
+    coupons_left = -((expiry - maturity) // step)  # ceil((maturity - expiry) / step)
+    last_coupon = maturity - coupons_left * step  # latest coupon date <= expiry (may be < 0)
     annuity = np.zeros(maturity.shape)
     for stride in (3, 6, 12):
         rows = step == stride
@@ -235,30 +246,32 @@ def _clean_forward_hull(maturity, expiry, coupon, coupon_frequency, face):
 def _running_sums(values, stride):
     """``out[n] = values[n] + values[n - stride] + values[n - 2 stride] + ...`` (indices ≥ 0)."""
     padded = np.zeros(-(-values.size // stride) * stride)
-    padded[:values.size] = values
-    return padded.reshape(-1, stride).cumsum(axis=0).ravel()[:values.size]
+    padded[: values.size] = values
+    return padded.reshape(-1, stride).cumsum(axis=0).ravel()[: values.size]
 
 
 def _book(size):
     """Hull's example: a 3-year European put, strike 63, on a 9-year zero-coupon bond (a = 0.1, sigma = 0.01)."""
     steps_per_year = np.resize(np.array(BOOK_STEPS_PER_YEAR, dtype=np.int64), size)
     zeros = np.zeros(size, dtype=np.int64)
-    return pd.DataFrame({
-        "id": np.arange(size, dtype=np.int64),
-        "instrument": _strings(["bond_option"], zeros),
-        "option_type": _strings(["put"], zeros),
-        "exercise": _strings(["european"], zeros),
-        "strike": np.full(size, 63.0),
-        "expiry": np.full(size, 3.0),
-        "first_exercise": np.zeros(size),
-        "exercise_frequency": np.ones(size, dtype=np.int64),
-        "maturity": np.full(size, 9.0),
-        "coupon": np.zeros(size),
-        "coupon_frequency": zeros,
-        "face": np.full(size, 100.0),
-        "mean_reversion": np.full(size, 0.1),
-        "volatility": np.full(size, 0.01),
-        "steps_per_year": steps_per_year,
-        "curve": _strings(["hull"], zeros),
-        "quantity": np.ones(size),
-    })
+    return pd.DataFrame(
+        {
+            "id": np.arange(size, dtype=np.int64),
+            "instrument": _strings(["bond_option"], zeros),
+            "option_type": _strings(["put"], zeros),
+            "exercise": _strings(["european"], zeros),
+            "strike": np.full(size, 63.0),
+            "expiry": np.full(size, 3.0),
+            "first_exercise": np.zeros(size),
+            "exercise_frequency": np.ones(size, dtype=np.int64),
+            "maturity": np.full(size, 9.0),
+            "coupon": np.zeros(size),
+            "coupon_frequency": zeros,
+            "face": np.full(size, 100.0),
+            "mean_reversion": np.full(size, 0.1),
+            "volatility": np.full(size, 0.01),
+            "steps_per_year": steps_per_year,
+            "curve": _strings(["hull"], zeros),
+            "quantity": np.ones(size),
+        }
+    )

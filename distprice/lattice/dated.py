@@ -14,11 +14,12 @@ are the coupons and the redemption paid after the settlement date S; its exercis
 Prices (``strike``, the table's ``price``) are in % of face, clean unless the table says ``dirty``: the
 exercise amount is ``face * price / 100``, plus the accrued interest at the exercise date when clean.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Callable
 
 import numba
 import numpy as np
@@ -59,21 +60,22 @@ class ExerciseSchedule:
     dirty: np.ndarray
 
     @classmethod
-    def empty(cls, rows: int) -> "ExerciseSchedule":
+    def empty(cls, rows: int) -> ExerciseSchedule:
         return cls(np.zeros(rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool))
 
     @property
     def counts(self) -> np.ndarray:
         return np.diff(self.offsets)
 
-    def take(self, positions) -> "ExerciseSchedule":
+    def take(self, positions) -> ExerciseSchedule:
         """The schedules of the rows at ``positions``."""
         positions = np.asarray(positions, dtype=np.int64)
         span = consecutive(positions)
         if isinstance(span, slice):
             lo, hi = self.offsets[span.start], self.offsets[span.stop]
-            return ExerciseSchedule(self.offsets[span.start:span.stop + 1] - lo, self.day[lo:hi], self.price[lo:hi],
-                                    self.dirty[lo:hi])
+            return ExerciseSchedule(
+                self.offsets[span.start : span.stop + 1] - lo, self.day[lo:hi], self.price[lo:hi], self.dirty[lo:hi]
+            )
         counts = self.counts[positions]
         offsets = np.zeros(len(positions) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -88,8 +90,9 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     those rows are read; problems still name rows of the whole table."""
     missing = [c for c in SCHEDULE_COLUMNS[:3] if c not in table.columns]
     if missing:
-        return ExerciseSchedule.empty(len(ids)), [Problem(None, "exercise schedule", c, "must have this column")
-                                                  for c in missing]
+        return ExerciseSchedule.empty(len(ids)), [
+            Problem(None, "exercise schedule", c, "must have this column") for c in missing
+        ]
     if lines is not None:
         table = table.take(lines)
     n = len(table)
@@ -143,7 +146,7 @@ class ScheduleRuns:
     keys: pa.Array
 
     @classmethod
-    def of(cls, table: pd.DataFrame) -> "ScheduleRuns":
+    def of(cls, table: pd.DataFrame) -> ScheduleRuns:
         keys = _text(_as_text(table["id"]))
         starts = _run_starts(keys)
         return cls(starts, _take_sorted(keys, starts[:-1]))
@@ -176,8 +179,9 @@ def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
     keys = _as_text(table["id"])
     rows = np.flatnonzero(~_mask(len(table), matched))
     absent = keys.iloc[rows].isna().to_numpy()
-    return _schedule_problems(keys, [(rows[absent], "id", "is required"),
-                                     (rows[~absent], "id", "names no row of the portfolio")])
+    return _schedule_problems(
+        keys, [(rows[absent], "id", "is required"), (rows[~absent], "id", "names no row of the portfolio")]
+    )
 
 
 def _mask(n: int, positions) -> np.ndarray:
@@ -236,9 +240,13 @@ def _take_sorted(chunks: pa.ChunkedArray, positions: np.ndarray) -> pa.Array:
     over chunks joins them into one array first)."""
     ends = np.cumsum([len(chunk) for chunk in chunks.chunks])
     cuts = np.searchsorted(positions, ends)
-    return pa.concat_arrays([chunk.take(positions[lo:hi] - (end - len(chunk)))
-                             for chunk, lo, hi, end in zip(chunks.chunks, np.r_[0, cuts[:-1]], cuts, ends)]
-                            or [pa.array([], chunks.type)])
+    return pa.concat_arrays(
+        [
+            chunk.take(positions[lo:hi] - (end - len(chunk)))
+            for chunk, lo, hi, end in zip(chunks.chunks, np.r_[0, cuts[:-1]], cuts, ends)
+        ]
+        or [pa.array([], chunks.type)]
+    )
 
 
 def _as_text(column: pd.Series) -> pd.Series:
@@ -267,8 +275,15 @@ def _schedule_problems(keys: pd.Series, found: list, lines=None) -> list[Problem
     order = np.argsort(rows, kind="stable")
     labels = keys.iloc[rows[order]].to_numpy(dtype=object, na_value=None)
     numbers = rows[order] if lines is None else np.asarray(lines)[rows[order]]
-    return [Problem(None, f"exercise schedule row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
-                    found[k][1], found[k][2]) for r, k, key in zip(numbers.tolist(), rule[order].tolist(), labels)]
+    return [
+        Problem(
+            None,
+            f"exercise schedule row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
+            found[k][1],
+            found[k][2],
+        )
+        for r, k, key in zip(numbers.tolist(), rule[order].tolist(), labels)
+    ]
 
 
 @dataclass(frozen=True)
@@ -295,15 +310,25 @@ class DatedRows:
     def __len__(self) -> int:
         return len(self.valuation)
 
-    def take(self, positions) -> "DatedRows":
+    def take(self, positions) -> DatedRows:
         """The rows at ``positions``; all rows in order: these; consecutive rows: views."""
         positions = np.asarray(positions, dtype=np.int64)
         if len(positions) == len(self) and np.array_equal(positions, np.arange(len(self))):
             return self
         span = consecutive(positions)
-        return DatedRows(**{f.name: (value[span] if isinstance(value, np.ndarray) else
-                                     None if value is None else value.take(span if f.name == "terms" else positions))
-                            for f in fields(self) for value in [getattr(self, f.name)]})
+        return DatedRows(
+            **{
+                f.name: (
+                    value[span]
+                    if isinstance(value, np.ndarray)
+                    else None
+                    if value is None
+                    else value.take(span if f.name == "terms" else positions)
+                )
+                for f in fields(self)
+                for value in [getattr(self, f.name)]
+            }
+        )
 
     def years(self, days) -> np.ndarray:
         """``t(d) = (d - V) / D`` of each row's day (years of its tree)."""
@@ -315,15 +340,37 @@ class DatedRows:
         return np.maximum((2 * k * steps_per_year + self.days_per_year) // (2 * self.days_per_year), 1)
 
 
-TERM_COLUMNS = ("issue_date", "maturity_date", "coupon", "coupon_frequency", "day_count", "calendar",
-                "accrual_convention", "payment_convention", "end_of_month", "settlement_days", "face", "redemption",
-                "valuation_date", "expiry_date", "first_exercise_date")
+TERM_COLUMNS = (
+    "issue_date",
+    "maturity_date",
+    "coupon",
+    "coupon_frequency",
+    "day_count",
+    "calendar",
+    "accrual_convention",
+    "payment_convention",
+    "end_of_month",
+    "settlement_days",
+    "face",
+    "redemption",
+    "valuation_date",
+    "expiry_date",
+    "first_exercise_date",
+)
 """The columns a dated row's terms and dates are read from."""
 
 
-def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year,
-               schedule: ExerciseSchedule | Callable[[], ExerciseSchedule], exercise: np.ndarray,
-               has_option: np.ndarray, strike: np.ndarray, where) -> tuple[DatedRows, list[Problem]]:
+def read_dated(
+    frame: pd.DataFrame,
+    rows: np.ndarray,
+    valuation,
+    days_per_year,
+    schedule: ExerciseSchedule | Callable[[], ExerciseSchedule],
+    exercise: np.ndarray,
+    has_option: np.ndarray,
+    strike: np.ndarray,
+    where,
+) -> tuple[DatedRows, list[Problem]]:
     """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
@@ -354,8 +401,11 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year,
 
     given = dates("valuation_date")
     valuation = np.where(given != NO_DATE, given, valuation)
-    flag((valuation == NO_DATE) & ~unreadable["valuation_date"], "valuation_date",
-         "is required: give the job's valuation date (as_of) or this column")
+    flag(
+        (valuation == NO_DATE) & ~unreadable["valuation_date"],
+        "valuation_date",
+        "is required: give the job's valuation date (as_of) or this column",
+    )
     expiry, first = dates("expiry_date"), dates("first_exercise_date")
     bad_terms = np.zeros(n, bool)
     bad_terms[[p.position for p in found]] = True
@@ -368,46 +418,87 @@ def read_dated(frame: pd.DataFrame, rows: np.ndarray, valuation, days_per_year,
         settlement, redemption_day = np.full(n, NO_DATE, np.int64), np.full(n, NO_DATE, np.int64)
         accrued_s, live = np.zeros(n), np.zeros(n, np.int64)
         part = settle(terms.take(good), valuation[good])
-        settlement[good], redemption_day[good], accrued_s[good], live[good] = \
-            part.settlement, part.redemption_date, part.accrued, part.live
+        settlement[good], redemption_day[good], accrued_s[good], live[good] = (
+            part.settlement,
+            part.redemption_date,
+            part.accrued,
+            part.live,
+        )
     matured = usable & (redemption_day <= settlement)
     schedule = schedule() if callable(schedule) else schedule
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
-    dated = DatedRows(terms, valuation, settlement, expiry, first, redemption_day,
-                      np.asarray(days_per_year, np.int64), accrued_s, schedule, live, np.zeros(n, np.int64))
+    dated = DatedRows(
+        terms,
+        valuation,
+        settlement,
+        expiry,
+        first,
+        redemption_day,
+        np.asarray(days_per_year, np.int64),
+        accrued_s,
+        schedule,
+        live,
+        np.zeros(n, np.int64),
+    )
 
     option = has_option & usable & ~matured
     tabled = schedule.counts > 0
     by_table = option & (exercise == BERMUDAN) & tabled
     by_dates = option & ~by_table
     last_date = np.minimum(adjust_days(terms.calendar, terms.maturity, terms.accrual_convention), redemption_day)
-    flag(by_dates & (expiry == NO_DATE) & ~unreadable["expiry_date"], "expiry_date",
-         "is required (the last exercise date)")
-    flag(by_dates & (expiry != NO_DATE) & (expiry > last_date), "expiry_date",
-         "must be on or before the redemption date")
-    flag(by_dates & (exercise != EUROPEAN) & (first != NO_DATE) & (expiry != NO_DATE) & (first > expiry),
-         "first_exercise_date", "must be on or before expiry_date")
+    flag(
+        by_dates & (expiry == NO_DATE) & ~unreadable["expiry_date"],
+        "expiry_date",
+        "is required (the last exercise date)",
+    )
+    flag(
+        by_dates & (expiry != NO_DATE) & (expiry > last_date), "expiry_date", "must be on or before the redemption date"
+    )
+    flag(
+        by_dates & (exercise != EUROPEAN) & (first != NO_DATE) & (expiry != NO_DATE) & (first > expiry),
+        "first_exercise_date",
+        "must be on or before expiry_date",
+    )
     flag(by_dates & np.isnan(strike), "strike", "is required (a price in % of face)")
     last_tabled = np.full(n, NO_DATE, np.int64)
     last_tabled[tabled] = schedule.day[schedule.offsets[1:][tabled] - 1]
     flag(by_table & (last_tabled > last_date), "exercise", "the exercise schedule has a date after the redemption date")
-    checked = (by_table & (last_tabled <= last_date)) | (by_dates & (expiry != NO_DATE) & (expiry <= last_date)
-                                                         & ~np.isnan(strike)
-                                                         & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry)))
-    exercises = exercise_counts(dated, np.where(checked, exercise, NO_EXERCISE)) if checked.any() \
-        else dated.exercises
+    checked = (by_table & (last_tabled <= last_date)) | (
+        by_dates
+        & (expiry != NO_DATE)
+        & (expiry <= last_date)
+        & ~np.isnan(strike)
+        & ~((exercise != EUROPEAN) & (first != NO_DATE) & (first > expiry))
+    )
+    exercises = exercise_counts(dated, np.where(checked, exercise, NO_EXERCISE)) if checked.any() else dated.exercises
     flag(checked & (exercises == 0), "exercise", "leaves no exercise date after the settlement date")
     problems.sort(key=lambda p: p.position)
     return dataclasses.replace(dated, exercises=exercises), problems
 
 
-NONE_DAY = -(2 ** 62)
+NONE_DAY = -(2**62)
 """A day before every date: the end of a row's walk back through its exercise dates or coupons."""
 
 
 @numba.njit(cache=True, inline="always")
-def _previous_exercise(r, code, tabled, expiry, start, settlement, cursor, schedule_offsets, schedule_day, business,
-                       calendar, row, issue, accrual, payment, first):
+def _previous_exercise(
+    r,
+    code,
+    tabled,
+    expiry,
+    start,
+    settlement,
+    cursor,
+    schedule_offsets,
+    schedule_day,
+    business,
+    calendar,
+    row,
+    issue,
+    accrual,
+    payment,
+    first,
+):
     """Row r's latest exercise date before ``cursor`` (where the walk back stands: a day for american rows, a
     position in the exercise schedule or a coupon's number for bermudan ones, 1 before a european row's date) as
     ``(day, cursor)``; day NONE_DAY once none is left. A row given by table is exercised at the schedule's
@@ -451,8 +542,25 @@ def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
 
 
 @numba.njit(cache=True, parallel=True)
-def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, schedule_day, address, issue,
-                     maturity, coupon, frequency, calendar, accrual, payment, end_of_month, live):
+def _exercise_counts(
+    code,
+    tabled,
+    expiry,
+    start,
+    settlement,
+    schedule_offsets,
+    schedule_day,
+    address,
+    issue,
+    maturity,
+    coupon,
+    frequency,
+    calendar,
+    accrual,
+    payment,
+    end_of_month,
+    live,
+):
     """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted; an
     american row's business days counted in its calendar's bits; a bermudan row's coupons paid from its start
     to its expiry found by two binary searches, the payment dates increasing)."""
@@ -464,8 +572,16 @@ def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, 
             continue
         # only a bermudan row without a table walks its coupons: the others take the shape of no coupons
         on_coupons = code[r] == BERMUDAN and not tabled[r]
-        row = shape(business, issue[r], maturity[r], coupon[r] if on_coupons else 0.0, frequency[r], calendar[r],
-                    accrual[r], end_of_month[r])
+        row = shape(
+            business,
+            issue[r],
+            maturity[r],
+            coupon[r] if on_coupons else 0.0,
+            frequency[r],
+            calendar[r],
+            accrual[r],
+            end_of_month[r],
+        )
         first = row.periods + 1 - live[r]
         if on_coupons:  # the live coupons i with start <= payment(i) <= expiry
             lo = first_live(business, row, issue[r], calendar[r], accrual[r], payment[r], start[r] - 1)
@@ -474,9 +590,24 @@ def _exercise_counts(code, tabled, expiry, start, settlement, schedule_offsets, 
             continue
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], schedule_offsets, row)
         while True:
-            day, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
-                                             schedule_offsets, schedule_day, business, calendar[r], row, issue[r],
-                                             accrual[r], payment[r], first)
+            day, cursor = _previous_exercise(
+                r,
+                code[r],
+                tabled[r],
+                expiry[r],
+                start[r],
+                settlement[r],
+                cursor,
+                schedule_offsets,
+                schedule_day,
+                business,
+                calendar[r],
+                row,
+                issue[r],
+                accrual[r],
+                payment[r],
+                first,
+            )
             if day == NONE_DAY:
                 break
             counts[r] += 1
@@ -487,15 +618,32 @@ def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
     """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight)."""
     start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
     schedule = rows.schedule
-    return (np.ascontiguousarray(exercise, np.int64), schedule.counts > 0, rows.expiry, start, rows.settlement,
-            schedule.offsets, schedule.day, business_address())
+    return (
+        np.ascontiguousarray(exercise, np.int64),
+        schedule.counts > 0,
+        rows.expiry,
+        start,
+        rows.settlement,
+        schedule.offsets,
+        schedule.day,
+        business_address(),
+    )
 
 
 def _schedule_inputs(rows: DatedRows):
     """The columns that fix each row's live coupons (:func:`_exercise_counts`' last nine)."""
     terms = rows.terms
-    return (terms.issue, terms.maturity, terms.coupon, terms.frequency, terms.calendar, terms.accrual_convention,
-            terms.payment_convention, terms.end_of_month, rows.live)
+    return (
+        terms.issue,
+        terms.maturity,
+        terms.coupon,
+        terms.frequency,
+        terms.calendar,
+        terms.accrual_convention,
+        terms.payment_convention,
+        terms.end_of_month,
+        rows.live,
+    )
 
 
 def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
@@ -524,8 +672,31 @@ def _placed(k, spy, D, per_step):
 
 
 @numba.njit(cache=True)
-def _american_run(e, end, dx, dc, start, business, calendar, at_strike, accruing, day_count, anchor, aux, n0, nb, n1,
-                  v, spy, D, per_step, step, time, kind, amount):
+def _american_run(
+    e,
+    end,
+    dx,
+    dc,
+    start,
+    business,
+    calendar,
+    at_strike,
+    accruing,
+    day_count,
+    anchor,
+    aux,
+    n0,
+    nb,
+    n1,
+    v,
+    spy,
+    D,
+    per_step,
+    step,
+    time,
+    kind,
+    amount,
+):
     """An american row's exercises from business day ``dx`` down to the payment date ``dc`` of its next coupon
     back (or its first exercise date ``start``), into events ``e`` on (before ``end``): each at the strike plus
     the accrued interest of the coupon paid after it (``accruing`` 0: none; its period ``n0 .. n1`` on the
@@ -558,9 +729,40 @@ def _american_run(e, end, dx, dc, start, business, calendar, at_strike, accruing
 
 
 @numba.njit(cache=True, parallel=True)
-def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_amount, strike, s_price, s_dirty,
-           day_count, face, code, tabled, expiry, start, settlement, s_off, s_day, address, issue, maturity, coupon,
-           frequency, calendar, accrual, payment, end_of_month, live, step, time, kind, amount):
+def _merge(
+    offsets,
+    valuation,
+    days_per_year,
+    spy,
+    redemption_day,
+    redemption_amount,
+    strike,
+    s_price,
+    s_dirty,
+    day_count,
+    face,
+    code,
+    tabled,
+    expiry,
+    start,
+    settlement,
+    s_off,
+    s_day,
+    address,
+    issue,
+    maturity,
+    coupon,
+    frequency,
+    calendar,
+    accrual,
+    payment,
+    end_of_month,
+    live,
+    step,
+    time,
+    kind,
+    amount,
+):
     """Each row's events into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``, ``time``, ``kind`` and
     ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times.
     The live coupons are made from the row's schedule as they are merged (:func:`coupon_period`), and its
@@ -568,8 +770,7 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
     clean price, the accrued interest at its date."""
     business = business_view(address)
     for r in numba.prange(len(valuation)):
-        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r],
-                    end_of_month[r])
+        row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
         first = row.periods + 1 - live[r]
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, row)
         dx, walk = NONE_DAY, True  # walk: the next exercise date is wanted
@@ -594,9 +795,24 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
         e, end = offsets[r], offsets[r + 1]
         while e < end:
             if walk:
-                dx, cursor = _previous_exercise(r, code[r], tabled[r], expiry[r], start[r], settlement[r], cursor,
-                                                s_off, s_day, business, calendar[r], row, issue[r], accrual[r],
-                                                payment[r], first)
+                dx, cursor = _previous_exercise(
+                    r,
+                    code[r],
+                    tabled[r],
+                    expiry[r],
+                    start[r],
+                    settlement[r],
+                    cursor,
+                    s_off,
+                    s_day,
+                    business,
+                    calendar[r],
+                    row,
+                    issue[r],
+                    accrual[r],
+                    payment[r],
+                    first,
+                )
                 walk = False
             if not redeemed and redemption_day[r] >= max(dc, dx):
                 d, kind[e], amount[e] = redemption_day[r], REDEMPTION, redemption_amount[r]
@@ -607,9 +823,31 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
                 if i < row.periods and i + 1 != period:
                     period = i + 1
                     anchor, aux = accrual_anchor(dc_r, n0, nb, n1)
-                e, dx = _american_run(e, end, dx, dc, start[r], business, calendar[r], at_strike,
-                                      accruing if i < row.periods else 0.0, dc_r, anchor, aux, n0, nb, n1, v, sp, D,
-                                      per_step, step, time, kind, amount)
+                e, dx = _american_run(
+                    e,
+                    end,
+                    dx,
+                    dc,
+                    start[r],
+                    business,
+                    calendar[r],
+                    at_strike,
+                    accruing if i < row.periods else 0.0,
+                    dc_r,
+                    anchor,
+                    aux,
+                    n0,
+                    nb,
+                    n1,
+                    v,
+                    sp,
+                    D,
+                    per_step,
+                    step,
+                    time,
+                    kind,
+                    amount,
+                )
                 cursor = dx + 1
                 continue
             elif dx != NONE_DAY and dx >= dc:
@@ -648,8 +886,9 @@ def _merge(offsets, valuation, days_per_year, spy, redemption_day, redemption_am
             e += 1
 
 
-def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray,
-                 steps_per_year: np.ndarray) -> EventTable:
+def dated_events(
+    rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray, steps_per_year: np.ndarray
+) -> EventTable:
     """The events of dated rows (validated: :func:`read_dated`): the redemption and the coupons paid after
     settlement, and (rows ``has_option`` whose exercise dates were checked) their exercise dates after
     settlement (see the module's notes); ``exercise`` codes, ``strike`` (% of face) and ``steps_per_year`` per
@@ -657,12 +896,27 @@ def dated_events(rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_
     codes = np.where(has_option & (rows.exercises > 0), exercise, NO_EXERCISE)
     offsets = offsets_of(1 + rows.live + np.where(codes == NO_EXERCISE, 0, rows.exercises))
     m = offsets[-1]
-    table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
-                       np.empty(m, np.float64))
+    table = EventTable(
+        offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8), np.empty(m, np.float64)
+    )
     terms = rows.terms
-    _merge(offsets, rows.valuation, rows.days_per_year, np.ascontiguousarray(steps_per_year, np.int64),
-           rows.redemption_day, terms.face * terms.redemption / 100.0,
-           np.nan_to_num(np.asarray(strike, np.float64)), rows.schedule.price, rows.schedule.dirty, terms.day_count,
-           terms.face, *_exercise_inputs(rows, codes), *_schedule_inputs(rows), table.step, table.time, table.kind,
-           table.amount)
+    _merge(
+        offsets,
+        rows.valuation,
+        rows.days_per_year,
+        np.ascontiguousarray(steps_per_year, np.int64),
+        rows.redemption_day,
+        terms.face * terms.redemption / 100.0,
+        np.nan_to_num(np.asarray(strike, np.float64)),
+        rows.schedule.price,
+        rows.schedule.dirty,
+        terms.day_count,
+        terms.face,
+        *_exercise_inputs(rows, codes),
+        *_schedule_inputs(rows),
+        table.step,
+        table.time,
+        table.kind,
+        table.amount,
+    )
     return table

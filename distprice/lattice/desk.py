@@ -19,6 +19,7 @@ par plus half a coupon to par over three years, given in the exercise schedule t
 bond options (european or bermudan, calls and puts, struck near the bond's price). Deterministic for
 ``(size, seed)``; built with vectorised numpy over the whole book.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -33,18 +34,39 @@ AS_OF = "2026-11-20"
 TENORS = np.array([30, 91, 182, 365, 730, 1095, 1826, 2557, 3652, 5478, 7305, 10957, 14610])
 """The curves' knots, days after :data:`AS_OF`."""
 MODELS = {
-    "USD": dict(calendar="US", day_count="30/360", coupon_frequency=2, curve_day_count="ACT/365F",
-                mean_reversion=0.03, volatility=0.0105, steps_per_year=52, share=0.60,
-                rates=[0.0386, 0.0381, 0.0374, 0.0362, 0.0351, 0.0352, 0.0361, 0.0374, 0.0392, 0.0414, 0.0428,
-                       0.0431, 0.0429]),
-    "EUR": dict(calendar="TARGET", day_count="ACT/ACT-ICMA", coupon_frequency=1, curve_day_count="ACT/360",
-                mean_reversion=0.02, volatility=0.0085, steps_per_year=26, share=0.25,
-                rates=[0.0193, 0.0195, 0.0198, 0.0202, 0.0211, 0.0222, 0.0241, 0.0258, 0.0276, 0.0297, 0.0305,
-                       0.0301, 0.0296]),
-    "GBP": dict(calendar="UK", day_count="ACT/ACT-ICMA", coupon_frequency=2, curve_day_count="ACT/365F",
-                mean_reversion=0.035, volatility=0.0095, steps_per_year=12, share=0.15,
-                rates=[0.0398, 0.0392, 0.0383, 0.0371, 0.0366, 0.0372, 0.0389, 0.0408, 0.0431, 0.0458, 0.0471,
-                       0.0468, 0.0455]),
+    "USD": dict(
+        calendar="US",
+        day_count="30/360",
+        coupon_frequency=2,
+        curve_day_count="ACT/365F",
+        mean_reversion=0.03,
+        volatility=0.0105,
+        steps_per_year=52,
+        share=0.60,
+        rates=[0.0386, 0.0381, 0.0374, 0.0362, 0.0351, 0.0352, 0.0361, 0.0374, 0.0392, 0.0414, 0.0428, 0.0431, 0.0429],
+    ),
+    "EUR": dict(
+        calendar="TARGET",
+        day_count="ACT/ACT-ICMA",
+        coupon_frequency=1,
+        curve_day_count="ACT/360",
+        mean_reversion=0.02,
+        volatility=0.0085,
+        steps_per_year=26,
+        share=0.25,
+        rates=[0.0193, 0.0195, 0.0198, 0.0202, 0.0211, 0.0222, 0.0241, 0.0258, 0.0276, 0.0297, 0.0305, 0.0301, 0.0296],
+    ),
+    "GBP": dict(
+        calendar="UK",
+        day_count="ACT/ACT-ICMA",
+        coupon_frequency=2,
+        curve_day_count="ACT/365F",
+        mean_reversion=0.035,
+        volatility=0.0095,
+        steps_per_year=12,
+        share=0.15,
+        rates=[0.0398, 0.0392, 0.0383, 0.0371, 0.0366, 0.0372, 0.0389, 0.0408, 0.0431, 0.0458, 0.0471, 0.0468, 0.0455],
+    ),
 }
 INSTRUMENT_SHARES = {"callable_bond": 0.45, "puttable_bond": 0.15, "bond": 0.25, "bond_option": 0.15}
 ORIGINAL_TERMS = np.array([2, 3, 5, 7, 10, 15, 20, 30])
@@ -60,9 +82,15 @@ class Desk(NamedTuple):
 def desk_curves() -> pd.DataFrame:
     """The desk's curves: ``curve, date, zero_rate, day_count``, one curve per currency."""
     dates = to_iso(day_numbers([AS_OF])[0] + TENORS)
-    return pd.concat([pd.DataFrame({"curve": name, "date": dates, "zero_rate": model["rates"],
-                                    "day_count": model["curve_day_count"]}) for name, model in MODELS.items()],
-                     ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame(
+                {"curve": name, "date": dates, "zero_rate": model["rates"], "day_count": model["curve_day_count"]}
+            )
+            for name, model in MODELS.items()
+        ],
+        ignore_index=True,
+    )
 
 
 def desk(size: int = 100_000, seed: int = 0) -> Desk:
@@ -70,31 +98,46 @@ def desk(size: int = 100_000, seed: int = 0) -> Desk:
     rng = np.random.default_rng([seed, 2026])
     names = list(MODELS)
     currency = np.array(names)[rng.choice(len(names), size, p=[MODELS[n]["share"] for n in names])]
-    model = {key: np.array([MODELS[c][key] for c in names])[pd.Index(names).get_indexer(currency)]
-             for key in ("calendar", "day_count", "coupon_frequency", "mean_reversion", "volatility",
-                         "steps_per_year")}
+    model = {
+        key: np.array([MODELS[c][key] for c in names])[pd.Index(names).get_indexer(currency)]
+        for key in ("calendar", "day_count", "coupon_frequency", "mean_reversion", "volatility", "steps_per_year")
+    }
     as_of = day_numbers([AS_OF])[0]
     remaining = rng.integers(365, 30 * 365 + 1, size)
     maturity = (as_of + remaining).astype("datetime64[D]").astype("datetime64[M]") + np.timedelta64(14, "D")
     maturity = maturity.astype("datetime64[D]").astype(np.int64)
     original = ORIGINAL_TERMS[np.minimum(np.searchsorted(ORIGINAL_TERMS * 365, remaining), len(ORIGINAL_TERMS) - 1)]
-    issue = (maturity.astype("datetime64[D]").astype("datetime64[M]") - original * 12).astype("datetime64[D]") \
-        + np.timedelta64(14, "D")
+    issue = (maturity.astype("datetime64[D]").astype("datetime64[M]") - original * 12).astype(
+        "datetime64[D]"
+    ) + np.timedelta64(14, "D")
     issue = issue.astype(np.int64)
     odd = rng.random(size) < 0.2
     issue[odd] -= rng.integers(10, 120, odd.sum())
     issue = np.minimum(issue, as_of - 1)
     coupon = rng.integers(8, 57, size) / 800.0
-    instrument = np.array(list(INSTRUMENT_SHARES))[rng.choice(len(INSTRUMENT_SHARES), size,
-                                                              p=list(INSTRUMENT_SHARES.values()))]
-    frame = pd.DataFrame({
-        "id": pd.Series(currency).str.cat(pd.Series(np.arange(size)).astype(str).str.zfill(7), sep="-").to_numpy(),
-        "instrument": instrument, "currency": currency, "coupon": coupon,
-        "coupon_frequency": model["coupon_frequency"], "issue_date": to_iso(issue), "maturity_date": to_iso(maturity),
-        "day_count": model["day_count"], "calendar": model["calendar"], "payment_convention": "following",
-        "valuation_date": AS_OF, "mean_reversion": model["mean_reversion"], "volatility": model["volatility"],
-        "steps_per_year": model["steps_per_year"], "curve": currency,
-        "quantity": rng.choice([1_000.0, 5_000.0, 10_000.0, 50_000.0], size)})
+    instrument = np.array(list(INSTRUMENT_SHARES))[
+        rng.choice(len(INSTRUMENT_SHARES), size, p=list(INSTRUMENT_SHARES.values()))
+    ]
+    frame = pd.DataFrame(
+        {
+            "id": pd.Series(currency).str.cat(pd.Series(np.arange(size)).astype(str).str.zfill(7), sep="-").to_numpy(),
+            "instrument": instrument,
+            "currency": currency,
+            "coupon": coupon,
+            "coupon_frequency": model["coupon_frequency"],
+            "issue_date": to_iso(issue),
+            "maturity_date": to_iso(maturity),
+            "day_count": model["day_count"],
+            "calendar": model["calendar"],
+            "payment_convention": "following",
+            "valuation_date": AS_OF,
+            "mean_reversion": model["mean_reversion"],
+            "volatility": model["volatility"],
+            "steps_per_year": model["steps_per_year"],
+            "curve": currency,
+            "quantity": rng.choice([1_000.0, 5_000.0, 10_000.0, 50_000.0], size),
+        }
+    )
     flows = cash_flows(terms_from_frame(frame), as_of)
     payments = flows.coupons.payment
     offsets = flows.coupons.offsets
@@ -124,8 +167,14 @@ def desk(size: int = 100_000, seed: int = 0) -> Desk:
     calls = np.flatnonzero((payments >= window_first[owner]) & (payments <= window_last[owner]))
     years = (payments[calls] - window_first[owner[calls]]) / 365.25
     premium = 100 * coupon[owner[calls]] / 2 * np.clip(1 - years / 3, 0, 1)
-    schedule = pd.DataFrame({"id": frame["id"].to_numpy()[owner[calls]], "date": to_iso(payments[calls]),
-                             "price": np.round(100 + premium, 3), "price_type": "clean"})
+    schedule = pd.DataFrame(
+        {
+            "id": frame["id"].to_numpy()[owner[calls]],
+            "date": to_iso(payments[calls]),
+            "price": np.round(100 + premium, 3),
+            "price_type": "clean",
+        }
+    )
     puttable_rows = np.flatnonzero((instrument == "puttable_bond") & (counts >= 3))
     american = rng.random(len(puttable_rows)) < 0.5
     start = nth_payment(puttable_rows, rng.integers(1, 4, len(puttable_rows)) * per_year[puttable_rows])
@@ -142,8 +191,9 @@ def desk(size: int = 100_000, seed: int = 0) -> Desk:
     frame.loc[option_rows, "option_type"] = np.where(rng.random(len(option_rows)) < 0.5, "call", "put")
     clean = _clean_price(flows, currency, coupon)
     frame.loc[option_rows, "strike"] = np.round(clean[option_rows] * rng.uniform(0.97, 1.03, len(option_rows)), 2)
-    frame.loc[option_rows, "first_exercise_date"] = np.where(bermudan, to_iso(np.full(len(option_rows), as_of + 1)),
-                                                             None)
+    frame.loc[option_rows, "first_exercise_date"] = np.where(
+        bermudan, to_iso(np.full(len(option_rows), as_of + 1)), None
+    )
     frame.loc[option_rows, "expiry_date"] = to_iso(np.maximum(expiry, as_of + 7))
     # rows too short for their option become plain bonds
     unusable = (instrument != "bond") & frame["exercise"].isna()

@@ -5,6 +5,7 @@ option prices (float64 arrays, instrument order); an engine never picks another 
 ``gpu-outer`` and ``gpu-flat``: CUDA kernels through CuPy. ``auto`` is no engine of its own: the inspector's
 plan (:mod:`distprice.execute`) may give parts of a portfolio to different engines.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -61,9 +62,15 @@ def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer
     return lambda scenario: price_cpu(batch.with_curves(scenario))
 
 
-ENGINES: dict[str, Engine] = {engine.name: engine for engine in (
-    Engine("reference", HOST, prepare=_reference), Engine("cpu", HOST, prepare=_cpu),
-    Engine("gpu-outer", GPU, kernel="outer"), Engine("gpu-flat", GPU, kernel="flat"))}
+ENGINES: dict[str, Engine] = {
+    engine.name: engine
+    for engine in (
+        Engine("reference", HOST, prepare=_reference),
+        Engine("cpu", HOST, prepare=_cpu),
+        Engine("gpu-outer", GPU, kernel="outer"),
+        Engine("gpu-flat", GPU, kernel="flat"),
+    )
+}
 GPU_ENGINES = tuple(name for name, engine in ENGINES.items() if engine.kind == GPU)
 AUTO = "auto"
 ENGINE_NAMES = (AUTO, *ENGINES)

@@ -10,6 +10,7 @@ at equal times the redemption first, then the exercises, then the coupons. An en
 at t at step s as ``A * P(0, t) / P(0, s * dt)`` (the forward adjustment): exactly A when the event lies on
 the tree's grid, where its time is stored as ``s * dt`` itself.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,7 +53,7 @@ class EventTable:
         lo, hi = self.offsets[r], self.offsets[r + 1]
         return self.step[lo:hi], self.time[lo:hi], self.kind[lo:hi], self.amount[lo:hi]
 
-    def take(self, positions) -> "EventTable":
+    def take(self, positions) -> EventTable:
         """The events of the rows at ``positions`` (an index array), renumbered from 0; all rows in order: this
         table itself; consecutive rows: views of its arrays."""
         positions = np.asarray(positions, dtype=np.int64)
@@ -61,8 +62,13 @@ class EventTable:
         span = consecutive(positions)
         if isinstance(span, slice):
             lo, hi = self.offsets[span.start], self.offsets[span.stop]
-            return EventTable(self.offsets[span.start:span.stop + 1] - lo, self.step[lo:hi], self.time[lo:hi],
-                              self.kind[lo:hi], self.amount[lo:hi])
+            return EventTable(
+                self.offsets[span.start : span.stop + 1] - lo,
+                self.step[lo:hi],
+                self.time[lo:hi],
+                self.kind[lo:hi],
+                self.amount[lo:hi],
+            )
         counts = np.diff(self.offsets)[positions]
         offsets = np.zeros(len(positions) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
@@ -70,7 +76,7 @@ class EventTable:
         return EventTable(offsets, self.step[origin], self.time[origin], self.kind[origin], self.amount[origin])
 
     @classmethod
-    def combine(cls, rows: int, parts) -> "EventTable":
+    def combine(cls, rows: int, parts) -> EventTable:
         """One table of ``rows`` rows from ``parts``, pairs ``(positions, table)``: each table holds the events
         of the rows at its positions (rows that no part covers have none; one part of every row in order: its
         table itself)."""
@@ -81,8 +87,10 @@ class EventTable:
             counts[positions] = np.diff(table.offsets)
         offsets = np.zeros(rows + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
-        columns = {name: np.empty(offsets[-1], dtype=dtype) for name, dtype in
-                   (("step", np.int64), ("time", np.float64), ("kind", np.uint8), ("amount", np.float64))}
+        columns = {
+            name: np.empty(offsets[-1], dtype=dtype)
+            for name, dtype in (("step", np.int64), ("time", np.float64), ("kind", np.uint8), ("amount", np.float64))
+        }
         for positions, table in parts:
             sizes = np.diff(table.offsets)
             target = np.repeat(offsets[positions] - table.offsets[:-1], sizes) + np.arange(table.offsets[-1])
@@ -191,20 +199,39 @@ def _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _time_form_counts(lo, hi, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option,
-                      counts):
+def _time_form_counts(lo, hi, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option, counts):
     for r in range(lo, hi):
-        coupons, exercises = _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy,
-                                        has_option)
+        coupons, exercises = _row_sizes(
+            r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option
+        )
         counts[r] = 1 + coupons + exercises
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _time_form_fill(lo, hi, code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy,
-                    has_option, offsets, step, time, kind, amount):
+def _time_form_fill(
+    lo,
+    hi,
+    code,
+    expiry,
+    first,
+    ex_frequency,
+    strike,
+    maturity,
+    coupon,
+    frequency,
+    face,
+    spy,
+    has_option,
+    offsets,
+    step,
+    time,
+    kind,
+    amount,
+):
     for r in range(lo, hi):
-        coupons, exercises = _row_sizes(r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy,
-                                        has_option)
+        coupons, exercises = _row_sizes(
+            r, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option
+        )
         pay = face[r] * coupon[r] / frequency[r] if coupons else 0.0
         # merge the three lists, each latest first: redemption, exercises, coupons at equal times
         c, x, redeemed = 0, 0, False
@@ -227,8 +254,19 @@ def _time_form_fill(lo, hi, code, expiry, first, ex_frequency, strike, maturity,
             time[e] = _on_grid(t, step[e], spy[r])
 
 
-def time_form_events(exercise_code, expiry, first_exercise, exercise_frequency, strike, maturity, coupon,
-                     coupon_frequency, face, steps_per_year, has_option) -> EventTable:
+def time_form_events(
+    exercise_code,
+    expiry,
+    first_exercise,
+    exercise_frequency,
+    strike,
+    maturity,
+    coupon,
+    coupon_frequency,
+    face,
+    steps_per_year,
+    has_option,
+) -> EventTable:
     """The events of time-form rows (times in years from today).
 
     Redemption ``face`` at ``maturity``; coupons ``face * coupon / f`` at ``maturity - k / f`` while > 0; for
@@ -236,21 +274,44 @@ def time_form_events(exercise_code, expiry, first_exercise, exercise_frequency, 
     ``expiry - k / exercise_frequency`` while ``>= first_exercise`` and > 0; american the time of every step
     from ``max(1, round(first_exercise * spy))`` to ``max(1, round(expiry * spy))``.
     """
-    floats = (np.ascontiguousarray(v, dtype=np.float64)
-              for v in (expiry, first_exercise, strike, maturity, coupon, face))
+    floats = (
+        np.ascontiguousarray(v, dtype=np.float64) for v in (expiry, first_exercise, strike, maturity, coupon, face)
+    )
     expiry, first, strike, maturity, coupon, face = floats
-    code, ex_frequency, frequency, spy = (np.ascontiguousarray(v, dtype=np.int64) for v in
-                                          (exercise_code, exercise_frequency, coupon_frequency, steps_per_year))
+    code, ex_frequency, frequency, spy = (
+        np.ascontiguousarray(v, dtype=np.int64)
+        for v in (exercise_code, exercise_frequency, coupon_frequency, steps_per_year)
+    )
     has_option = np.ascontiguousarray(has_option, dtype=np.bool_)
     n = len(maturity)
     counts = np.empty(n, dtype=np.int64)
-    over_rows(_time_form_counts, n, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option,
-              counts)
+    over_rows(
+        _time_form_counts, n, code, expiry, first, ex_frequency, maturity, coupon, frequency, spy, has_option, counts
+    )
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     m = offsets[-1]
-    table = EventTable(offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8),
-                       np.empty(m, np.float64))
-    over_rows(_time_form_fill, n, code, expiry, first, ex_frequency, strike, maturity, coupon, frequency, face, spy,
-              has_option, offsets, table.step, table.time, table.kind, table.amount)
+    table = EventTable(
+        offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8), np.empty(m, np.float64)
+    )
+    over_rows(
+        _time_form_fill,
+        n,
+        code,
+        expiry,
+        first,
+        ex_frequency,
+        strike,
+        maturity,
+        coupon,
+        frequency,
+        face,
+        spy,
+        has_option,
+        offsets,
+        table.step,
+        table.time,
+        table.kind,
+        table.amount,
+    )
     return table

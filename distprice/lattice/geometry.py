@@ -5,6 +5,7 @@ halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax +
 ``n = max(1, round(T * spy))`` steps for a redemption at T years.
 The geometry is computed once, when a portfolio is validated, and travels with its rows.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,12 +43,11 @@ class TreeGeometry:
         """:func:`node_steps` of each tree."""
         return node_steps(self.width, self.height)
 
-    def take(self, positions) -> "TreeGeometry":
+    def take(self, positions) -> TreeGeometry:
         """The geometry of the trees at ``positions`` (an index array or a boolean mask; consecutive positions:
         views)."""
         positions = consecutive(positions)
-        return TreeGeometry(**{f.name: np.asarray(getattr(self, f.name))[positions]
-                               for f in dataclasses.fields(self)})
+        return TreeGeometry(**{f.name: np.asarray(getattr(self, f.name))[positions] for f in dataclasses.fields(self)})
 
 
 def node_steps(width, height) -> np.ndarray:
@@ -60,9 +60,14 @@ def node_steps(width, height) -> np.ndarray:
 def consecutive(positions):
     """``positions`` (an index array) as a slice when they are consecutive and increasing (taking them then
     makes views, not copies); anything else as it is."""
-    if isinstance(positions, np.ndarray) and positions.dtype.kind in "iu" and positions.ndim == 1 and \
-            len(positions) and positions[-1] - positions[0] == len(positions) - 1 and \
-            (len(positions) < 2 or (np.diff(positions) == 1).all()):
+    if (
+        isinstance(positions, np.ndarray)
+        and positions.dtype.kind in "iu"
+        and positions.ndim == 1
+        and len(positions)
+        and positions[-1] - positions[0] == len(positions) - 1
+        and (len(positions) < 2 or (np.diff(positions) == 1).all())
+    ):
         return slice(int(positions[0]), int(positions[-1]) + 1)
     return positions
 
@@ -95,8 +100,14 @@ def branching(jmax: int, M: float):
     pm = 2.0 / 3.0 - x * x
     pd = 1.0 / 6.0 + (x * x - x) / 2.0
     top, bottom = x[-1], x[0]
-    pu[-1], pm[-1], pd[-1] = (7.0 / 6.0 + (top * top + 3.0 * top) / 2.0, -1.0 / 3.0 - top * top - 2.0 * top,
-                              1.0 / 6.0 + (top * top + top) / 2.0)
-    pu[0], pm[0], pd[0] = (1.0 / 6.0 + (bottom * bottom - bottom) / 2.0, -1.0 / 3.0 - bottom * bottom + 2.0 * bottom,
-                           7.0 / 6.0 + (bottom * bottom - 3.0 * bottom) / 2.0)
+    pu[-1], pm[-1], pd[-1] = (
+        7.0 / 6.0 + (top * top + 3.0 * top) / 2.0,
+        -1.0 / 3.0 - top * top - 2.0 * top,
+        1.0 / 6.0 + (top * top + top) / 2.0,
+    )
+    pu[0], pm[0], pd[0] = (
+        1.0 / 6.0 + (bottom * bottom - bottom) / 2.0,
+        -1.0 / 3.0 - bottom * bottom + 2.0 * bottom,
+        7.0 / 6.0 + (bottom * bottom - 3.0 * bottom) / 2.0,
+    )
     return pu, pm, pd

@@ -18,6 +18,7 @@ the kernels. Results come back as float64 arrays in the batch's row order. The a
 declared once, in :data:`KERNEL_ARGS`, in the order of the kernels' ``PORTFOLIO_PARAMS``, and what a launch
 says of its leaders in :data:`LEADER_ARGS` (``LEADER_PARAMS``; a test holds each pair together).
 """
+
 from __future__ import annotations
 
 import functools
@@ -30,8 +31,16 @@ from ..cuda import compile_module, require_cupy
 from ..errors import Fp32OverflowError
 from .batch import Batch
 from .groups import TreeGroups, batch_groups, shared_node_steps
-from .layouts import (FLAT_MAX_WIDTH, FLAT_NODES, WARP, choose_flat_shape, exclusive_cumsum, flat_layout,
-                      flat_shared_bytes, outer_layout)
+from .layouts import (
+    FLAT_MAX_WIDTH,
+    FLAT_NODES,
+    WARP,
+    choose_flat_shape,
+    exclusive_cumsum,
+    flat_layout,
+    flat_shared_bytes,
+    outer_layout,
+)
 
 WIDE_THREADS = 1024
 FLAT_REGISTERS = 64
@@ -43,10 +52,21 @@ C_TYPES = {"int": np.int32, "long long": np.int64, "double": np.float64, "unsign
 """numpy dtype of each C type of the kernels' arguments; ``real`` is the batch's precision."""
 
 KERNEL_ARGS = (
-    ("jmax", "int"), ("height", "int"), ("dt", "double"), ("dr", "double"), ("M", "double"),
-    ("is_call", "unsigned char"), ("curve", "int"), ("curve_offsets", "long long"), ("curve_t", "double"),
-    ("curve_z", "double"), ("event_offsets", "long long"), ("event_step", "int"), ("event_kind", "unsigned char"),
-    ("event_amount", "real"), ("option_from", "int"),
+    ("jmax", "int"),
+    ("height", "int"),
+    ("dt", "double"),
+    ("dr", "double"),
+    ("M", "double"),
+    ("is_call", "unsigned char"),
+    ("curve", "int"),
+    ("curve_offsets", "long long"),
+    ("curve_t", "double"),
+    ("curve_z", "double"),
+    ("event_offsets", "long long"),
+    ("event_step", "int"),
+    ("event_kind", "unsigned char"),
+    ("event_amount", "real"),
+    ("option_from", "int"),
 )
 """The arrays every pricing kernel reads (``PORTFOLIO_PARAMS`` of ``kernels/common.cuh``): name and C element
 type. ``event_amount`` is computed on the device (:func:`adjust`) from the events' times and raw amounts."""
@@ -65,8 +85,9 @@ ADJUST_THREADS = 128
 def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
     """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
     c_real = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(real)]
-    return compile_module(require_cupy(), source, ("-std=c++17", f"-DREAL={c_real}",
-                                                  *(f"-D{k}={v}" for k, v in defines)))
+    return compile_module(
+        require_cupy(), source, ("-std=c++17", f"-DREAL={c_real}", *(f"-D{k}={v}" for k, v in defines))
+    )
 
 
 @dataclass
@@ -109,15 +130,28 @@ def kernel_arrays(batch: Batch, names=None) -> dict[str, np.ndarray]:
     types, but ``event_amount``, which the device computes."""
     g, events = batch.geometry, batch.events
     source = {
-        "jmax": g.jmax, "height": g.height, "dt": g.dt, "dr": g.dr, "M": g.M, "is_call": batch.is_call,
-        "curve": batch.curve_index, "curve_offsets": batch.curve_offsets, "curve_t": batch.curve_t,
-        "curve_z": batch.curve_z, "event_offsets": events.offsets, "event_step": events.step,
-        "event_kind": events.kind, "option_from": batch.option_from, "event_time": events.time,
+        "jmax": g.jmax,
+        "height": g.height,
+        "dt": g.dt,
+        "dr": g.dr,
+        "M": g.M,
+        "is_call": batch.is_call,
+        "curve": batch.curve_index,
+        "curve_offsets": batch.curve_offsets,
+        "curve_t": batch.curve_t,
+        "curve_z": batch.curve_z,
+        "event_offsets": events.offsets,
+        "event_step": events.step,
+        "event_kind": events.kind,
+        "option_from": batch.option_from,
+        "event_time": events.time,
         "event_raw": events.amount,
     }
-    return {name: np.asarray(source[name]).astype(C_TYPES[ctype] or batch.real, copy=False)
-            for name, ctype in (*KERNEL_ARGS, *ADJUST_ARGS)
-            if name in source and (names is None or name in names)}
+    return {
+        name: np.asarray(source[name]).astype(C_TYPES[ctype] or batch.real, copy=False)
+        for name, ctype in (*KERNEL_ARGS, *ADJUST_ARGS)
+        if name in source and (names is None or name in names)
+    }
 
 
 @dataclass(frozen=True)
@@ -130,7 +164,7 @@ class DeviceBatch:
     bytes: int
     rows: int
 
-    def with_curves(self, batch: Batch) -> "DeviceBatch":
+    def with_curves(self, batch: Batch) -> DeviceBatch:
         """This device batch under the curves of ``batch`` (the same batch under another curve set, a market
         scenario: :meth:`Batch.with_curves`): the curve knots are copied and the events' amounts adjusted
         again on the device."""
@@ -139,14 +173,28 @@ class DeviceBatch:
         return _adjusted(device, {**self.args, **curves}, self.real, self.rows, self.bytes)
 
 
-def _adjusted(device: "_Device", args: dict, real, rows: int, previous_bytes: int = 0) -> DeviceBatch:
+def _adjusted(device: _Device, args: dict, real, rows: int, previous_bytes: int = 0) -> DeviceBatch:
     """``args`` with ``event_amount`` computed by ``kernels/adjust.cu`` under their curves."""
     amount = device.empty(max(len(args["event_time"]), 1), real)
     if rows:
         kernel = _module("adjust.cu", real).get_function("adjust_amounts")
-        kernel((-(-rows // ADJUST_THREADS),), (ADJUST_THREADS,),
-               (np.int32(rows), args["event_offsets"], args["event_step"], args["event_time"], args["event_raw"],
-                args["dt"], args["curve"], args["curve_offsets"], args["curve_t"], args["curve_z"], amount))
+        kernel(
+            (-(-rows // ADJUST_THREADS),),
+            (ADJUST_THREADS,),
+            (
+                np.int32(rows),
+                args["event_offsets"],
+                args["event_step"],
+                args["event_time"],
+                args["event_raw"],
+                args["dt"],
+                args["curve"],
+                args["curve_offsets"],
+                args["curve_t"],
+                args["curve_z"],
+                amount,
+            ),
+        )
     return DeviceBatch({**args, "event_amount": amount}, real, previous_bytes + device.bytes, rows)
 
 
@@ -161,6 +209,7 @@ def upload(batch: Batch) -> DeviceBatch:
 
 
 # ---- layouts and launches ----
+
 
 @dataclass(frozen=True)
 class WideLayout:
@@ -231,8 +280,16 @@ kernel's time is its longest trees' (one tree per thread): a second launch for t
 that costs more than the forward passes it saves (same book: 0.90x), so it prices every row alone."""
 
 
-def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: int | None = WARP, sort: bool = True,
-               threads: int | None = None, nodes: int | None = None) -> RunLayout:
+def layout_run(
+    batch: Batch,
+    kernel: str,
+    *,
+    share: bool | None = None,
+    lanes: int | None = WARP,
+    sort: bool = True,
+    threads: int | None = None,
+    nodes: int | None = None,
+) -> RunLayout:
     """The launches of a run of ``batch`` on the ``outer`` or ``flat`` engine (flat: trees wider than
     FLAT_MAX_WIDTH on the wide kernel). With ``share`` each group of rows that share a tree (:mod:`~.groups`)
     has one leader, its tallest row, priced first with its forward pass; the others follow in a second launch
@@ -254,8 +311,11 @@ def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: i
     shape = None
     if len(kinds.get("flat", ())):
         flat_rows = kinds["flat"]
-        shape = choose_flat_shape(width[flat_rows], height[flat_rows], nodes) if threads is None else (
-            nodes or FLAT_NODES, threads)
+        shape = (
+            choose_flat_shape(width[flat_rows], height[flat_rows], nodes)
+            if threads is None
+            else (nodes or FLAT_NODES, threads)
+        )
 
     def layout(kind: str, rows: np.ndarray):
         if kind == "outer":
@@ -282,8 +342,13 @@ def layout_run(batch: Batch, kernel: str, *, share: bool | None = None, lanes: i
         flat_rows = kinds["flat"]
         run = sum(launch.layout.thread_steps() // (2 if launch.followers else 1) for launch in flat)
         computed = shared_node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows])
-        detail.update(nodes=shape[0], threads=shape[1], bins=sum(launch.layout.bins for launch in flat),
-                      flat_rows=len(flat_rows), occupancy=computed / max(run, 1))
+        detail.update(
+            nodes=shape[0],
+            threads=shape[1],
+            bins=sum(launch.layout.bins for launch in flat),
+            flat_rows=len(flat_rows),
+            occupancy=computed / max(run, 1),
+        )
     if "outer" in kinds:
         detail.update(outer_rows=n)
     if len(kinds.get("wide", ())):
@@ -301,23 +366,56 @@ def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option,
     if launch.kernel == "outer":
         kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
         n = len(layout.order)
-        args = (*leading, np.int32(n), device.put(rows_idx[layout.order]), np.int32(layout.lanes),
-                device.put(layout.row_base), device.put(layout.pitch), device.put(layout.alpha_base),
-                device.empty(max(layout.row_elements, 1), real), alphas, *leaders, bond, option)
+        args = (
+            *leading,
+            np.int32(n),
+            device.put(rows_idx[layout.order]),
+            np.int32(layout.lanes),
+            device.put(layout.row_base),
+            device.put(layout.pitch),
+            device.put(layout.alpha_base),
+            device.empty(max(layout.row_elements, 1), real),
+            alphas,
+            *leaders,
+            bond,
+            option,
+        )
         return (lambda: kernel((-(-n // OUTER_THREADS),), (OUTER_THREADS,), args)), alphas
     if launch.kernel == "flat":
-        build = {"FLAT_NODES": layout.nodes, "FLAT_MAX_THREADS": layout.threads,
-                 "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)), **dict(defines)}
+        build = {
+            "FLAT_NODES": layout.nodes,
+            "FLAT_MAX_THREADS": layout.threads,
+            "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)),
+            **dict(defines),
+        }
         kernel = _module("flat.cu", real, tuple(sorted(build.items()))).get_function("flat_price")
         shared = flat_shared_bytes(layout, real)
         kernel.max_dynamic_shared_size_bytes = shared
-        args = (*leading, device.put(rows_idx[layout.order]), device.put(layout.bin_first),
-                device.put(layout.node_offset), device.put(layout.bin_height), device.put(layout.alpha_base),
-                alphas, *leaders, bond, option)
+        args = (
+            *leading,
+            device.put(rows_idx[layout.order]),
+            device.put(layout.bin_first),
+            device.put(layout.node_offset),
+            device.put(layout.bin_height),
+            device.put(layout.alpha_base),
+            alphas,
+            *leaders,
+            bond,
+            option,
+        )
         return (lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)), alphas
     kernel = _module("wide.cu", real, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
-    args = (*leading, device.put(rows_idx), device.put(layout.row_base), device.put(layout.alpha_base),
-            device.empty(layout.row_elements, real), alphas, *leaders, bond, option)
+    args = (
+        *leading,
+        device.put(rows_idx),
+        device.put(layout.row_base),
+        device.put(layout.alpha_base),
+        device.empty(layout.row_elements, real),
+        alphas,
+        *leaders,
+        bond,
+        option,
+    )
     return (lambda: kernel((len(rows_idx),), (WIDE_THREADS,), args)), alphas
 
 
@@ -352,16 +450,28 @@ class PendingRun:
         bad = np.flatnonzero(~np.isfinite(bond) | ~np.isfinite(option))
         if self.check_finite and len(bad):
             if self.real == np.float32:
-                raise Fp32OverflowError(f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); "
-                                        "price them in fp64")
+                raise Fp32OverflowError(
+                    f"fp32 overflowed on {len(bad)} rows (first: batch row {bad[0]}); price them in fp64"
+                )
             raise RuntimeError(f"the {self.kernel} kernel left {len(bad)} rows unpriced (first: batch row {bad[0]})")
         return GpuRun(bond, option, seconds, self.device_bytes, self.detail)
 
 
-def start_gpu(batch: Batch, kernel: str, *, share: bool | None = None, lanes: int | None = WARP, sort: bool = True,
-              threads: int | None = None, nodes: int | None = None, defines: tuple = (),
-              check_finite: bool = True, device_batch: DeviceBatch | None = None,
-              layouts: RunLayout | None = None, time_upload: bool = False) -> PendingRun:
+def start_gpu(
+    batch: Batch,
+    kernel: str,
+    *,
+    share: bool | None = None,
+    lanes: int | None = WARP,
+    sort: bool = True,
+    threads: int | None = None,
+    nodes: int | None = None,
+    defines: tuple = (),
+    check_finite: bool = True,
+    device_batch: DeviceBatch | None = None,
+    layouts: RunLayout | None = None,
+    time_upload: bool = False,
+) -> PendingRun:
     """Lays out, uploads and launches as :func:`price_gpu` does, without waiting for the kernels, so that
     the host can prepare the next batch meanwhile. ``layouts`` (a :class:`PendingRun`'s, for the same batch
     and kernel) skips the layout; ``time_upload`` waits for the copies to time them."""
@@ -387,8 +497,10 @@ def start_gpu(batch: Batch, kernel: str, *, share: bool | None = None, lanes: in
     none = {name: device.empty(1, types[name]) for name in ("leader_at", "leader_stride", "leader_alphas")}
     places = {}
     if any(launch.followers for launch in layouts.launches):
-        places = {name: device.put(getattr(layouts, name).astype(types[name], copy=False))
-                  for name in ("leader_at", "leader_stride")}
+        places = {
+            name: device.put(getattr(layouts, name).astype(types[name], copy=False))
+            for name in ("leader_at", "leader_stride")
+        }
     launches, leader_alphas = [], {}
     for launch in layouts.launches:
         given = {**none, "followers": types["followers"](0)}
@@ -408,8 +520,20 @@ def start_gpu(batch: Batch, kernel: str, *, share: bool | None = None, lanes: in
     for launch in launches:
         launch()
     stopped.record()
-    return PendingRun(cupy, kernel, real, bond, option, started, stopped, seconds, device.bytes,
-                      dict(layouts.detail), check_finite, layouts)
+    return PendingRun(
+        cupy,
+        kernel,
+        real,
+        bond,
+        option,
+        started,
+        stopped,
+        seconds,
+        device.bytes,
+        dict(layouts.detail),
+        check_finite,
+        layouts,
+    )
 
 
 def price_gpu(batch: Batch, kernel: str, **options) -> GpuRun:

@@ -2,6 +2,7 @@
 the device and rolled back under many curve bumps. The batch is uploaded and the kernels compiled as the GPU
 pricing engines' are (:mod:`~.gpu`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +69,11 @@ def _kept_rows(top: np.ndarray, height: np.ndarray):
 
 def _risk_kernel(name: str):
     """A kernel of ``kernels/risk.cu`` (fp64; one module for all three)."""
-    defines = (("RISK_THREADS", RISK_THREADS), ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW),
-               ("RISK_BLOCK_NODES", RISK_BLOCK_NODES))
+    defines = (
+        ("RISK_THREADS", RISK_THREADS),
+        ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW),
+        ("RISK_BLOCK_NODES", RISK_BLOCK_NODES),
+    )
     return _module("risk.cu", np.dtype(np.float64), defines).get_function(name)
 
 
@@ -113,8 +117,9 @@ class GpuRisk:
         q_at[alone[layout.order]] = layout.row_base[slots // WARP] + slots % WARP
         # trees blocks run: a forward pass per group of trees that share one, after them in the tables
         r = rows[shared]
-        groups = tree_groups(TreeGeometry(g.dt[r], dr[shared], g.M[r], g.jmax[r], g.width[r], g.height[r]),
-                             self.batch.curve_index[r])
+        groups = tree_groups(
+            TreeGeometry(g.dt[r], dr[shared], g.M[r], g.jmax[r], g.width[r], g.height[r]), self.batch.curve_index[r]
+        )
         leaders = shared[groups.leader]
         kept = kept_states(groups.group, cut[shared], g.jmax[rows[leaders]])
         runs, alpha_total = exclusive_cumsum(height[leaders].astype(np.int64))
@@ -125,22 +130,59 @@ class GpuRisk:
         keep[:, leaders] = kept.offsets[:-1], kept.offsets[1:]
         device = _Device(cupy)
         alphas = device.empty(max(layout.alpha_elements + alpha_total, 1), np.float64)
-        state = {"alphas": alphas, "alpha_at": device.put(alpha_at), "rows": device.put(rows),
-                 "dr": device.put(dr), "cut": device.put(cut), "q_at": device.put(q_at),
-                 "saved": device.empty(max(layout.row_elements + kept.size, 1), np.float64)}
+        state = {
+            "alphas": alphas,
+            "alpha_at": device.put(alpha_at),
+            "rows": device.put(rows),
+            "dr": device.put(dr),
+            "cut": device.put(cut),
+            "q_at": device.put(q_at),
+            "saved": device.empty(max(layout.row_elements + kept.size, 1), np.float64),
+        }
         if len(alone):
             _risk_kernel("risk_forward")(
-                (-(-len(alone) // RISK_THREADS),), (RISK_THREADS,),
-                (*self._leading(), np.int32(len(alone)), device.put(alone[layout.order]), state["rows"], state["dr"],
-                 np.int32(WARP), device.put(layout.row_base), state["alpha_at"],
-                 device.empty(max(layout.row_elements, 1), np.float64), alphas, state["cut"], state["saved"]))
+                (-(-len(alone) // RISK_THREADS),),
+                (RISK_THREADS,),
+                (
+                    *self._leading(),
+                    np.int32(len(alone)),
+                    device.put(alone[layout.order]),
+                    state["rows"],
+                    state["dr"],
+                    np.int32(WARP),
+                    device.put(layout.row_base),
+                    state["alpha_at"],
+                    device.empty(max(layout.row_elements, 1), np.float64),
+                    alphas,
+                    state["cut"],
+                    state["saved"],
+                ),
+            )
         kernel = _risk_kernel("risk_forward_block")
-        keeping = (device.put(keep[0]), device.put(keep[1]), device.put(kept.steps),
-                   device.put(layout.row_elements + kept.rows + 1))
+        keeping = (
+            device.put(keep[0]),
+            device.put(keep[1]),
+            device.put(kept.steps),
+            device.put(layout.row_elements + kept.rows + 1),
+        )
         for span, threads, chosen in _block_launches(width, height, leaders):
-            _launch_blocks(kernel, chosen, threads, RISK_FORWARD_ROWS * span * 8,
-                           (*self._leading(), device.put(chosen), np.int32(span), state["rows"], state["dr"],
-                            state["alpha_at"], alphas, *keeping, state["saved"]))
+            _launch_blocks(
+                kernel,
+                chosen,
+                threads,
+                RISK_FORWARD_ROWS * span * 8,
+                (
+                    *self._leading(),
+                    device.put(chosen),
+                    np.int32(span),
+                    state["rows"],
+                    state["dr"],
+                    state["alpha_at"],
+                    alphas,
+                    *keeping,
+                    state["saved"],
+                ),
+            )
         return Trees(rows, np.asarray(volatility, np.float64), np.asarray(dr, np.float64), state)
 
     def roll(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
@@ -149,20 +191,31 @@ class GpuRisk:
         dz = np.ascontiguousarray(dz, np.float64)
         bond, option = np.full(dz.shape[:2], np.nan), np.full(dz.shape[:2], np.nan)
         blocks = _by_blocks(g.width[trees.rows[tasks]])
-        for chosen, roll in ((np.flatnonzero(blocks), self._roll_blocks),
-                             (np.flatnonzero(~blocks), self._roll_threads)):
+        for chosen, roll in (
+            (np.flatnonzero(blocks), self._roll_blocks),
+            (np.flatnonzero(~blocks), self._roll_threads),
+        ):
             if len(chosen):
                 bond[chosen], option[chosen] = roll(trees, tasks[chosen], grid, dz[chosen])
         return bond, option
 
-    def _arguments(self, trees: Trees, device: _Device, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray,
-                   lanes: int):
+    def _arguments(
+        self, trees: Trees, device: _Device, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray, lanes: int
+    ):
         """What both roll kernels read after the batch's arrays, up to their own layout's arguments (``lanes``:
         the stride of the trees' exp(-alpha dt) values, WARP for trees a thread ran forward, 1 for a block's)."""
         state = trees.state
-        return {"tasks": device.put(tasks), "tree_row": state["rows"], "tree_dr": state["dr"],
-                "alpha_at": state["alpha_at"], "alpha_lanes": np.int32(lanes), "bumps": np.int32(dz.shape[1]),
-                "knots": np.int32(len(grid)), "grid": device.put(np.asarray(grid, np.float64)), "dz": device.put(dz)}
+        return {
+            "tasks": device.put(tasks),
+            "tree_row": state["rows"],
+            "tree_dr": state["dr"],
+            "alpha_at": state["alpha_at"],
+            "alpha_lanes": np.int32(lanes),
+            "bumps": np.int32(dz.shape[1]),
+            "knots": np.int32(len(grid)),
+            "grid": device.put(np.asarray(grid, np.float64)),
+            "dz": device.put(dz),
+        }
 
     def _roll_blocks(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
         """``risk_roll_block``: a block per (task, bump), launched per warp count, longest trees first; each
@@ -200,8 +253,14 @@ class GpuRisk:
         common = self._arguments(trees, device, tasks, grid, dz, 1)
         out_bond, out_option = device.poisoned(len(tasks) * bumps), device.poisoned(len(tasks) * bumps)
         snapshots = device.empty(max(int(kept_total), 1), np.float64)
-        keeping = (device.put(top.astype(np.int32)), device.put(item_from), device.put(save_offsets),
-                   device.put(kept_step.astype(np.int32)), device.put(kept_at), snapshots)
+        keeping = (
+            device.put(top.astype(np.int32)),
+            device.put(item_from),
+            device.put(save_offsets),
+            device.put(kept_step.astype(np.int32)),
+            device.put(kept_at),
+            snapshots,
+        )
         kernel = _risk_kernel("risk_roll_block")
         state = trees.state
         for first in (True, False):  # bump 0 of every task, then the bumps that take its rows
@@ -209,12 +268,36 @@ class GpuRisk:
                 items = (mine[:, None] * bumps + (np.arange(1) if first else np.arange(1, bumps))).ravel()
                 if not len(items):
                     continue
-                _launch_blocks(kernel, items, threads, (RISK_ROLL_ROWS * span + threads + RISK_EVENT_WINDOW) * 8,
-                               (*self._leading(), self.device.args["event_time"], device.put(items), np.int32(span),
-                                common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"],
-                                common["alpha_lanes"], common["bumps"], common["knots"], common["grid"], common["dz"],
-                                state["alphas"], out_bond, out_option, state["cut"], state["q_at"], np.int32(1),
-                                state["saved"], self.embedded, *keeping))
+                _launch_blocks(
+                    kernel,
+                    items,
+                    threads,
+                    (RISK_ROLL_ROWS * span + threads + RISK_EVENT_WINDOW) * 8,
+                    (
+                        *self._leading(),
+                        self.device.args["event_time"],
+                        device.put(items),
+                        np.int32(span),
+                        common["tasks"],
+                        common["tree_row"],
+                        common["tree_dr"],
+                        common["alpha_at"],
+                        common["alpha_lanes"],
+                        common["bumps"],
+                        common["knots"],
+                        common["grid"],
+                        common["dz"],
+                        state["alphas"],
+                        out_bond,
+                        out_option,
+                        state["cut"],
+                        state["q_at"],
+                        np.int32(1),
+                        state["saved"],
+                        self.embedded,
+                        *keeping,
+                    ),
+                )
         return cupy.asnumpy(out_bond).reshape(-1, bumps), cupy.asnumpy(out_option).reshape(-1, bumps)
 
     def _roll_threads(self, trees: Trees, tasks: np.ndarray, grid: np.ndarray, dz: np.ndarray):
@@ -229,19 +312,44 @@ class GpuRisk:
         state = trees.state
         for p in np.unique(part_of):
             part = np.flatnonzero(part_of == p)
-            items = len(part) * bumps   # item k * bumps + b: task part[k] under bump b
+            items = len(part) * bumps  # item k * bumps + b: task part[k] under bump b
             device = _Device(cupy)
             common = self._arguments(trees, device, tasks[part], grid, dz[part], WARP)
-            layout = outer_layout(np.repeat(g.width[rows[part]], bumps), np.repeat(g.height[rows[part]], bumps),
-                                  lanes=WARP)
+            layout = outer_layout(
+                np.repeat(g.width[rows[part]], bumps), np.repeat(g.height[rows[part]], bumps), lanes=WARP
+            )
             out_bond, out_option = device.poisoned(items), device.poisoned(items)
-            kernel((-(-items // RISK_THREADS),), (RISK_THREADS,),
-                   (*self._leading(), self.device.args["event_time"], np.int32(items), device.put(layout.order),
-                    common["tasks"], common["tree_row"], common["tree_dr"], common["alpha_at"], common["alpha_lanes"],
-                    common["bumps"], common["knots"], common["grid"], common["dz"], np.int32(WARP),
-                    device.put(layout.row_base), device.put(layout.pitch),
-                    device.empty(max(layout.row_elements, 1), np.float64), state["alphas"], out_bond, out_option,
-                    state["cut"], state["q_at"], np.int32(WARP), state["saved"], self.embedded))
+            kernel(
+                (-(-items // RISK_THREADS),),
+                (RISK_THREADS,),
+                (
+                    *self._leading(),
+                    self.device.args["event_time"],
+                    np.int32(items),
+                    device.put(layout.order),
+                    common["tasks"],
+                    common["tree_row"],
+                    common["tree_dr"],
+                    common["alpha_at"],
+                    common["alpha_lanes"],
+                    common["bumps"],
+                    common["knots"],
+                    common["grid"],
+                    common["dz"],
+                    np.int32(WARP),
+                    device.put(layout.row_base),
+                    device.put(layout.pitch),
+                    device.empty(max(layout.row_elements, 1), np.float64),
+                    state["alphas"],
+                    out_bond,
+                    out_option,
+                    state["cut"],
+                    state["q_at"],
+                    np.int32(WARP),
+                    state["saved"],
+                    self.embedded,
+                ),
+            )
             bond[part] = cupy.asnumpy(out_bond).reshape(len(part), bumps)
             option[part] = cupy.asnumpy(out_option).reshape(len(part), bumps)
         return bond, option

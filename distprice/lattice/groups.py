@@ -14,14 +14,15 @@ Work is counted as the rest of the package counts it, over full rectangles: a fo
 node-steps per group (its leader's) and a backward pass of width x height per row, where pricing every row
 alone costs 2 x width x height per row (:func:`~.geometry.node_steps`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numba
-from numba import literal_unroll
 import numpy as np
 import pandas as pd
+from numba import literal_unroll
 
 from ..curves import ZeroCurve
 from .batch import Batch
@@ -43,7 +44,7 @@ class TreeGroups:
         return len(self.leader)
 
     @classmethod
-    def alone(cls, rows: int) -> "TreeGroups":
+    def alone(cls, rows: int) -> TreeGroups:
         """Every row its own group: what an engine prices with sharing off."""
         every = np.arange(rows, dtype=np.int64)
         return cls(every, every, np.ones(rows, dtype=np.int64))

@@ -7,11 +7,12 @@ into the canonical, typed columns the engines read, lists every rule each row br
 tree geometry once; :meth:`Prepared.instruments` hands the valid rows, with their geometry, to the engines.
 Rates are decimals (0.05 = 5 %); time-form prices are in the units of ``face``, dated prices in % of face.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numba
 import numpy as np
@@ -31,8 +32,15 @@ INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
 OPTION_TYPES = ("call", "put")
 EXERCISES = tuple(EXERCISE_CODES)
 IMPLIED_OPTION_TYPE = {"callable_bond": "call", "puttable_bond": "put"}
-OPTION_COLUMNS = ("option_type", "strike", "expiry", "first_exercise", "exercise_frequency", "expiry_date",
-                  "first_exercise_date")
+OPTION_COLUMNS = (
+    "option_type",
+    "strike",
+    "expiry",
+    "first_exercise",
+    "exercise_frequency",
+    "expiry_date",
+    "first_exercise_date",
+)
 """Columns of an option; a plain ``bond`` leaves them empty."""
 TIME_COLUMNS = ("maturity", "expiry", "first_exercise", "exercise_frequency")
 """Columns of time-form rows only."""
@@ -77,9 +85,26 @@ ENUM_COLUMNS = {
     "option_type": (None, OPTION_TYPES),
     "exercise": ("european", EXERCISES),
 }
-PORTFOLIO_COLUMNS = ("id", "instrument", "option_type", "exercise", "strike", "expiry", "first_exercise",
-                     "exercise_frequency", "maturity", "coupon", "coupon_frequency", "face",
-                     "mean_reversion", "volatility", "steps_per_year", "curve", "quantity", "valuation")
+PORTFOLIO_COLUMNS = (
+    "id",
+    "instrument",
+    "option_type",
+    "exercise",
+    "strike",
+    "expiry",
+    "first_exercise",
+    "exercise_frequency",
+    "maturity",
+    "coupon",
+    "coupon_frequency",
+    "face",
+    "mean_reversion",
+    "volatility",
+    "steps_per_year",
+    "curve",
+    "quantity",
+    "valuation",
+)
 """The canonical columns; a dated row holds its redemption time (years of its tree) in ``maturity``;
 ``valuation`` is the day number of the row's valuation date (``NO_DATE`` for a time-form row priced without
 one)."""
@@ -118,7 +143,9 @@ class _Checker:
         flagged = {}
         for column in {p.column for p in problems}:
             rows = [found[0] for found in self._found if not isinstance(found, list) and found[1] == column]
-            rows += [[q.position for q in found if q.column == column] for found in self._found if isinstance(found, list)]
+            rows += [
+                [q.position for q in found if q.column == column] for found in self._found if isinstance(found, list)
+            ]
             flagged[column] = set(np.concatenate(rows).tolist()) if rows else set()
         kept = [p for p in problems if p.position not in flagged[p.column]]
         for p in kept:
@@ -127,8 +154,10 @@ class _Checker:
 
     def problems(self) -> list[Problem]:
         """Every problem found, by row, and within a row in the order the rules were checked."""
-        positions = [found[0] if not isinstance(found, list) else np.array([p.position for p in found], np.int64)
-                     for found in self._found]
+        positions = [
+            found[0] if not isinstance(found, list) else np.array([p.position for p in found], np.int64)
+            for found in self._found
+        ]
         if not positions:
             return []
         chunk = np.repeat(np.arange(len(positions)), [len(p) for p in positions])
@@ -169,7 +198,7 @@ class Prepared:
     is_dated: np.ndarray
     dated: DatedRows | None = None
 
-    def instruments(self) -> "Instruments":
+    def instruments(self) -> Instruments:
         """The valid rows, renumbered from 0, with their geometry: what the engines price."""
         return Instruments(self.table, self.geometry, self.is_dated, self.dated).take(np.flatnonzero(self.valid))
 
@@ -193,7 +222,7 @@ class Instruments:
         """Node-steps of pricing every row once (forward and backward passes, full rectangles)."""
         return float(self.geometry.node_steps.sum())
 
-    def take(self, positions, columns=None) -> "Instruments":
+    def take(self, positions, columns=None) -> Instruments:
         """The rows at ``positions`` (an index array), renumbered from 0; all rows in order: these, no copy;
         consecutive rows: views. ``columns``: only these columns of the table when rows are taken (those a
         reader needs: taking the text of ids it does not read costs more than the rest)."""
@@ -203,8 +232,12 @@ class Instruments:
         span = consecutive(positions)
         is_dated = self.is_dated[span]
         table = self.table if columns is None else self.table[list(columns)]
-        return Instruments(table.iloc[span].reset_index(drop=True), self.geometry.take(positions),
-                           is_dated, self.dated.take(positions) if self.dated is not None and is_dated.any() else None)
+        return Instruments(
+            table.iloc[span].reset_index(drop=True),
+            self.geometry.take(positions),
+            is_dated,
+            self.dated.take(positions) if self.dated is not None and is_dated.any() else None,
+        )
 
 
 def _given_dates(column: pd.Series) -> np.ndarray:
@@ -230,14 +263,16 @@ def _enum(raw: pd.Series | None, n: int, default, choices, column: str, check: _
     codes, labels = factorized(raw)
     normal = pd.Series(labels, dtype="string").str.strip().str.lower().fillna("")
     known = np.array([value in choices for value in normal] + [True], dtype=bool)
-    index = np.array([choices.index(value) if ok else fallback for value, ok in zip(normal, known)] + [fallback],
-                     dtype=np.int64)
+    index = np.array(
+        [choices.index(value) if ok else fallback for value, ok in zip(normal, known)] + [fallback], dtype=np.int64
+    )
     check.flag(~known[codes], column, f"must be one of {', '.join(choices)}")
     return index[codes]
 
 
-def _number(raw: pd.Series | None, n: int, default, column: str, check: _Checker, required,
-            present: np.ndarray | None) -> np.ndarray:
+def _number(
+    raw: pd.Series | None, n: int, default, column: str, check: _Checker, required, present: np.ndarray | None
+) -> np.ndarray:
     """A numeric column as float64 (NaN where missing without a default): the column's own values when they are
     float64 and none is missing, else a new array; ``required`` marks the rows that need a value when the column
     has no default; ``present`` is ``raw.notna()``."""
@@ -394,7 +429,7 @@ def _repeated(keys, bits):
         if start[b + 1] - start[b] < 2:
             continue
         slot = np.full(size, -1, dtype=np.int64)  # the position of the slot's key; -1: empty
-        again = np.zeros(size, dtype=np.bool_)     # the slot's key was met again
+        again = np.zeros(size, dtype=np.bool_)  # the slot's key was met again
         for j in range(start[b], start[b + 1]):
             i = order[j]
             s = np.int64(((keys[i] * _PROBE) >> np.uint64(32)) & np.uint64(size - 1))
@@ -435,9 +470,9 @@ def _string_hashes(text: pa.ChunkedArray) -> np.ndarray:
             chunk = chunk.cast(pa.string())
         _, offsets, data = chunk.buffers()
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset:chunk.offset + len(chunk) + 1]
+        offsets = np.frombuffer(offsets, dtype=width)[chunk.offset : chunk.offset + len(chunk) + 1]
         data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-        _fnv1a(offsets.astype(np.int64), data, out[start:start + len(chunk)])
+        _fnv1a(offsets.astype(np.int64), data, out[start : start + len(chunk)])
         start += len(chunk)
     return out
 
@@ -451,9 +486,18 @@ def _fnv1a(offsets, data, out):
         out[r] = h
 
 
-def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limits = Limits(), *,
-            as_of: int = NO_DATE, exercise_schedule: ExerciseSchedule | Callable | None = None, curve_sets=None,
-            models: pd.DataFrame | None = None, first_row: int = 0, unique_ids: bool = True) -> Prepared:
+def prepare(
+    portfolio: pd.DataFrame,
+    curves: dict[str, ZeroCurve],
+    limits: Limits = Limits(),
+    *,
+    as_of: int = NO_DATE,
+    exercise_schedule: ExerciseSchedule | Callable | None = None,
+    curve_sets=None,
+    models: pd.DataFrame | None = None,
+    first_row: int = 0,
+    unique_ids: bool = True,
+) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
     ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
@@ -471,13 +515,17 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     a problem's message is written for the rows that break a rule only.
     """
     n = len(portfolio)
-    raw = {c: portfolio[c] if c in portfolio.columns else None for c in
-           (*PORTFOLIO_COLUMNS, *DATE_COLUMNS, "maturity_date")}
+    raw = {
+        c: portfolio[c] if c in portfolio.columns else None
+        for c in (*PORTFOLIO_COLUMNS, *DATE_COLUMNS, "maturity_date")
+    }
     check = _Checker(raw["id"], n, first_row)
     if models is not None and "model" in portfolio.columns:
         _join_models(raw, portfolio["model"], models, check)
-    present = {c: _present(raw[c], n) for c in dict.fromkeys(("id", *OPTION_COLUMNS, *TIME_COLUMNS, *FLOAT_COLUMNS,
-                                                               *INT_COLUMNS))}
+    present = {
+        c: _present(raw[c], n)
+        for c in dict.fromkeys(("id", *OPTION_COLUMNS, *TIME_COLUMNS, *FLOAT_COLUMNS, *INT_COLUMNS))
+    }
     id_missing = ~present["id"]
     check.flag(id_missing, "id", "is required")
     if unique_ids:
@@ -497,8 +545,9 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
         low, high = _outside(values, -np.inf if bound is None else bound, strict, top)
         if bound is not None:
             check.flag(low, name, f"must be {'>' if strict else '>='} {bound:g}")
-        check.flag(high, name, f"must be at most {top:g}" if bound is not None else
-                   f"must be between {-top:g} and {top:g}")
+        check.flag(
+            high, name, f"must be at most {top:g}" if bound is not None else f"must be between {-top:g} and {top:g}"
+        )
         columns[name] = values
     for name, (default, bound, top) in INT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, everywhere, present[name])
@@ -518,18 +567,28 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     for kind, implied in IMPLIED_OPTION_TYPE.items():
         is_kind = instrument == INSTRUMENTS.index(kind)
         implied = OPTION_TYPES.index(implied)
-        check.flag(is_kind & given & (option_type != implied), "option_type",
-                   f"a {kind} implies option_type {OPTION_TYPES[implied]}")
+        check.flag(
+            is_kind & given & (option_type != implied),
+            "option_type",
+            f"a {kind} implies option_type {OPTION_TYPES[implied]}",
+        )
         option_type = np.where(is_kind, implied, option_type)
-    check.flag((instrument == INSTRUMENTS.index("bond_option")) & ~present["option_type"], "option_type",
-               "is required for a bond_option")
+    check.flag(
+        (instrument == INSTRUMENTS.index("bond_option")) & ~present["option_type"],
+        "option_type",
+        "is required for a bond_option",
+    )
     option_type = np.where(option_type < 0, OPTION_TYPES.index("call"), option_type)
     for name in OPTION_COLUMNS:
         check.flag(~has_option & present[name], name, "must be empty for a bond (it has no option)")
     for name in TIME_COLUMNS:
-        check.flag(is_dated & present[name], name, "is for rows in years; a row with a maturity_date gives "
-                                                   + ("expiry_date" if name == "expiry" else "first_exercise_date"
-                                                      if name == "first_exercise" else "dates") + " instead")
+        check.flag(
+            is_dated & present[name],
+            name,
+            "is for rows in years; a row with a maturity_date gives "
+            + ("expiry_date" if name == "expiry" else "first_exercise_date" if name == "first_exercise" else "dates")
+            + " instead",
+        )
     for name in DATE_COLUMNS:
         check.flag(~is_dated & present[name], name, "is for dated rows (a row with a maturity_date)")
 
@@ -537,14 +596,19 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
     timed = ~is_dated
     with np.errstate(invalid="ignore"):
         check.flag(timed & has_option & (c["expiry"] > c["maturity"]), "expiry", "must be <= maturity")
-        check.flag(timed & (c["coupon"] > 0) & (c["coupon_frequency"] < 1), "coupon_frequency",
-                   "must be >= 1 when coupon > 0")
-        check.flag(timed & has_option & (exercise != EUROPEAN) & (c["first_exercise"] > c["expiry"]),
-                   "first_exercise", "must be <= expiry")
+        check.flag(
+            timed & (c["coupon"] > 0) & (c["coupon_frequency"] < 1), "coupon_frequency", "must be >= 1 when coupon > 0"
+        )
+        check.flag(
+            timed & has_option & (exercise != EUROPEAN) & (c["first_exercise"] > c["expiry"]),
+            "first_exercise",
+            "must be <= expiry",
+        )
 
     dated = None
-    days_per_year = np.array([curves[name].days_per_year if name in curves else 365 for name in curve.labels],
-                             dtype=np.int64)[curve.codes]
+    days_per_year = np.array(
+        [curves[name].days_per_year if name in curves else 365 for name in curve.labels], dtype=np.int64
+    )[curve.codes]
     if is_dated.any():
         rows = np.flatnonzero(is_dated)
 
@@ -553,32 +617,63 @@ def prepare(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], limits: Limit
             return (given if given is not None else ExerciseSchedule.empty(n)).take(rows)
 
         with stage("schedules"):
-            part, problems = read_dated(portfolio, rows, as_of, days_per_year[rows], schedule, exercise[rows],
-                                        has_option[rows], c["strike"][rows], check.where)
+            part, problems = read_dated(
+                portfolio,
+                rows,
+                as_of,
+                days_per_year[rows],
+                schedule,
+                exercise[rows],
+                has_option[rows],
+                c["strike"][rows],
+                check.where,
+            )
         check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
     c["valuation"] = np.where(is_dated, dated.valuation, as_of) if dated is not None else np.full(n, as_of)
-    by_date = np.array([name in curves and curves[name].dates is not None for name in curve.labels],
-                       dtype=bool)[curve.codes]
-    check.flag(by_date & ~is_dated & (as_of == NO_DATE), "curve",
-               "has knots by date: give the job's valuation date (as_of) to price a row in years on it")
+    by_date = np.array([name in curves and curves[name].dates is not None for name in curve.labels], dtype=bool)[
+        curve.codes
+    ]
+    check.flag(
+        by_date & ~is_dated & (as_of == NO_DATE),
+        "curve",
+        "has knots by date: give the job's valuation date (as_of) to price a row in years on it",
+    )
 
-    geometry = tree_geometry(np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
-                             np.where(c["volatility"] > 0, c["volatility"], 1.0),
-                             np.nan_to_num(c["maturity"]), c["steps_per_year"])
+    geometry = tree_geometry(
+        np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
+        np.where(c["volatility"] > 0, c["volatility"], 1.0),
+        np.nan_to_num(c["maturity"]),
+        c["steps_per_year"],
+    )
     if dated is not None:
         heights = dated.steps(dated.redemption_day, c["steps_per_year"])
-        geometry = TreeGeometry(geometry.dt, geometry.dr, geometry.M, geometry.jmax, geometry.width,
-                                np.where(is_dated, heights, geometry.height))
-    check.flag((c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
-               "mean_reversion", f"gives a tree wider than {limits.max_width} nodes "
-                                 "(raise mean_reversion or lower steps_per_year)")
-    check.flag(geometry.height > limits.max_height, "maturity",
-               f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)")
+        geometry = TreeGeometry(
+            geometry.dt,
+            geometry.dr,
+            geometry.M,
+            geometry.jmax,
+            geometry.width,
+            np.where(is_dated, heights, geometry.height),
+        )
+    check.flag(
+        (c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
+        "mean_reversion",
+        f"gives a tree wider than {limits.max_width} nodes (raise mean_reversion or lower steps_per_year)",
+    )
+    check.flag(
+        geometry.height > limits.max_height,
+        "maturity",
+        f"gives a tree taller than {limits.max_height} steps (lower steps_per_year)",
+    )
     events = _event_counts(c, exercise, is_dated, dated, has_option)
-    check.flag(events > limits.max_events, "exercise", f"gives more than {limits.max_events} events (coupons and "
-                                                       "exercise dates): lower a frequency or shorten the window")
+    check.flag(
+        events > limits.max_events,
+        "exercise",
+        f"gives more than {limits.max_events} events (coupons and "
+        "exercise dates): lower a frequency or shorten the window",
+    )
     _check_rates(check, curve, known_label, curve_sets or [curves], geometry)
 
     c["instrument"] = _labels(INSTRUMENTS, instrument)
@@ -610,8 +705,11 @@ def _curve_codes(raw: pd.Series | None, n: int) -> _Curves:
 
 def _unknown_curve(name: str, curves: dict, given: bool) -> str:
     """The rule a row breaks when its curve (``default`` when the portfolio names none) is not in ``curves``."""
-    rule = f"names the curve {name!r}, which is not in the curves input" if given else \
-        f"names no curve, and the curves input has no curve {name!r}"
+    rule = (
+        f"names the curve {name!r}, which is not in the curves input"
+        if given
+        else f"names no curve, and the curves input has no curve {name!r}"
+    )
     if set(curves) <= set(builtin_curves()):
         return rule + f": no curves were given (--curves, or curves=); the built-in curve is {', '.join(curves)!r}"
     return rule + f" ({', '.join(sorted(curves))})"
@@ -649,8 +747,9 @@ def _event_counts(c: dict, exercise: np.ndarray, is_dated, dated, has_option) ->
     exercises[exercise == EUROPEAN] = 1
     if dated is not None:
         dates = dated.expiry != NO_DATE
-        span = np.where(dates, (np.where(dates, dated.expiry, 0) - np.maximum(dated.first, dated.settlement)) / 365.25,
-                        0.0).clip(0, 1000)
+        span = np.where(
+            dates, (np.where(dates, dated.expiry, 0) - np.maximum(dated.first, dated.settlement)) / 365.25, 0.0
+        ).clip(0, 1000)
         exercises = np.where(is_dated, np.where(exercise == EUROPEAN, 1, span * 366 + 1), exercises)
     exercises[~has_option] = 0
     years *= c["coupon_frequency"]
@@ -670,8 +769,11 @@ def _check_rates(check: _Checker, curve: _Curves, known: np.ndarray, curve_sets,
         rate = max(float(np.abs(curves[name].zero_rate).max()) for curves in curve_sets)
         with np.errstate(over="ignore"):  # a rate of 1e308: inf, refused
             reach = rate * years
-        check.flag(rows & (reach > MAX_RATE_YEARS), "curve",
-                   f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}")
+        check.flag(
+            rows & (reach > MAX_RATE_YEARS),
+            "curve",
+            f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}",
+        )
 
 
 def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
@@ -723,4 +825,3 @@ def _id_label(value) -> str:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return repr(value)
-

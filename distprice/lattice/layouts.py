@@ -8,6 +8,7 @@ the launchers of :mod:`~.gpu` lay portfolios out with them.
   block's ``nodes * threads`` nodes; one block per bin, ``nodes`` consecutive nodes per thread. Trees
   wider than FLAT_MAX_WIDTH take the wide kernel: one block per tree, rows in global memory.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ FLAT_MAX_WIDTH = FLAT_MAX_NODES * FLAT_THREADS[-1]
 
 
 # ---- outer ----
+
 
 @dataclass(frozen=True)
 class OuterLayout:
@@ -51,7 +53,8 @@ def exclusive_cumsum(values: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def outer_layout(width: np.ndarray, height: np.ndarray, lanes: int = WARP, sort: bool = True) -> OuterLayout:
-    """Group, pad and transpose for the outer kernel: ``lanes`` 32 is warp padding (V4), ``len`` global (V2), 1 none (V1).
+    """Group, pad and transpose for the outer kernel: ``lanes`` 32 is warp padding (V4), ``len`` global (V2), 1 none
+    (V1).
 
     With ``sort`` the instruments are taken by decreasing width (then height), so a warp's trees are alike.
     """
@@ -65,11 +68,20 @@ def outer_layout(width: np.ndarray, height: np.ndarray, lanes: int = WARP, sort:
     tallest = padded.reshape(groups, lanes).max(axis=1)
     row_base, row_elements = exclusive_cumsum(2 * pitch * lanes)
     alpha_base, alpha_elements = exclusive_cumsum(tallest * lanes)
-    return OuterLayout(order.astype(np.int64), lanes, pitch.astype(np.int32), tallest, row_base, alpha_base,
-                       row_elements, alpha_elements)
+    return OuterLayout(
+        order.astype(np.int64),
+        lanes,
+        pitch.astype(np.int32),
+        tallest,
+        row_base,
+        alpha_base,
+        row_elements,
+        alpha_elements,
+    )
 
 
 # ---- flat ----
+
 
 @numba.njit(cache=True)
 def _first_fit(widths, capacity, window):
@@ -140,15 +152,17 @@ def _thread_steps(padded: np.ndarray, height: np.ndarray, capacity: int, window:
     return int(2 * capacity * height[opened].astype(np.int64).sum())
 
 
-def flat_thread_steps(width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES,
-                      window: int = FLAT_WINDOW) -> int:
+def flat_thread_steps(
+    width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES, window: int = FLAT_WINDOW
+) -> int:
     """``flat_layout(width, height, threads, nodes).thread_steps()``, cheaper (the bins are not laid out)."""
     by_height, padded = _by_height(width, height, nodes)
     return _thread_steps(padded, height[by_height], nodes * threads, window)
 
 
-def flat_layout(width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES,
-                window: int = FLAT_WINDOW) -> FlatLayout:
+def flat_layout(
+    width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES, window: int = FLAT_WINDOW
+) -> FlatLayout:
     """Sort by decreasing height (then width), pack into bins of ``nodes * threads`` nodes (first fit over the
     last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
     capacity = nodes * threads
@@ -165,8 +179,16 @@ def flat_layout(width: np.ndarray, height: np.ndarray, threads: int, nodes: int 
     node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
     bin_height = np.maximum.reduceat(height[order], bin_first[:-1]) if bins else np.zeros(0, np.int64)
     alpha_base, alpha_elements = exclusive_cumsum(bin_height.astype(np.int64) * np.diff(bin_first))
-    return FlatLayout(order.astype(np.int64), nodes, threads, bin_first, node_offset, bin_height.astype(np.int32),
-                      alpha_base, alpha_elements)
+    return FlatLayout(
+        order.astype(np.int64),
+        nodes,
+        threads,
+        bin_first,
+        node_offset,
+        bin_height.astype(np.int32),
+        alpha_base,
+        alpha_elements,
+    )
 
 
 def block_cost_factor(threads: int) -> float:

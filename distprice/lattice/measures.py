@@ -17,6 +17,7 @@ vega                ``(P(sigma + 1bp) - P(sigma - 1bp)) / 2``              price
 oas                 ``s`` with dirty price at settlement = market's       decimal (0.01 = 100 bp)
 =================== ===================================================== ==========================
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,13 @@ OAS_TOLERANCE = 1e-10
 """The OAS is within this distance of the spread that matches the market price exactly (decimal)."""
 BP = 1e-4
 
-COLUMNS = {"dv01": ("dv01",), "duration": ("effective_duration",), "convexity": ("effective_convexity",),
-           "vega": ("vega",), "oas": ("oas",)}
+COLUMNS = {
+    "dv01": ("dv01",),
+    "duration": ("effective_duration",),
+    "convexity": ("effective_convexity",),
+    "vega": ("vega",),
+    "oas": ("oas",),
+}
 """The output column of each measure but ``krd`` (one column per key rate: :func:`krd_column`)."""
 MARKET_COLUMNS = ("market_price", "market_price_type")
 """Portfolio columns the OAS reads: the market price (units of ``face``) and whether it is ``clean``

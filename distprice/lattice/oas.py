@@ -15,9 +15,10 @@ bracket) or reaches an end of ``[lo, hi]`` without one (no root: the row fails).
 Brent's method until the bracket's half width is at most ``2 eps |x| + xtol / 2``: the root it returns lies
 within ``xtol`` of a true root.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -59,12 +60,18 @@ def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, prior, count, lo, 
             step = -f * (x[i] - b[i]) / (f - fb[i])
             before = abs(x[i] - b[i])
             nxt = x[i] + step
-            if np.isfinite(step) and lo <= nxt <= hi and (abs(f) < abs(fb[i]) or count[i] <= 3) \
-                    and count[i] < SECANT_EVALUATIONS:
+            if (
+                np.isfinite(step)
+                and lo <= nxt <= hi
+                and (abs(f) < abs(fb[i]) or count[i] <= 3)
+                and count[i] < SECANT_EVALUATIONS
+            ):
                 b[i], fb[i] = x[i], f
                 x[i] = nxt
-                if abs(step) <= 0.5 * before and (abs(step) <= 0.5 * xtol or (
-                        count[i] >= 4 and before <= 0.5 * prior[i] and step * step <= 0.5 * xtol * before)):
+                if abs(step) <= 0.5 * before and (
+                    abs(step) <= 0.5 * xtol
+                    or (count[i] >= 4 and before <= 0.5 * prior[i] and step * step <= 0.5 * xtol * before)
+                ):
                     phase[i] = DONE
                 prior[i] = before
                 continue
@@ -126,8 +133,15 @@ def _advance(rows, fnew, phase, x, a, b, c, fa, fb, fc, d, e, prior, count, lo, 
         x[i] = b[i] + (d[i] if abs(d[i]) > tol else (tol if m > 0 else -tol))
 
 
-def find_roots(evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray], first: np.ndarray, second: np.ndarray,
-               lo: float, hi: float, xtol: float, at_first: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def find_roots(
+    evaluate: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    first: np.ndarray,
+    second: np.ndarray,
+    lo: float,
+    hi: float,
+    xtol: float,
+    at_first: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Roots in ``[lo, hi]`` of rows' functions: ``evaluate(rows, points)`` returns the values (rows, points)
     of rows ``rows`` at ``points`` (rows, points); the first call evaluates ``first`` and ``second`` (only
     ``second`` when the values at ``first`` are given, ``at_first``), every later call one point per unfinished

@@ -1,4 +1,5 @@
-"""QuantLib peer: the independent oracle and speed baseline for distprice (every time-form engine agrees with it to ~1e-13 where the two trees coincide).
+"""QuantLib peer: the independent oracle and speed baseline for distprice (every time-form engine agrees with it
+to ~1e-13 where the two trees coincide).
 
 Every row of a portfolio is priced with QuantLib's own Hull-White trinomial tree::
 
@@ -19,8 +20,8 @@ portfolio's times exactly):
 - the curve is a ``ZeroCurve`` (``Linear`` in time, ``Continuous``) on the same knots, plus a knot at
   ``t = 0`` (the first rate) when the first knot is later, plus a flat knot at :data:`FAR_YEARS`
   (QuantLib dates end in 2199, so no date may lie more than ~170 years after today);
-- coupon dates are ``maturity - k / coupon_frequency`` (the time form's coupon schedule) and the schedule runs back to the
-  coupon date on or before today, so the first period accrues from the right date; a zero-coupon bond
+- coupon dates are ``maturity - k / coupon_frequency`` (the time form's coupon schedule) and the schedule runs back
+  to the coupon date on or before today, so the first period accrues from the right date; a zero-coupon bond
   (``coupon == 0``) is one period from today to maturity at rate 0;
 - QuantLib prices per 100 of face: ``faceAmount = face``, redemption 100 (percent), and a clean strike
   in face units is passed as ``100 * strike / face``. All outputs are in face units (currency).
@@ -121,9 +122,7 @@ def _option_type(row) -> str:
     return str(row.option_type)
 
 
-def price_quantlib(
-    portfolio: pd.DataFrame, curves: dict[str, tuple[np.ndarray, np.ndarray]]
-) -> pd.DataFrame:
+def price_quantlib(portfolio: pd.DataFrame, curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
     """Price every row of ``portfolio`` with QuantLib's Hull-White tree.
 
     Parameters
@@ -226,6 +225,4 @@ def price_quantlib(
     finally:
         settings.evaluationDate = saved_date
 
-    return pd.DataFrame(
-        {"bond_price": bond_price, "option_price": option_price, "price": price}, index=portfolio.index
-    )
+    return pd.DataFrame({"bond_price": bond_price, "option_price": option_price, "price": price}, index=portfolio.index)

@@ -14,6 +14,7 @@ from QuantLib's per-100 quotes to face units. A bond option is ``|callable or pu
 exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
 onto the payment date, which distprice does not: keep such dates out of comparisons.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,19 +33,26 @@ def day_counter(name: str):
     """QuantLib's day counter of a distprice day count name."""
     import QuantLib as ql
 
-    return {"ACT/360": ql.Actual360, "ACT/365F": ql.Actual365Fixed,
-            "30/360": lambda: ql.Thirty360(ql.Thirty360.BondBasis),
-            "30E/360": lambda: ql.Thirty360(ql.Thirty360.European),
-            "ACT/ACT-ISDA": lambda: ql.ActualActual(ql.ActualActual.ISDA),
-            "ACT/ACT-ICMA": lambda: ql.ActualActual(ql.ActualActual.ISMA)}[name]()
+    return {
+        "ACT/360": ql.Actual360,
+        "ACT/365F": ql.Actual365Fixed,
+        "30/360": lambda: ql.Thirty360(ql.Thirty360.BondBasis),
+        "30E/360": lambda: ql.Thirty360(ql.Thirty360.European),
+        "ACT/ACT-ISDA": lambda: ql.ActualActual(ql.ActualActual.ISDA),
+        "ACT/ACT-ICMA": lambda: ql.ActualActual(ql.ActualActual.ISMA),
+    }[name]()
 
 
 def convention(name: str):
     """QuantLib's business-day convention of a distprice convention name."""
     import QuantLib as ql
 
-    return {"unadjusted": ql.Unadjusted, "following": ql.Following, "modified_following": ql.ModifiedFollowing,
-            "preceding": ql.Preceding}[name]
+    return {
+        "unadjusted": ql.Unadjusted,
+        "following": ql.Following,
+        "modified_following": ql.ModifiedFollowing,
+        "preceding": ql.Preceding,
+    }[name]
 
 
 def ql_date(day: int):
@@ -58,16 +66,20 @@ def curve_handle(curve: ZeroCurve, valuation: int):
     exact when ``t * D`` is whole)."""
     import QuantLib as ql
 
-    days = (curve.dates - valuation if curve.dates is not None
-            else np.rint(curve.t * curve.days_per_year)).astype(np.int64)
+    days = (curve.dates - valuation if curve.dates is not None else np.rint(curve.t * curve.days_per_year)).astype(
+        np.int64
+    )
     rates = list(curve.zero_rate)
     if days[0] > 0:
         days, rates = np.r_[0, days], [rates[0]] + rates
     if days[-1] < FAR_DAYS:
         days, rates = np.r_[days, FAR_DAYS], rates + [rates[-1]]
     counter = ql.Actual360() if curve.day_count == "ACT/360" else ql.Actual365Fixed()
-    return ql.YieldTermStructureHandle(ql.ZeroCurve([ql_date(valuation + d) for d in days], rates, counter,
-                                                    ql.NullCalendar(), ql.Linear(), ql.Continuous))
+    return ql.YieldTermStructureHandle(
+        ql.ZeroCurve(
+            [ql_date(valuation + d) for d in days], rates, counter, ql.NullCalendar(), ql.Linear(), ql.Continuous
+        )
+    )
 
 
 def _value(frame: pd.Series, column: str, default):
@@ -75,8 +87,13 @@ def _value(frame: pd.Series, column: str, default):
     return default if value is None or (isinstance(value, float) and np.isnan(value)) else value
 
 
-def price_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], as_of=None,
-                         exercise_schedule: pd.DataFrame | None = None, steps=None) -> pd.DataFrame:
+def price_dated_quantlib(
+    portfolio: pd.DataFrame,
+    curves: dict[str, ZeroCurve],
+    as_of=None,
+    exercise_schedule: pd.DataFrame | None = None,
+    steps=None,
+) -> pd.DataFrame:
     """QuantLib's prices of dated rows (the portfolio's own columns, as a user gives them) on ``curves``.
 
     ``as_of`` is the valuation date of rows without a ``valuation_date``; ``exercise_schedule`` the table of
@@ -97,23 +114,36 @@ def price_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], 
             instrument = _value(row, "instrument", "bond_option")
             result = dict(bond_price=straight.NPV(), accrued=straight.accruedAmount() * face / 100.0)
             if bond is None:
-                result.update(price=straight.NPV(), dirty_price=straight.dirtyPrice() * face / 100.0,
-                              clean_price=straight.cleanPrice() * face / 100.0)
+                result.update(
+                    price=straight.NPV(),
+                    dirty_price=straight.dirtyPrice() * face / 100.0,
+                    clean_price=straight.cleanPrice() * face / 100.0,
+                )
             elif instrument == "bond_option":
                 option = abs(bond.NPV() - straight.NPV())
                 result.update(price=option, dirty_price=np.nan, clean_price=np.nan, accrued=np.nan)
             else:
-                result.update(price=bond.NPV(), dirty_price=bond.dirtyPrice() * face / 100.0,
-                              clean_price=bond.cleanPrice() * face / 100.0)
+                result.update(
+                    price=bond.NPV(),
+                    dirty_price=bond.dirtyPrice() * face / 100.0,
+                    clean_price=bond.cleanPrice() * face / 100.0,
+                )
             out.append(result)
     finally:
         settings.evaluationDate = saved
     return pd.DataFrame(out, index=portfolio.index)[["price", "bond_price", "dirty_price", "clean_price", "accrued"]]
 
 
-def risk_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], as_of=None,
-                        exercise_schedule: pd.DataFrame | None = None, steps=None, bump: float = 1e-3,
-                        market_clean=None, spread=None) -> pd.DataFrame:
+def risk_dated_quantlib(
+    portfolio: pd.DataFrame,
+    curves: dict[str, ZeroCurve],
+    as_of=None,
+    exercise_schedule: pd.DataFrame | None = None,
+    steps=None,
+    bump: float = 1e-3,
+    market_clean=None,
+    spread=None,
+) -> pd.DataFrame:
     """QuantLib's risk of dated callable and puttable bonds (arguments as :func:`price_dated_quantlib`):
     ``CallableBond.OAS(market clean per 100, curve, curve's day count, Continuous, NoFrequency)`` where
     ``market_clean`` (a sequence, units of face) gives one, then at that spread (or 0)
@@ -137,11 +167,15 @@ def risk_dated_quantlib(portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], a
             if clean is not None and np.isfinite(clean):
                 oas = bond.OAS(float(clean) * 100.0 / face, handle, counter, ql.Continuous, ql.NoFrequency)
             at = float(spread[i]) if spread is not None else 0.0 if np.isnan(oas) else oas
-            out.append(dict(oas=oas,
-                            effective_duration=bond.effectiveDuration(at, handle, counter, ql.Continuous,
-                                                                      ql.NoFrequency, bump),
-                            effective_convexity=bond.effectiveConvexity(at, handle, counter, ql.Continuous,
-                                                                        ql.NoFrequency, bump)))
+            out.append(
+                dict(
+                    oas=oas,
+                    effective_duration=bond.effectiveDuration(at, handle, counter, ql.Continuous, ql.NoFrequency, bump),
+                    effective_convexity=bond.effectiveConvexity(
+                        at, handle, counter, ql.Continuous, ql.NoFrequency, bump
+                    ),
+                )
+            )
     finally:
         settings.evaluationDate = saved
     return pd.DataFrame(out, index=portfolio.index)
@@ -167,9 +201,20 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
     frequency = int(_value(row, "coupon_frequency", 0))
     redemption = float(_value(row, "redemption", 100.0))
     counter = day_counter(_value(row, "day_count", "30/360"))
-    schedule = ql.Schedule(issue, maturity, ql.Period(12 // frequency, ql.Months), calendar, accrual, accrual,
-                           ql.DateGeneration.Backward, bool(_value(row, "end_of_month", False))) \
-        if coupon > 0 else None
+    schedule = (
+        ql.Schedule(
+            issue,
+            maturity,
+            ql.Period(12 // frequency, ql.Months),
+            calendar,
+            accrual,
+            accrual,
+            ql.DateGeneration.Backward,
+            bool(_value(row, "end_of_month", False)),
+        )
+        if coupon > 0
+        else None
+    )
     if schedule is not None:
         straight = ql.FixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue)
     else:
@@ -181,18 +226,30 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
         return built
     kind = {"callable_bond": "call", "puttable_bond": "put"}.get(instrument, _value(row, "option_type", "call"))
     dates = _exercise_dates(row, straight, exercise_schedule)
-    callabilities = ql.CallabilitySchedule([ql.Callability(
-        ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
-        ql.Callability.Call if kind == "call" else ql.Callability.Put, date) for date, price, dirty in dates])
+    callabilities = ql.CallabilitySchedule(
+        [
+            ql.Callability(
+                ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
+                ql.Callability.Call if kind == "call" else ql.Callability.Put,
+                date,
+            )
+            for date, price, dirty in dates
+        ]
+    )
     if schedule is not None:
-        bond = ql.CallableFixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue,
-                                        callabilities)
+        bond = ql.CallableFixedRateBond(
+            settle, face, schedule, [coupon], counter, payment, redemption, issue, callabilities
+        )
     else:
-        bond = ql.CallableZeroCouponBond(settle, face, calendar, maturity, counter, payment, redemption,
-                                         ql.Date(), callabilities)
+        bond = ql.CallableZeroCouponBond(
+            settle, face, calendar, maturity, counter, payment, redemption, ql.Date(), callabilities
+        )
     last = max(c.date() for c in straight.cashflows())
-    n = steps if steps is not None else round(counter_years(curve, valuation, last) *
-                                              int(_value(row, "steps_per_year", 12)))
+    n = (
+        steps
+        if steps is not None
+        else round(counter_years(curve, valuation, last) * int(_value(row, "steps_per_year", 12)))
+    )
     model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
     bond.setPricingEngine(ql.TreeCallableFixedRateBondEngine(model, int(n), handle))
     return {**built, "bond": bond}
@@ -211,13 +268,18 @@ def _exercise_dates(row, straight, table: pd.DataFrame | None) -> list:
     if table is not None and (table["id"].astype(str) == ident).any():
         mine = table[table["id"].astype(str) == ident]
         types = mine["price_type"] if "price_type" in mine else pd.Series("clean", index=mine.index)
-        return [(ql.DateParser.parseISO(str(d)[:10]), float(p), str(k).lower() == "dirty")
-                for d, p, k in zip(mine["date"], mine["price"], types.fillna("clean"))]
+        return [
+            (ql.DateParser.parseISO(str(d)[:10]), float(p), str(k).lower() == "dirty")
+            for d, p, k in zip(mine["date"], mine["price"], types.fillna("clean"))
+        ]
     strike = float(row["strike"])
     expiry = ql.DateParser.parseISO(str(row["expiry_date"])[:10])
     if _value(row, "exercise", "european") == "european":
         return [(expiry, strike, False)]
     first = _value(row, "first_exercise_date", None)
     first = ql.DateParser.parseISO(str(first)[:10]) if first is not None else ql.Date(1, 1, 1901)
-    return [(c.date(), strike, False) for c in straight.cashflows()
-            if ql.as_coupon(c) is not None and first <= c.date() <= expiry]
+    return [
+        (c.date(), strike, False)
+        for c in straight.cashflows()
+        if ql.as_coupon(c) is not None and first <= c.date() <= expiry
+    ]

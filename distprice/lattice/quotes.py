@@ -6,6 +6,7 @@ A clean market price is the dirty price at settlement less the accrued interest 
 accrued at the settlement date; rows in years: the accrued interest of their regular schedule at time 0). A
 bond option has no accrued interest: its market price is its dirty price, whatever the type says.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,10 +26,10 @@ class Quotes:
     dirty: np.ndarray
 
     @classmethod
-    def none(cls, rows: int) -> "Quotes":
+    def none(cls, rows: int) -> Quotes:
         return cls(np.full(rows, np.nan), np.zeros(rows, dtype=bool))
 
-    def take(self, positions) -> "Quotes":
+    def take(self, positions) -> Quotes:
         """The quotes of the rows at ``positions`` (e.g. a job's valid rows)."""
         return Quotes(self.price[positions], self.dirty[positions])
 
@@ -52,8 +53,7 @@ def read_quotes(portfolio: pd.DataFrame, first_row: int = 0) -> tuple[Quotes, li
     problems: list[Problem] = []
 
     def flag(mask, column, rule):
-        problems.extend(Problem(int(p), _label(int(p), ids[p], first_row), column, rule)
-                        for p in np.flatnonzero(mask))
+        problems.extend(Problem(int(p), _label(int(p), ids[p], first_row), column, rule) for p in np.flatnonzero(mask))
 
     price = np.full(n, np.nan)
     if price_column in portfolio.columns:
@@ -61,14 +61,20 @@ def read_quotes(portfolio: pd.DataFrame, first_row: int = 0) -> tuple[Quotes, li
         price = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         given = raw.notna().to_numpy()
         flag(given & np.isnan(price), price_column, "must be a number")
-        flag(given & ~np.isnan(price) & ~(np.isfinite(price) & (price > 0)), price_column,
-             "must be finite and > 0 (units of face)")
+        flag(
+            given & ~np.isnan(price) & ~(np.isfinite(price) & (price > 0)),
+            price_column,
+            "must be finite and > 0 (units of face)",
+        )
         price = np.where(np.isfinite(price) & (price > 0), price, np.nan)
     dirty = np.zeros(n, dtype=bool)
     if type_column in portfolio.columns:
         text = portfolio[type_column].astype("string").str.strip().str.lower()
-        flag(text.notna().to_numpy() & ~text.isin(PRICE_TYPES).to_numpy(), type_column,
-             f"must be one of {', '.join(PRICE_TYPES)}")
+        flag(
+            text.notna().to_numpy() & ~text.isin(PRICE_TYPES).to_numpy(),
+            type_column,
+            f"must be one of {', '.join(PRICE_TYPES)}",
+        )
         dirty = (text == "dirty").fillna(False).to_numpy(dtype=bool)
     problems.sort(key=lambda p: p.position)
     return Quotes(price, dirty), problems

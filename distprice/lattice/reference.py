@@ -6,6 +6,7 @@ that the fast engines, which use those tables, are checked against an independen
 Slow: numpy over the nodes of one time step at a time; float64 only. Its risk (:class:`ReferenceRisk`)
 prices every bumped curve and volatility anew.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,7 +21,6 @@ from .dated import DatedRows
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
 from .sweeps import BumpedCurve, Trees
-
 
 REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
 ORDER = {REDEMPTION: 0, EXERCISE: 1, COUPON: 2}
@@ -148,8 +148,11 @@ def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, fl
     for m in range(n):
         alphas[m] = (math.log(np.sum(Q * np.exp(-j * dr * dt))) - math.log(curve.discount((m + 1) * dt))) / dt
         flow = Q * np.exp(-(alphas[m] + j * dr) * dt)
-        Q = (np.bincount(up, flow * pu, width) + np.bincount(mid, flow * pm, width)
-             + np.bincount(down, flow * pd_, width))
+        Q = (
+            np.bincount(up, flow * pu, width)
+            + np.bincount(mid, flow * pm, width)
+            + np.bincount(down, flow * pd_, width)
+        )
 
     # backward: bond and option together; after rolling back to a step, its events in order
     is_call = ins.option_type == "call"

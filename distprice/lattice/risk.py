@@ -15,6 +15,7 @@ threads (a thread per tree, each bump from the top, for the narrowest and widest
 A plain bond has no option: its tree reprices its discounted cash flows exactly under every curve and sigma, so
 it is valued off the tree (:mod:`~.straight`) and its vega is zero.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,20 @@ from .events import accrued
 from .geometry import tree_geometry
 from .gpu_risk import GpuRisk
 from .instruments import Instruments
-from .measures import (BP, DEFAULT_BUMP_BP, DEFAULT_KEY_RATES, MEASURES, OAS_BRACKET, OAS_TOLERANCE, VEGA_BUMP,
-                       check_bump, krd_column, measure_columns, parse_key_rates, parse_measures)
+from .measures import (
+    BP,
+    DEFAULT_BUMP_BP,
+    DEFAULT_KEY_RATES,
+    MEASURES,
+    OAS_BRACKET,
+    OAS_TOLERANCE,
+    VEGA_BUMP,
+    check_bump,
+    krd_column,
+    measure_columns,
+    parse_key_rates,
+    parse_measures,
+)
 from .oas import find_roots
 from .quotes import Quotes
 from .reference import ReferenceRisk
@@ -67,8 +80,10 @@ def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):
     interest = np.zeros(n)
     timed = ~instruments.is_dated
     with np.errstate(invalid="ignore"):  # the ufunc's vector loop divides by the frequency 0 of zero coupons
-        interest[timed] = accrued(np.zeros(timed.sum()), *(table[c].to_numpy(np.float64)[timed] for c in
-                                                          ("maturity", "coupon", "coupon_frequency", "face")))
+        interest[timed] = accrued(
+            np.zeros(timed.sum()),
+            *(table[c].to_numpy(np.float64)[timed] for c in ("maturity", "coupon", "coupon_frequency", "face")),
+        )
     dated = np.flatnonzero(instruments.is_dated)
     if len(dated):
         rows = instruments.dated.take(dated)
@@ -91,9 +106,17 @@ def price_of(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np
     return np.where(plain, option, bond + sign * option)
 
 
-def price_measures(instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64, engine: str = "cpu",
-                   measures=MEASURES, bump_bp: float = DEFAULT_BUMP_BP, key_rates=DEFAULT_KEY_RATES,
-                   quotes: Quotes | None = None, base: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def price_measures(
+    instruments: Instruments,
+    curves: dict[str, ZeroCurve],
+    real=np.float64,
+    engine: str = "cpu",
+    measures=MEASURES,
+    bump_bp: float = DEFAULT_BUMP_BP,
+    key_rates=DEFAULT_KEY_RATES,
+    quotes: Quotes | None = None,
+    base: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     """The risk measures of ``instruments`` (valid rows) on ``curves``: a dict of float64 columns, one per name
     of :func:`~.measures.measure_columns`, in row order, and ``error`` (object: None, or why the row's
     measures are NaN).
@@ -125,12 +148,20 @@ def price_measures(instruments: Instruments, curves: dict[str, ZeroCurve], real=
     quoted = np.flatnonzero(np.isfinite(quotes.price))
     if len(quoted):
         known = None if base is None else np.asarray(base, np.float64)[quoted]
-        oas = _oas(values, instruments, curves, quotes, quoted,
-                   known if known is not None and np.isfinite(known).all() else None)
+        oas = _oas(
+            values,
+            instruments,
+            curves,
+            quotes,
+            quoted,
+            known if known is not None and np.isfinite(known).all() else None,
+        )
         spread[quoted] = oas
         for r in quoted[np.isnan(oas)]:
-            errors[r] = (f"oas: no spread in [{OAS_BRACKET[0]:.0%}, {OAS_BRACKET[1]:+.0%}] matches the market "
-                         f"price {quotes.price[r]:g} ({'dirty' if quotes.dirty[r] else 'clean'})")
+            errors[r] = (
+                f"oas: no spread in [{OAS_BRACKET[0]:.0%}, {OAS_BRACKET[1]:+.0%}] matches the market "
+                f"price {quotes.price[r]:g} ({'dirty' if quotes.dirty[r] else 'clean'})"
+            )
         if "oas" in measures:
             out["oas"][quoted] = oas
     rows = np.flatnonzero(np.isfinite(spread))
@@ -203,16 +234,18 @@ class _Values:
                 trees, tasks = self.risk.trees(tasks, volatility[~plain], dr[~plain]), np.arange(len(tasks))
             else:
                 if self.base is None:
-                    self.base = self.risk.trees(np.arange(len(self.tree)), self.options.table["volatility"],
-                                                self.options.geometry.dr)
+                    self.base = self.risk.trees(
+                        np.arange(len(self.tree)), self.options.table["volatility"], self.options.geometry.dr
+                    )
                 trees = self.base
             bond, option = self.risk.roll(trees, tasks, grid, dz[~plain])
             out[~plain] = price_of(self.instrument[rows[~plain]], bond, option)
         return out
 
 
-def _oas(values: _Values, instruments: Instruments, curves, quotes: Quotes, quoted: np.ndarray,
-         base: np.ndarray | None) -> np.ndarray:
+def _oas(
+    values: _Values, instruments: Instruments, curves, quotes: Quotes, quoted: np.ndarray, base: np.ndarray | None
+) -> np.ndarray:
     """The OAS of rows ``quoted``: the spread s with ``price(s) / (P(0, t(S)) exp(-s t(S)))`` equal to the
     market's dirty price at settlement (NaN where none in OAS_BRACKET); ``base``: their prices at s = 0, when
     a pricing gave them."""
@@ -224,13 +257,22 @@ def _oas(values: _Values, instruments: Instruments, curves, quotes: Quotes, quot
         return price / (discount[positions, None] * np.exp(-spreads * t[positions, None])) - target[positions, None]
 
     at_zero = None if base is None else base / discount - target  # evaluate's value at spread 0
-    oas, _ = find_roots(evaluate, np.zeros(len(quoted)), np.full(len(quoted), OAS_SECOND_POINT), *OAS_BRACKET,
-                        OAS_TOLERANCE, at_zero)
+    oas, _ = find_roots(
+        evaluate, np.zeros(len(quoted)), np.full(len(quoted), OAS_SECOND_POINT), *OAS_BRACKET, OAS_TOLERANCE, at_zero
+    )
     return oas
 
 
-def _vega(values: _Values, instruments: Instruments, rows: np.ndarray, spread: np.ndarray, instrument: np.ndarray,
-          volatility: np.ndarray, vega: np.ndarray, errors: np.ndarray) -> None:
+def _vega(
+    values: _Values,
+    instruments: Instruments,
+    rows: np.ndarray,
+    spread: np.ndarray,
+    instrument: np.ndarray,
+    volatility: np.ndarray,
+    vega: np.ndarray,
+    errors: np.ndarray,
+) -> None:
     """``vega`` of ``rows`` at their spreads: the trees of sigma +- 1 bp (rows with an option; a plain bond's
     vega is 0). A volatility of 1 bp or less cannot be bumped down: an error for the row."""
     plain = instrument[rows] == "bond"
@@ -244,8 +286,12 @@ def _vega(values: _Values, instruments: Instruments, rows: np.ndarray, spread: n
     table = instruments.table.iloc[rows]
     both = np.r_[rows, rows]
     sigma = np.r_[volatility[rows] + VEGA_BUMP, volatility[rows] - VEGA_BUMP]
-    geometry = tree_geometry(np.tile(table["mean_reversion"].to_numpy(), 2), sigma,
-                             np.tile(table["maturity"].to_numpy(), 2), np.tile(table["steps_per_year"].to_numpy(), 2))
+    geometry = tree_geometry(
+        np.tile(table["mean_reversion"].to_numpy(), 2),
+        sigma,
+        np.tile(table["maturity"].to_numpy(), 2),
+        np.tile(table["steps_per_year"].to_numpy(), 2),
+    )
     assert np.array_equal(geometry.jmax, np.tile(instruments.geometry.jmax[rows], 2))  # sigma leaves jmax alone
     price = values.prices(both, np.zeros(1), np.tile(spread[rows], 2)[:, None, None], sigma, geometry.dr)[:, 0]
-    vega[rows] = (price[:len(rows)] - price[len(rows):]) / 2
+    vega[rows] = (price[: len(rows)] - price[len(rows) :]) / 2

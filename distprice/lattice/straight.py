@@ -3,6 +3,7 @@ its curve, ``sum_e A_e P(0, t_e)``, which its tree reprices exactly (the forward
 to its step); under a bump dz (see :mod:`~.sweeps`) ``sum_e A_e P(0, t_e) exp(-dz(t_e) t_e)``. The risk of
 a plain bond thus needs no tree at all.
 """
+
 from __future__ import annotations
 
 import numba
@@ -36,8 +37,7 @@ class Straight:
         """Values (rows, bumps) of ``rows`` under the bumps ``dz`` (rows, bumps, knots) on ``grid``."""
         dz = np.ascontiguousarray(dz, np.float64)
         out = np.zeros(dz.shape[:2])
-        _price(np.asarray(rows, np.int64), self.offsets, self.time, self.present, np.asarray(grid, np.float64), dz,
-               out)
+        _price(np.asarray(rows, np.int64), self.offsets, self.time, self.present, np.asarray(grid, np.float64), dz, out)
         return out
 
 

@@ -27,6 +27,7 @@ A risk engine (reference, CPU, GPU) has two methods:
 - ``roll(trees, tasks, grid, dz)``: bond and option values at the root (float64 arrays (tasks, bumps)) of
   trees ``tasks`` (positions in ``trees``) under the bumps ``dz`` (tasks, bumps, knots) on ``grid``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -104,7 +105,7 @@ class BumpedCurve:
     def days_per_year(self) -> int:
         return self.curve.days_per_year
 
-    def at(self, valuation: int) -> "BumpedCurve":
+    def at(self, valuation: int) -> BumpedCurve:
         """This curve seen from another valuation date (the grid stays in years from that date)."""
         return dataclasses.replace(self, curve=self.curve.at(valuation))
 

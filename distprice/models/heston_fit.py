@@ -5,12 +5,13 @@ objective, an optional bounded least-squares polish, and the result tables.
 engine and quadrature give the same fit), so a cluster can run one task per surface;
 :func:`calibrate_heston` fits every surface of a quotes table in this process.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -86,9 +87,17 @@ def heston_engine(surface: Surface, quadrature: str = "gl20", engine: str = "aut
     return CpuEngine(surface, quadrature)
 
 
-def fit_surface(surface: Surface, *, seed: int = 0, max_evals: int = 2000, population: int = 40,
-                quadrature: str = "gl20", polish: bool = False, engine: str = "auto",
-                progress: Callable[[Progress], None] | None = None) -> HestonFit:
+def fit_surface(
+    surface: Surface,
+    *,
+    seed: int = 0,
+    max_evals: int = 2000,
+    population: int = 40,
+    quadrature: str = "gl20",
+    polish: bool = False,
+    engine: str = "auto",
+    progress: Callable[[Progress], None] | None = None,
+) -> HestonFit:
     """Fit one surface by differential evolution (``max_evals`` evaluations of a ``population``), then, with
     ``polish``, by bounded least squares (trust region reflective) from the best point, kept if it is better."""
     started = time.perf_counter()
@@ -97,8 +106,15 @@ def fit_surface(surface: Surface, *, seed: int = 0, max_evals: int = 2000, popul
     def report(g: Generation) -> None:
         progress(Progress(surface.name, g.index, g.n_evals, g.best_value, rmse(g.best_value, surface.size)))
 
-    found = evolve(pricer.objective, LOWER, UPPER, population=population, max_evals=max_evals, seed=seed,
-                   progress=report if progress else None)
+    found = evolve(
+        pricer.objective,
+        LOWER,
+        UPPER,
+        population=population,
+        max_evals=max_evals,
+        seed=seed,
+        progress=report if progress else None,
+    )
     params, objective, n_evals = found.best, found.best_value, found.n_evals
     if polish and np.isfinite(objective):
         polished, polished_objective, polish_evals = _polish(pricer, surface, params)
@@ -106,9 +122,19 @@ def fit_surface(surface: Surface, *, seed: int = 0, max_evals: int = 2000, popul
         if polished_objective < objective:
             params, objective = polished, polished_objective
     prices = pricer.prices(params[None, :])[0]
-    return HestonFit(surface.name, params, objective, rmse(objective, surface.size),
-                     rmse(found.best_value, surface.size), n_evals, time.perf_counter() - started, found.status,
-                     pricer.name, quadrature, prices)
+    return HestonFit(
+        surface.name,
+        params,
+        objective,
+        rmse(objective, surface.size),
+        rmse(found.best_value, surface.size),
+        n_evals,
+        time.perf_counter() - started,
+        found.status,
+        pricer.name,
+        quadrature,
+        prices,
+    )
 
 
 def _polish(pricer, surface: Surface, start: np.ndarray) -> tuple[np.ndarray, float, int]:
@@ -125,16 +151,22 @@ def _polish(pricer, surface: Surface, start: np.ndarray) -> tuple[np.ndarray, fl
         r = root_weight * (pricer.prices(x[None, :])[0] - surface.market) / surface.vega
         return np.where(np.isfinite(r), r, NOT_FINITE_RESIDUAL)
 
-    result = least_squares(residuals, np.clip(start, LOWER, UPPER), bounds=(LOWER, UPPER), method="trf",
-                           x_scale="jac")
+    result = least_squares(residuals, np.clip(start, LOWER, UPPER), bounds=(LOWER, UPPER), method="trf", x_scale="jac")
     r = residuals(result.x)
     return result.x, float(r @ r), evaluations
 
 
-
-def calibrate_heston(quotes, *, seed: int = 0, max_evals: int = 2000, population: int = 40,
-                     quadrature: str = "gl20", polish: bool = False, engine: str = "auto",
-                     progress: Callable[[Progress], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def calibrate_heston(
+    quotes,
+    *,
+    seed: int = 0,
+    max_evals: int = 2000,
+    population: int = 40,
+    quadrature: str = "gl20",
+    polish: bool = False,
+    engine: str = "auto",
+    progress: Callable[[Progress], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fit every surface of ``quotes`` (a DataFrame, or a CSV / Parquet / ``.in`` path) in this process.
 
     Returns the surfaces table (one row per surface: ``surface, v0, theta, rho, kappa, eta, rmse, objective,
@@ -144,17 +176,40 @@ def calibrate_heston(quotes, *, seed: int = 0, max_evals: int = 2000, population
     """
     table = read_quotes(quotes) if isinstance(quotes, (str, Path)) else quotes
     surfaces = heston_surfaces(table)
-    fits = [fit_surface(s, seed=seed, max_evals=max_evals, population=population, quadrature=quadrature,
-                        polish=polish, engine=engine, progress=progress) for s in surfaces]
+    fits = [
+        fit_surface(
+            s,
+            seed=seed,
+            max_evals=max_evals,
+            population=population,
+            quadrature=quadrature,
+            polish=polish,
+            engine=engine,
+            progress=progress,
+        )
+        for s in surfaces
+    ]
     return heston_tables(table, surfaces, fits)
 
 
 def heston_tables(quotes: pd.DataFrame, surfaces: list[Surface], fits: list[HestonFit]):
     """The surfaces table and the quotes table (see :func:`calibrate_heston`) of fits to ``surfaces``."""
-    rows = [{"surface": f.surface, **dict(zip(PARAMETERS, f.params.tolist())), "rmse": f.rmse,
-             "objective": f.objective, "n_evals": f.n_evals, "seconds": f.seconds, "status": f.status,
-             "rmse_de": f.rmse_de, "n_quotes": s.size, "engine": f.engine, "quadrature": f.quadrature}
-            for s, f in zip(surfaces, fits)]
+    rows = [
+        {
+            "surface": f.surface,
+            **dict(zip(PARAMETERS, f.params.tolist())),
+            "rmse": f.rmse,
+            "objective": f.objective,
+            "n_evals": f.n_evals,
+            "seconds": f.seconds,
+            "status": f.status,
+            "rmse_de": f.rmse_de,
+            "n_quotes": s.size,
+            "engine": f.engine,
+            "quadrature": f.quadrature,
+        }
+        for s, f in zip(surfaces, fits)
+    ]
     out = quotes.reset_index(drop=True).copy()
     for column in ("market_price", "model_price", "model_vol_error"):
         out[column] = np.nan

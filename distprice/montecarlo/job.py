@@ -1,4 +1,5 @@
 """A validated Monte-Carlo job: one contract under M market models, as plain arrays that engines read."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,5 +1,6 @@
 """Pricing Monte-Carlo jobs: one path range on one engine (a pure function for cluster tasks), and the
 in-process entry point :func:`price_mc`."""
+
 from __future__ import annotations
 
 import time
@@ -42,8 +43,9 @@ def price_range(job: Job, first: int, count: int, engine: str = "cpu") -> Partia
     return Partial(job.name, job.paths, int(first), int(count), sums, engine, time.perf_counter() - start)
 
 
-def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto",
-             chunks: int | None = None) -> pd.DataFrame:
+def price_mc(
+    inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto", chunks: int | None = None
+) -> pd.DataFrame:
     """Price every job of ``inputs`` (a folder of tables, a FinPar / Futhark data file, or a dict of
     DataFrames) in this process. ``paths`` and ``precision`` override every job's; ``chunks`` cuts each
     job's paths into that many ranges, priced one after the other and combined (the price does not depend
@@ -58,8 +60,19 @@ def price_mc(inputs, *, paths: int | None = None, precision: str | None = None, 
         partials = [price_range(job, first, count, used) for first, count in split(job.paths, chunks or 1)]
         estimate = combine(partials)
         for m, model in enumerate(job.models):
-            rows.append(dict(job=job.name, model=model, contract=job.contract.name, price=estimate.price[m],
-                             stderr_batches=estimate.stderr_batches[m], paths=job.paths, precision=job.precision,
-                             directions=job.directions_source, engine=used, chunks=estimate.ranges,
-                             seconds=estimate.seconds))
+            rows.append(
+                dict(
+                    job=job.name,
+                    model=model,
+                    contract=job.contract.name,
+                    price=estimate.price[m],
+                    stderr_batches=estimate.stderr_batches[m],
+                    paths=job.paths,
+                    precision=job.precision,
+                    directions=job.directions_source,
+                    engine=used,
+                    chunks=estimate.ranges,
+                    seconds=estimate.seconds,
+                )
+            )
     return pd.DataFrame(rows)

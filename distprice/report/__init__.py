@@ -4,10 +4,21 @@
 inlined: it opens offline) of the sections of a model family (:data:`~.build.FAMILIES`); ``draw_shape``
 draws the book's shape and the inspector's plan alone, before pricing, to HTML or PNG.
 """
+
 from .build import FAMILIES, Family, render_report, write_report
 from .document import Figure, Section, Table
 from .inputs import PHASES, JobRecord
 from .shape import draw_shape
 
-__all__ = ["FAMILIES", "PHASES", "Family", "Figure", "JobRecord", "Section", "Table", "draw_shape", "render_report",
-           "write_report"]
+__all__ = [
+    "FAMILIES",
+    "PHASES",
+    "Family",
+    "Figure",
+    "JobRecord",
+    "Section",
+    "Table",
+    "draw_shape",
+    "render_report",
+    "write_report",
+]

@@ -5,6 +5,7 @@ included: Bokeh draws its widgets there) and the errors it logged. Draws the PNG
 Needs a Chromium or Chrome executable on the ``PATH`` (Debian: ``apt-get install chromium``); it runs with
 a fresh profile in a temporary folder and no network of its own (no sync, updates or background fetches).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -22,9 +23,17 @@ from ..errors import OptionError
 from ..tables import write_file
 
 EXECUTABLES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-         "--remote-debugging-port=0")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--remote-debugging-port=0",
+)
 BOKEH_RENDERED = "window.Bokeh !== undefined && Object.keys(Bokeh.index).length > 0"
 """A JavaScript test that Bokeh has drawn the page's plots."""
 TEXT = """(() => { const out = [];
@@ -50,15 +59,23 @@ def chromium() -> str | None:
     return next((path for path in map(shutil.which, EXECUTABLES) if path), None)
 
 
-def render_page(url: str, *, width: int = 1280, height: int = 900, ready: str = BOKEH_RENDERED,
-                settle: float = 0.25, timeout: float = 60.0) -> Rendered:
+def render_page(
+    url: str,
+    *,
+    width: int = 1280,
+    height: int = 900,
+    ready: str = BOKEH_RENDERED,
+    settle: float = 0.25,
+    timeout: float = 60.0,
+) -> Rendered:
     """Opens ``url`` in headless Chromium at ``width`` × ``height`` CSS pixels, waits for the JavaScript
     test ``ready`` to hold (then ``settle`` seconds more for painting) and returns what it showed;
     :class:`OptionError` without Chromium, TimeoutError when the page is not ready in ``timeout`` seconds."""
     executable = chromium()
     if executable is None:
-        raise OptionError(f"no Chromium found (looked for {', '.join(EXECUTABLES)}); install it, e.g. "
-                          f"apt-get install chromium")
+        raise OptionError(
+            f"no Chromium found (looked for {', '.join(EXECUTABLES)}); install it, e.g. apt-get install chromium"
+        )
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="distprice-browser") as thread:
         # a thread of its own: the caller may be running an event loop already
         return thread.submit(asyncio.run, _render(executable, url, width, height, ready, settle, timeout)).result()
@@ -117,23 +134,28 @@ class _Devtools:
                 details = params["exceptionDetails"]
                 found.append("exception: " + details.get("exception", {}).get("description", details.get("text", "")))
             elif event["method"] == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-                found.append("console: " + " ".join(str(a.get("value", a.get("description", "")))
-                                                     for a in params.get("args", [])))
+                found.append(
+                    "console: "
+                    + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+                )
             elif event["method"] == "Log.entryAdded" and params["entry"]["level"] == "error":
                 entry = params["entry"]
                 found.append(f"log: {entry.get('text', '')} {entry.get('url', '')}".strip())
         return found
 
 
-async def _render(executable: str, url: str, width: int, height: int, ready: str, settle: float,
-                  timeout: float) -> Rendered:
+async def _render(
+    executable: str, url: str, width: int, height: int, ready: str, settle: float, timeout: float
+) -> Rendered:
     from tornado.websocket import websocket_connect
 
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryDirectory(prefix="distprice-chromium-", ignore_cleanup_errors=True) as profile:
-        process = subprocess.Popen([executable, *FLAGS, f"--user-data-dir={profile}",
-                                    f"--window-size={width},{height}", "about:blank"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
             while not (port_file.exists() and len(port_file.read_text().split()) == 2):
@@ -157,18 +179,21 @@ async def _render(executable: str, url: str, width: int, height: int, ready: str
                 process.wait()
 
 
-async def _show(devtools: _Devtools, url: str, width: int, height: int, ready: str, settle: float,
-                deadline: float) -> Rendered:
+async def _show(
+    devtools: _Devtools, url: str, width: int, height: int, ready: str, settle: float, deadline: float
+) -> Rendered:
     target = (await devtools.send("Target.createTarget", url="about:blank"))["targetId"]
     session = (await devtools.send("Target.attachToTarget", targetId=target, flatten=True))["sessionId"]
     for domain in ("Page", "Runtime", "Log"):
         await devtools.send(f"{domain}.enable", session)
-    await devtools.send("Emulation.setDeviceMetricsOverride", session, width=width, height=height,
-                        deviceScaleFactor=1, mobile=False)
+    await devtools.send(
+        "Emulation.setDeviceMetricsOverride", session, width=width, height=height, deviceScaleFactor=1, mobile=False
+    )
     await devtools.send("Page.navigate", session, url=url)
     await devtools.wait_for("Page.loadEventFired", deadline)
-    while not (await devtools.send("Runtime.evaluate", session, expression=ready, returnByValue=True))[
-            "result"].get("value"):
+    while not (await devtools.send("Runtime.evaluate", session, expression=ready, returnByValue=True))["result"].get(
+        "value"
+    ):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{url} was not ready ({ready}) in time")
         await asyncio.sleep(0.1)
@@ -176,8 +201,9 @@ async def _show(devtools: _Devtools, url: str, width: int, height: int, ready: s
     text = (await devtools.send("Runtime.evaluate", session, expression=TEXT, returnByValue=True))["result"]["value"]
     size = (await devtools.send("Page.getLayoutMetrics", session))["cssContentSize"]
     full = min(MAX_HEIGHT, max(height, int(size["height"])))
-    await devtools.send("Emulation.setDeviceMetricsOverride", session, width=width, height=full,
-                        deviceScaleFactor=1, mobile=False)
+    await devtools.send(
+        "Emulation.setDeviceMetricsOverride", session, width=width, height=full, deviceScaleFactor=1, mobile=False
+    )
     await asyncio.sleep(settle)
     shot = await devtools.send("Page.captureScreenshot", session, format="png")
     return Rendered(text, devtools.errors(), base64.b64decode(shot["data"]))

@@ -7,24 +7,23 @@ show (the risk section of a table without measure columns). A family adds its re
 section functions in a module of this package and naming them here, as the Monte-Carlo family does with
 :func:`~.montecarlo.paths_section`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import OptionError
 from ..tables import write_file
 from .document import Section, generated, render
 from .inputs import JobRecord
 from .job import job_section
-from .montecarlo import COLUMNS as PATH_COLUMNS
-from .montecarlo import paths_section
+from .montecarlo import COLUMNS as PATH_COLUMNS, paths_section
 from .problems import problems_section
 from .risk import risk_section
 from .shape import shape_section
 from .values import values_section
-
 
 
 @dataclass(frozen=True)
@@ -37,8 +36,11 @@ class Family:
 
 
 FAMILIES = {
-    "lattice": Family("distprice job report", ("price", "value", "width", "height", "engine", "error"),
-                      (job_section, shape_section, values_section, risk_section, problems_section)),
+    "lattice": Family(
+        "distprice job report",
+        ("price", "value", "width", "height", "engine", "error"),
+        (job_section, shape_section, values_section, risk_section, problems_section),
+    ),
     "montecarlo": Family("distprice Monte-Carlo report", PATH_COLUMNS, (paths_section,)),
 }
 """The report of each family: of ``distprice.price``'s table (lattice), of ``distprice.price_mc``'s."""
@@ -59,8 +61,19 @@ def render_report(priced, *, family: str = "lattice", **facts) -> str:
     return render(sections, chosen.title, subtitle)
 
 
-def write_report(priced, output, *, portfolio=None, plan=None, plan_seconds=None, chunks=None, timings=None,
-                 summary=None, workers=None, family: str = "lattice") -> Path:
+def write_report(
+    priced,
+    output,
+    *,
+    portfolio=None,
+    plan=None,
+    plan_seconds=None,
+    chunks=None,
+    timings=None,
+    summary=None,
+    workers=None,
+    family: str = "lattice",
+) -> Path:
     """Writes the report of a priced table to ``output`` (HTML, atomically) and returns its path.
 
     ``priced``: the priced table (a DataFrame, or a CSV / Parquet path); ``portfolio``: the portfolio's path
@@ -72,6 +85,15 @@ def write_report(priced, output, *, portfolio=None, plan=None, plan_seconds=None
     ``node_steps``, ``seconds``, ``kernel_seconds`` and optionally ``device``). ``family``: ``lattice`` or
     ``montecarlo`` (``priced`` is then the table of ``price_mc``).
     """
-    page = render_report(priced, family=family, portfolio=portfolio, plan=plan, plan_seconds=plan_seconds,
-                         chunks=chunks, timings=timings, summary=summary, workers=workers)
+    page = render_report(
+        priced,
+        family=family,
+        portfolio=portfolio,
+        plan=plan,
+        plan_seconds=plan_seconds,
+        chunks=chunks,
+        timings=timings,
+        summary=summary,
+        workers=workers,
+    )
     return write_file(page, output)

@@ -1,6 +1,7 @@
 """One self-contained HTML document from sections: headline figures and small tables as plain HTML (readable
 without JavaScript, and by a parser: each figure carries ``data-key`` and its exact ``data-value``), the
 plots as Bokeh models with BokehJS inlined, so the file opens offline. Written atomically."""
+
 from __future__ import annotations
 
 import datetime
@@ -101,7 +102,7 @@ class Cell:
     number: bool
 
     @classmethod
-    def of(cls, value, spec: str | None = None) -> "Cell":
+    def of(cls, value, spec: str | None = None) -> Cell:
         number = isinstance(value, numbers.Number) and not isinstance(value, bool)
         return cls(shown(value, spec=spec), raw(value), number)
 
@@ -134,12 +135,13 @@ class Table:
     rows: list[list[Cell]]
 
     @classmethod
-    def of(cls, key: str, title: str, frame: pd.DataFrame, specs: dict[str, str] | None = None) -> "Table":
+    def of(cls, key: str, title: str, frame: pd.DataFrame, specs: dict[str, str] | None = None) -> Table:
         """A table of a DataFrame's columns (names as headers), each shown by its format in ``specs`` or
         by :func:`shown`."""
         specs = [(specs or {}).get(c) for c in frame.columns]
-        rows = [[Cell.of(v, spec) for v, spec in zip(record, specs)]
-                for record in frame.itertuples(index=False, name=None)]
+        rows = [
+            [Cell.of(v, spec) for v, spec in zip(record, specs)] for record in frame.itertuples(index=False, name=None)
+        ]
         return cls(key, title, [str(c) for c in frame.columns], rows)
 
 
@@ -169,8 +171,10 @@ def render(sections: list[Section], title: str, subtitle: str = "") -> str:
         for name, plot in zip(section.plot_names(), section.plots):
             plot.name = name
             models.append(plot)
-    pages = [dict(key=s.key, title=s.title, figures=s.figures, tables=s.tables, notes=s.notes,
-                  plot_names=s.plot_names()) for s in sections]
+    pages = [
+        dict(key=s.key, title=s.title, figures=s.figures, tables=s.tables, notes=s.notes, plot_names=s.plot_names())
+        for s in sections
+    ]
     variables = dict(sections=pages, subtitle=subtitle or generated(), style=STYLE)
     if not models:  # file_html needs a model: an empty one keeps the page's layout
         from bokeh.models import Spacer
@@ -181,5 +185,3 @@ def render(sections: list[Section], title: str, subtitle: str = "") -> str:
 
 def generated() -> str:
     return "generated " + datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
-
-

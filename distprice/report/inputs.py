@@ -5,12 +5,13 @@ its ``error`` says why (a priced row may carry an ``error`` too: a measure that 
 Scenario runs repeat every row under each scenario; the book's breakdowns are drawn from the base
 scenario (``+0bp`` or ``base`` when there is one, else the first).
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,8 +21,14 @@ from ..inspector import Plan
 from ..job import SCENARIO_COLUMN, Summary
 from ..tables import read_table
 
-PHASES = {"start": "cluster start", "read": "read", "checks": "checks", "plan": "plan", "price": "price",
-          "write": "write"}
+PHASES = {
+    "start": "cluster start",
+    "read": "read",
+    "checks": "checks",
+    "plan": "plan",
+    "price": "price",
+    "write": "write",
+}
 """Phases of a job's wall time, in order: the keys of ``timings`` and their labels."""
 WORKER_TOTALS = ("rows", "node_steps", "seconds", "kernel_seconds")
 """Per-worker totals of the pricing metrics (see :mod:`distprice.cluster.metrics`); ``device`` may come too."""
@@ -45,9 +52,18 @@ class JobRecord:
     workers: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, priced, *, portfolio=None, plan: Plan | None = None, plan_seconds: Sequence[float] | None = None,
-           chunks=None, timings: Mapping[str, float] | None = None, summary: Summary | None = None,
-           workers: Mapping[str, Mapping] | None = None) -> "JobRecord":
+    def of(
+        cls,
+        priced,
+        *,
+        portfolio=None,
+        plan: Plan | None = None,
+        plan_seconds: Sequence[float] | None = None,
+        chunks=None,
+        timings: Mapping[str, float] | None = None,
+        summary: Summary | None = None,
+        workers: Mapping[str, Mapping] | None = None,
+    ) -> JobRecord:
         """The record of a priced table (a DataFrame or a CSV / Parquet path) with the caller's facts checked;
         :class:`OptionError` names what cannot be used."""
         source = str(portfolio) if isinstance(portfolio, (str, Path)) else None
@@ -64,10 +80,19 @@ class JobRecord:
         for worker, totals in workers.items():
             missing = [k for k in WORKER_TOTALS if k not in totals]
             if missing:
-                raise OptionError(f"workers[{worker!r}] lacks {', '.join(missing)}; each worker needs "
-                                  f"{', '.join(WORKER_TOTALS)}")
-        return cls(priced, source, plan, None if plan_seconds is None else tuple(map(float, plan_seconds)),
-                   chunks, timings, summary, workers)
+                raise OptionError(
+                    f"workers[{worker!r}] lacks {', '.join(missing)}; each worker needs {', '.join(WORKER_TOTALS)}"
+                )
+        return cls(
+            priced,
+            source,
+            plan,
+            None if plan_seconds is None else tuple(map(float, plan_seconds)),
+            chunks,
+            timings,
+            summary,
+            workers,
+        )
 
     @cached_property
     def scenarios(self) -> list[str]:

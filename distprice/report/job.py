@@ -1,6 +1,7 @@
 """The job section of a lattice report: rows priced and invalid, scenarios, wall time by phase, kernel time,
 node-steps per second (NS/s = Σ 2 · width · height over priced rows and scenarios / seconds), workers,
 devices and the engine of each row."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -41,11 +42,13 @@ def job_section(record: JobRecord) -> Section:
     steps = priced_node_steps(record.priced)
     wall = wall_seconds(record)
     section = Section("job", "The job")
-    figures = [Figure("rows", "rows", len(book)),
-               Figure("rows_priced", "rows priced", int(priced_mask(book).sum())),
-               Figure("rows_invalid", "rows invalid", int(invalid_mask(book).sum())),
-               Figure("scenarios", "scenarios", max(1, len(record.scenarios))),
-               Figure("node_steps", "node-steps", steps, spec=".4g")]
+    figures = [
+        Figure("rows", "rows", len(book)),
+        Figure("rows_priced", "rows priced", int(priced_mask(book).sum())),
+        Figure("rows_invalid", "rows invalid", int(invalid_mask(book).sum())),
+        Figure("scenarios", "scenarios", max(1, len(record.scenarios))),
+        Figure("node_steps", "node-steps", steps, spec=".4g"),
+    ]
     if wall is not None:
         figures.append(Figure("wall_seconds", "wall time", wall, "s", spec=".3f"))
     for phase, label in PHASES.items():
@@ -53,13 +56,19 @@ def job_section(record: JobRecord) -> Section:
             figures.append(Figure(f"{phase}_seconds", f"… {label}", record.timings[phase], "s", spec=".3f"))
     workers = record.workers
     if workers:
-        figures.append(Figure("kernel_seconds", "kernel time (all workers)",
-                              sum(w["kernel_seconds"] for w in workers.values()), "s", spec=".3f"))
+        figures.append(
+            Figure(
+                "kernel_seconds",
+                "kernel time (all workers)",
+                sum(w["kernel_seconds"] for w in workers.values()),
+                "s",
+                spec=".3f",
+            )
+        )
     pricing = record.timings.get("price", wall)
     if pricing:
         basis = "price phase" if "price" in record.timings else "wall time"
-        figures.append(Figure("node_steps_per_second", f"node-steps per second ({basis})", steps / pricing,
-                              spec=".3e"))
+        figures.append(Figure("node_steps_per_second", f"node-steps per second ({basis})", steps / pricing, spec=".3e"))
     count = len(workers) or (record.summary.workers if record.summary is not None else None)
     if count is not None:
         figures.append(Figure("workers", "workers", int(count)))
@@ -69,22 +78,41 @@ def job_section(record: JobRecord) -> Section:
     section.figures = figures
     if record.timings:
         shown = [p for p in PHASES if p in record.timings]
-        section.plots.append(plots.phases([PHASES[p] for p in shown], [record.timings[p] for p in shown],
-                                          "Wall time by phase"))
+        section.plots.append(
+            plots.phases([PHASES[p] for p in shown], [record.timings[p] for p in shown], "Wall time by phase")
+        )
     engines = book["engine"].dropna().astype(str).value_counts()
     if len(engines):
         section.plots.append(plots.bars(engines.index, engines.to_numpy(), "Rows by engine", "rows"))
-        section.tables.append(Table.of("engines", "Engines per row", pd.DataFrame(
-            {"engine": engines.index, "rows": engines.to_numpy()})))
+        section.tables.append(
+            Table.of("engines", "Engines per row", pd.DataFrame({"engine": engines.index, "rows": engines.to_numpy()}))
+        )
     if workers:
-        table = pd.DataFrame([{"worker": name, "device": totals.get("device", ""),
-                               **{k: totals[k] for k in WORKER_TOTALS}} for name, totals in workers.items()])
+        table = pd.DataFrame(
+            [
+                {"worker": name, "device": totals.get("device", ""), **{k: totals[k] for k in WORKER_TOTALS}}
+                for name, totals in workers.items()
+            ]
+        )
         table["node_steps_per_second"] = table["node_steps"] / table["seconds"].where(table["seconds"] > 0)
-        section.plots.append(plots.bars(table["worker"], table["node_steps_per_second"].fillna(0.0),
-                                        "Node-steps per second of pricing, by worker", "node-steps / s"))
-        section.tables.append(Table.of("workers", "Workers (seconds in pricing tasks; rows × scenarios)", table,
-                                       {"node_steps": ".4g", "seconds": ".3f", "kernel_seconds": ".3f",
-                                        "node_steps_per_second": ".3e"}))
-    section.notes.append("Node-steps count Σ 2 · width · height over priced rows and scenarios. "
-                         "Kernel time is the part of pricing spent in the GPU kernels or the CPU engine's loops.")
+        section.plots.append(
+            plots.bars(
+                table["worker"],
+                table["node_steps_per_second"].fillna(0.0),
+                "Node-steps per second of pricing, by worker",
+                "node-steps / s",
+            )
+        )
+        section.tables.append(
+            Table.of(
+                "workers",
+                "Workers (seconds in pricing tasks; rows × scenarios)",
+                table,
+                {"node_steps": ".4g", "seconds": ".3f", "kernel_seconds": ".3f", "node_steps_per_second": ".3e"},
+            )
+        )
+    section.notes.append(
+        "Node-steps count Σ 2 · width · height over priced rows and scenarios. "
+        "Kernel time is the part of pricing spent in the GPU kernels or the CPU engine's loops."
+    )
     return section

@@ -4,6 +4,7 @@ price, its standard error (from batches), paths and speed, and the prices with �
 Speed is path-date-underlyings per second (PDU/s = paths · dates · underlyings · models of the job / its
 seconds) when the table has ``dates`` and ``underlyings`` columns, else paths per second.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,17 +31,27 @@ def paths_section(record: JobRecord) -> Section:
     table = record.priced
     section = Section("paths", "Monte-Carlo prices")
     per_job = table.drop_duplicates("job")
-    section.figures = [Figure("jobs", "jobs", len(per_job)), Figure("rows", "prices (job × model)", len(table)),
-                       Figure("paths", "paths (all jobs)", int(per_job["paths"].sum())),
-                       Figure("seconds", "seconds (all jobs)", float(per_job["seconds"].sum()), "s", spec=".3f")]
+    section.figures = [
+        Figure("jobs", "jobs", len(per_job)),
+        Figure("rows", "prices (job × model)", len(table)),
+        Figure("paths", "paths (all jobs)", int(per_job["paths"].sum())),
+        Figure("seconds", "seconds (all jobs)", float(per_job["seconds"].sum()), "s", spec=".3f"),
+    ]
     name, rate = speed(table)
-    shown = table[[c for c in ("job", "model", "contract", "price", "stderr_batches", "paths", "precision",
-                               "engine", "seconds") if c in table.columns]].assign(**{name: rate})
-    section.tables.append(Table.of("prices", "Prices", shown, {"price": ".6g", "stderr_batches": ".3g",
-                                                               "seconds": ".3f", name: ".3e"}))
+    shown = table[
+        [
+            c
+            for c in ("job", "model", "contract", "price", "stderr_batches", "paths", "precision", "engine", "seconds")
+            if c in table.columns
+        ]
+    ].assign(**{name: rate})
+    section.tables.append(
+        Table.of("prices", "Prices", shown, {"price": ".6g", "stderr_batches": ".3g", "seconds": ".3f", name: ".3e"})
+    )
     section.plots.append(price_plot(table))
-    section.notes.append(f"Standard errors from {BATCHES} equal batches of paths; the whiskers span ±2 standard "
-                         f"errors. Speed: {name}.")
+    section.notes.append(
+        f"Standard errors from {BATCHES} equal batches of paths; the whiskers span ±2 standard errors. Speed: {name}."
+    )
     return section
 
 
@@ -51,8 +62,11 @@ def price_plot(table: pd.DataFrame):
     labels = [f"{j} / {m}" for j, m in zip(table["job"], table["model"])]
     price, error = table["price"].to_numpy(dtype=np.float64), table["stderr_batches"].to_numpy(dtype=np.float64)
     source = ColumnDataSource(dict(label=labels, price=price, lower=price - 2 * error, upper=price + 2 * error))
-    fig = plots.plot("Prices with ±2 standard errors", height=max(140, 60 + plots.BAR_HEIGHT * len(labels)),
-                     y_range=list(reversed(labels)))
+    fig = plots.plot(
+        "Prices with ±2 standard errors",
+        height=max(140, 60 + plots.BAR_HEIGHT * len(labels)),
+        y_range=list(reversed(labels)),
+    )
     fig.scatter("price", "label", source=source, size=8, color=plots.COLORS[0])
     fig.add_layout(Whisker(source=source, base="label", lower="lower", upper="upper", dimension="width"))
     fig.xaxis.axis_label = "price"

@@ -1,5 +1,6 @@
 """The few kinds of Bokeh plot the report draws, in one style: bars by label, histograms, a ladder, the
 stacked bar of a job's phases. Each takes plain arrays and returns a Bokeh model (a ``figure``)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -73,8 +74,7 @@ def phases(labels, seconds, title: str):
     data["job"] = ["wall time"]
     fig = plot(title, height=150, y_range=["wall time"])
     colors = [COLORS[i % len(COLORS)] for i in range(len(labels))]
-    fig.hbar_stack(labels, y="job", height=0.6, color=colors, source=ColumnDataSource(data),
-                   legend_label=labels)
+    fig.hbar_stack(labels, y="job", height=0.6, color=colors, source=ColumnDataSource(data), legend_label=labels)
     fig.xaxis.axis_label = "seconds"
     fig.legend.orientation = "horizontal"
     fig.legend.location = "top_left"

@@ -8,6 +8,7 @@ continuously compounded spread (shown in bp), ``effective_duration`` and ``krd_<
 key-rate DV01 as Σ value × krd_k × 1 bp, so that the ladder adds up to about the book's DV01 (the key-rate
 durations of a row add up to its effective duration).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,11 @@ def has_measures(priced: pd.DataFrame) -> bool:
 
 def _by_curve(frame: pd.DataFrame, amounts: dict[str, np.ndarray]) -> pd.DataFrame:
     """Σ of each amount per curve (NaN skipped), and a last row of the totals (:data:`ALL`)."""
-    curves = frame["curve"].astype("string").fillna("(none)").to_numpy() if "curve" in frame.columns \
+    curves = (
+        frame["curve"].astype("string").fillna("(none)").to_numpy()
+        if "curve" in frame.columns
         else np.full(len(frame), "(all)")
+    )
     table = pd.DataFrame(amounts).groupby(curves, sort=True).sum(min_count=1)
     table.loc[ALL] = table.sum(min_count=1)
     return table.rename_axis("curve").reset_index()
@@ -81,31 +85,41 @@ def risk_section(record: JobRecord) -> Section | None:
         table = _by_curve(book, amounts)
         book_row = table[table["curve"] == ALL].iloc[0]
         for m in amounts:
-            section.figures.append(Figure(f"book_{m}", f"book {m} (Σ quantity × {m})", float(book_row[m]),
-                                          "per bp", spec=",.2f"))
-        section.tables.append(Table.of("by_curve", "DV01 and vega by curve (value per bp)", table,
-                                       {m: ",.2f" for m in amounts}))
+            section.figures.append(
+                Figure(f"book_{m}", f"book {m} (Σ quantity × {m})", float(book_row[m]), "per bp", spec=",.2f")
+            )
+        section.tables.append(
+            Table.of("by_curve", "DV01 and vega by curve (value per bp)", table, {m: ",.2f" for m in amounts})
+        )
     tenors = key_rates(book.columns)
     if tenors:
         value = measure("value")
         ladder = _by_curve(book, {c: value * measure(c) * BP for c in tenors})
         total = float(ladder.loc[ladder["curve"] == ALL, list(tenors)].sum(axis=1).iloc[0])
-        section.figures.append(Figure("key_rate_dv01_sum", "Σ key-rate DV01 of the book", total, "per bp",
-                                      spec=",.2f"))
+        section.figures.append(Figure("key_rate_dv01_sum", "Σ key-rate DV01 of the book", total, "per bp", spec=",.2f"))
         section.plots.append(ladder_plot(ladder, tenors))
-        section.tables.append(Table.of("key_rates", "Key-rate DV01 by curve (Σ value × krd × 1 bp)",
-                                       ladder.rename(columns={c: f"{t:g}y" for c, t in tenors.items()}),
-                                       {f"{t:g}y": ",.2f" for t in tenors.values()}))
-    spreads = {"oas": ("OAS", "bp", 1 / BP), "effective_duration": ("effective duration", "years", 1.0),
-               "effective_convexity": ("effective convexity", "years²", 1.0)}
+        section.tables.append(
+            Table.of(
+                "key_rates",
+                "Key-rate DV01 by curve (Σ value × krd × 1 bp)",
+                ladder.rename(columns={c: f"{t:g}y" for c, t in tenors.items()}),
+                {f"{t:g}y": ",.2f" for t in tenors.values()},
+            )
+        )
+    spreads = {
+        "oas": ("OAS", "bp", 1 / BP),
+        "effective_duration": ("effective duration", "years", 1.0),
+        "effective_convexity": ("effective convexity", "years²", 1.0),
+    }
     for column, (label, unit, scale) in spreads.items():
         if column not in book.columns:
             continue
         values = measure(column)
         finite = values[np.isfinite(values)] * scale
         if len(finite):
-            section.figures.append(Figure(f"{column}_median", f"{label}, median over rows", float(np.median(finite)),
-                                          unit, spec=".4g"))
+            section.figures.append(
+                Figure(f"{column}_median", f"{label}, median over rows", float(np.median(finite)), unit, spec=".4g")
+            )
         section.plots.append(plots.histogram(finite, f"{label} over rows", f"{label} ({unit})"))
     if "oas" in book.columns:
         failed = book[priced & np.isnan(record.column("oas")) & book["error"].notna().to_numpy()]
@@ -114,6 +128,8 @@ def risk_section(record: JobRecord) -> Section | None:
             columns = [c for c in ("id", "instrument", "curve", "error") if c in failed.columns]
             shown = failed[columns].head(FAILED_SHOWN).astype(str)  # ids are labels, not numbers
             section.tables.append(Table.of("oas_failed", f"Rows whose OAS failed (first {FAILED_SHOWN})", shown))
-    section.notes.append("DV01 and vega: value per basis point (of zero rate, of sigma). Key-rate DV01: "
-                         "Σ value × krd_k × 1 bp, so the ladder adds up to about the book's DV01. OAS in bp.")
+    section.notes.append(
+        "DV01 and vega: value per basis point (of zero rate, of sigma). Key-rate DV01: "
+        "Σ value × krd_k × 1 bp, so the ladder adds up to about the book's DV01. OAS in bp."
+    )
     return section

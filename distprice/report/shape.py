@@ -6,6 +6,7 @@ equal cost Σ width · height) and the parts of the inspector's plan, each with 
 :func:`shape_section` is the report's section; :func:`draw_shape` draws the same section alone, before any
 pricing, to an HTML or PNG file.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -53,10 +54,14 @@ def cut(width: np.ndarray, height: np.ndarray, chunks) -> list[np.ndarray]:
 def _boxes(width: np.ndarray, height: np.ndarray, groups: list[np.ndarray]) -> dict:
     """The bounding box of each group of rows in the (width, height) plane, with its rows and cost."""
     nonempty = [g for g in groups if len(g)]
-    return dict(left=[width[g].min() - 0.5 for g in nonempty], right=[width[g].max() + 0.5 for g in nonempty],
-                bottom=[height[g].min() - 0.5 for g in nonempty], top=[height[g].max() + 0.5 for g in nonempty],
-                rows=[len(g) for g in nonempty],
-                cost=[float((width[g].astype(np.float64) * height[g]).sum()) for g in nonempty])
+    return dict(
+        left=[width[g].min() - 0.5 for g in nonempty],
+        right=[width[g].max() + 0.5 for g in nonempty],
+        bottom=[height[g].min() - 0.5 for g in nonempty],
+        top=[height[g].max() + 0.5 for g in nonempty],
+        rows=[len(g) for g in nonempty],
+        cost=[float((width[g].astype(np.float64) * height[g]).sum()) for g in nonempty],
+    )
 
 
 def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], plan: Plan | None):
@@ -69,8 +74,14 @@ def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], 
     image = np.where(counts.T > 0, counts.T, np.nan)
     fig = plots.plot("Rows by tree width and height", height=520)
     mapper = LogColorMapper(palette=Viridis256, low=1, high=max(1.0, float(counts.max())), nan_color=(0, 0, 0, 0))
-    fig.image(image=[image], x=x_edges[0], y=y_edges[0], dw=x_edges[-1] - x_edges[0], dh=y_edges[-1] - y_edges[0],
-              color_mapper=mapper)
+    fig.image(
+        image=[image],
+        x=x_edges[0],
+        y=y_edges[0],
+        dw=x_edges[-1] - x_edges[0],
+        dh=y_edges[-1] - y_edges[0],
+        color_mapper=mapper,
+    )
     fig.add_layout(ColorBar(color_mapper=mapper, title="rows", width=12), "right")
     fig.xaxis.axis_label, fig.yaxis.axis_label = "tree width (nodes)", "tree height (steps)"
     fig.add_tools(HoverTool(tooltips=[("width", "$x{0}"), ("height", "$y{0}"), ("rows", "@image{0,0}")]))
@@ -79,17 +90,37 @@ def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], 
         data = _boxes(width, height, chunks)
         data["name"] = [f"chunk {i}" for i in range(len(data["rows"]))]
         data["share"] = [c / total for c in data["cost"]]
-        boxes = fig.quad(source=ColumnDataSource(data), left="left", right="right", bottom="bottom", top="top",
-                         fill_alpha=0, line_color="#d62728", line_dash="dashed", line_width=1.5,
-                         legend_label="chunks")
-        fig.add_tools(HoverTool(renderers=[boxes], tooltips=[("", "@name"), ("rows", "@rows{0,0}"),
-                                                             ("cost share", "@share{0.0%}")]))
+        boxes = fig.quad(
+            source=ColumnDataSource(data),
+            left="left",
+            right="right",
+            bottom="bottom",
+            top="top",
+            fill_alpha=0,
+            line_color="#d62728",
+            line_dash="dashed",
+            line_width=1.5,
+            legend_label="chunks",
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[boxes], tooltips=[("", "@name"), ("rows", "@rows{0,0}"), ("cost share", "@share{0.0%}")]
+            )
+        )
     if plan is not None:
         for i, part in enumerate(plan.parts):
             data = _boxes(width, height, [part.rows])
-            fig.quad(source=ColumnDataSource(data), left="left", right="right", bottom="bottom", top="top",
-                     fill_alpha=0, line_color=plots.COLORS[(i + 1) % len(plots.COLORS)], line_width=2.5,
-                     legend_label=f"plan part {i}: {part.engine}")
+            fig.quad(
+                source=ColumnDataSource(data),
+                left="left",
+                right="right",
+                bottom="bottom",
+                top="top",
+                fill_alpha=0,
+                line_color=plots.COLORS[(i + 1) % len(plots.COLORS)],
+                line_width=2.5,
+                legend_label=f"plan part {i}: {part.engine}",
+            )
     if chunks or plan is not None:
         fig.legend.location = "top_left"
         fig.legend.click_policy = "hide"
@@ -102,10 +133,14 @@ def chunk_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray]):
 
     data = _boxes(width, height, chunks)
     total = sum(data["cost"]) or 1.0
-    source = ColumnDataSource(dict(chunk=np.arange(len(data["rows"])), rows=data["rows"],
-                                   share=[100 * c / total for c in data["cost"]],
-                                   heights=[f"{b + 0.5:.0f}–{t - 0.5:.0f}" for b, t in
-                                            zip(data["bottom"], data["top"])]))
+    source = ColumnDataSource(
+        dict(
+            chunk=np.arange(len(data["rows"])),
+            rows=data["rows"],
+            share=[100 * c / total for c in data["cost"]],
+            heights=[f"{b + 0.5:.0f}–{t - 0.5:.0f}" for b, t in zip(data["bottom"], data["top"])],
+        )
+    )
     fig = plots.plot("Chunks: rows (bars) and share of the cost Σ width · height (line)")
     fig.vbar(x="chunk", top="rows", width=0.7, source=source, color=plots.COLORS[0])
     fig.extra_y_ranges = {"share": Range1d(0, max(source.data["share"]) * 1.15 or 1.0)}
@@ -113,28 +148,46 @@ def chunk_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray]):
     fig.line(x="chunk", y="share", source=source, y_range_name="share", color=plots.COLORS[3], line_width=2)
     fig.scatter(x="chunk", y="share", source=source, y_range_name="share", color=plots.COLORS[3], size=6)
     fig.xaxis.axis_label, fig.yaxis[0].axis_label = "chunk (in the client's order)", "rows"
-    fig.add_tools(HoverTool(tooltips=[("chunk", "@chunk"), ("rows", "@rows{0,0}"), ("cost share", "@share{0.0}%"),
-                                      ("heights", "@heights")]))
+    fig.add_tools(
+        HoverTool(
+            tooltips=[
+                ("chunk", "@chunk"),
+                ("rows", "@rows{0,0}"),
+                ("cost share", "@share{0.0}%"),
+                ("heights", "@heights"),
+            ]
+        )
+    )
     return fig
 
 
 def plan_table(width: np.ndarray, height: np.ndarray, plan: Plan, actual: tuple[float, ...] | None) -> pd.DataFrame:
     rows = []
     for i, part in enumerate(plan.parts):
-        row = dict(part=i, engine=part.engine, rows=len(part.rows),
-                   node_steps=float(node_steps(width[part.rows], height[part.rows]).sum()),
-                   predicted_seconds=float(part.seconds), waves=part.waves, reason=part.reason)
+        row = dict(
+            part=i,
+            engine=part.engine,
+            rows=len(part.rows),
+            node_steps=float(node_steps(width[part.rows], height[part.rows]).sum()),
+            predicted_seconds=float(part.seconds),
+            waves=part.waves,
+            reason=part.reason,
+        )
         if actual is not None:
-            row.update(actual_seconds=actual[i], actual_over_predicted=actual[i] / part.seconds
-                       if part.seconds > 0 else float("nan"))
+            row.update(
+                actual_seconds=actual[i],
+                actual_over_predicted=actual[i] / part.seconds if part.seconds > 0 else float("nan"),
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def shape_figures(width: np.ndarray, height: np.ndarray) -> list[Figure]:
     shape = describe(width, height)
-    figures = [Figure("shape_rows", "rows drawn (valid)", shape["rows"]),
-               Figure("shape_node_steps", "node-steps (one scenario)", shape["node_steps"], spec=".4g")]
+    figures = [
+        Figure("shape_rows", "rows drawn (valid)", shape["rows"]),
+        Figure("shape_node_steps", "node-steps (one scenario)", shape["node_steps"], spec=".4g"),
+    ]
     for name in ("width", "height"):
         for q in ("p50", "p99", "max"):
             if q in shape[name]:
@@ -148,8 +201,10 @@ def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=N
     """The shape-and-plan section for trees of these widths and heights (the valid rows, in table order)."""
     width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
     if plan is not None and sum(len(p.rows) for p in plan.parts) != len(width):
-        raise OptionError(f"the plan covers {sum(len(p.rows) for p in plan.parts)} rows, but {len(width)} rows "
-                          f"are valid: give the plan of the valid rows in table order")
+        raise OptionError(
+            f"the plan covers {sum(len(p.rows) for p in plan.parts)} rows, but {len(width)} rows "
+            f"are valid: give the plan of the valid rows in table order"
+        )
     section = Section("shape", "The book's shape")
     if len(width) == 0:
         section.notes.append("No valid row: nothing to draw.")
@@ -159,8 +214,7 @@ def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=N
     if groups:
         section.figures.append(Figure("chunks", "chunks", len(groups)))
     if plan is not None:
-        figures = [Figure("predicted_seconds", "plan: predicted (host layout included)", plan.seconds, "s",
-                          spec=".4g")]
+        figures = [Figure("predicted_seconds", "plan: predicted (host layout included)", plan.seconds, "s", spec=".4g")]
         if plan_seconds is not None:
             figures.append(Figure("actual_seconds", "plan: actual (Σ parts)", sum(plan_seconds), "s", spec=".4g"))
         if plan.model is not None:
@@ -174,13 +228,28 @@ def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=N
         table = plan_table(width, height, plan, plan_seconds)
         if plan_seconds is not None:
             section.plots.append(predicted_plot(table))
-        title = "The inspector's plan, part by part (predicted: the engine's seconds; the plan's total adds the " \
-                "host layout)"
-        section.tables.append(Table.of("plan", title, table, {"node_steps": ".4g", "predicted_seconds": ".4g",
-                                                              "actual_seconds": ".4g", "actual_over_predicted": ".2f"}))
-    section.notes.append("Each cell counts the rows of that tree shape (log colours). Dashed boxes: the chunks the "
-                         "client cut, sorted by decreasing height, then width, each of nearly equal cost "
-                         "Σ width · height; solid boxes: the rows of each part of the inspector's plan.")
+        title = (
+            "The inspector's plan, part by part (predicted: the engine's seconds; the plan's total adds the "
+            "host layout)"
+        )
+        section.tables.append(
+            Table.of(
+                "plan",
+                title,
+                table,
+                {
+                    "node_steps": ".4g",
+                    "predicted_seconds": ".4g",
+                    "actual_seconds": ".4g",
+                    "actual_over_predicted": ".2f",
+                },
+            )
+        )
+    section.notes.append(
+        "Each cell counts the rows of that tree shape (log colours). Dashed boxes: the chunks the "
+        "client cut, sorted by decreasing height, then width, each of nearly equal cost "
+        "Σ width · height; solid boxes: the rows of each part of the inspector's plan."
+    )
     return section
 
 
@@ -192,11 +261,20 @@ def predicted_plot(table: pd.DataFrame):
     labels = [f"{p}: {e}" for p, e in zip(table["part"], table["engine"])]
     factors = [(label, kind) for label in labels for kind in ("predicted", "actual")]
     values = [v for p, a in zip(table["predicted_seconds"], table["actual_seconds"]) for v in (p, a)]
-    fig = plots.plot("Plan parts: predicted and actual seconds", height=max(140, 70 + 40 * len(labels)),
-                     y_range=FactorRange(*reversed(factors)))
-    fig.hbar(y="factor", right="seconds", height=0.8, source=ColumnDataSource(dict(factor=factors, seconds=values)),
-             color=factor_cmap("factor", palette=[plots.COLORS[1], plots.COLORS[0]], factors=["predicted", "actual"],
-                               start=1, end=2))
+    fig = plots.plot(
+        "Plan parts: predicted and actual seconds",
+        height=max(140, 70 + 40 * len(labels)),
+        y_range=FactorRange(*reversed(factors)),
+    )
+    fig.hbar(
+        y="factor",
+        right="seconds",
+        height=0.8,
+        source=ColumnDataSource(dict(factor=factors, seconds=values)),
+        color=factor_cmap(
+            "factor", palette=[plots.COLORS[1], plots.COLORS[0]], factors=["predicted", "actual"], start=1, end=2
+        ),
+    )
     fig.xaxis.axis_label = "seconds"
     return fig
 
@@ -209,8 +287,16 @@ def shape_section(record: JobRecord) -> Section:
     return draw(width, height, plan=record.plan, plan_seconds=record.plan_seconds, chunks=record.chunks)
 
 
-def draw_shape(output, width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=None,
-               title: str = "distprice: the book's shape") -> Path:
+def draw_shape(
+    output,
+    width,
+    height,
+    *,
+    plan: Plan | None = None,
+    plan_seconds=None,
+    chunks=None,
+    title: str = "distprice: the book's shape",
+) -> Path:
     """Draws the shape-and-plan picture of trees of these widths and heights (the valid rows, in table order;
     ``plan`` of those rows, ``chunks`` as in :class:`~.inputs.JobRecord`) to ``output``: ``.html`` (interactive,
     self-contained) or ``.png`` (rendered by headless Chromium); written atomically. Returns the path."""

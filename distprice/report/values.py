@@ -2,6 +2,7 @@
 of ``face``), its split by instrument type, exercise style and curve, the largest positions, and for
 scenario runs the book's value under each scenario (a ladder when the scenarios are parallel shifts named
 like ``-100bp``)."""
+
 from __future__ import annotations
 
 import re
@@ -28,8 +29,9 @@ def by_label(labels: pd.Series, value: np.ndarray, column: str) -> pd.DataFrame:
     names = [str(n) for n in names] + ["(none)"]
     codes = np.where(codes < 0, len(names) - 1, codes)
     rows = np.bincount(codes, minlength=len(names))
-    table = pd.DataFrame({column: names, "rows": rows,
-                          "value": np.bincount(codes, weights=value, minlength=len(names))})[rows > 0]
+    table = pd.DataFrame(
+        {column: names, "rows": rows, "value": np.bincount(codes, weights=value, minlength=len(names))}
+    )[rows > 0]
     return table.iloc[np.argsort(-table["value"].abs().to_numpy(), kind="stable")].reset_index(drop=True)
 
 
@@ -61,13 +63,28 @@ def values_section(record: JobRecord) -> Section:
         if column not in book.columns:
             continue
         table = by_label(book[column][priced], value[priced], column)
-        section.plots.append(plots.bars(table[column], table["value"], f"Value by {label}", "value",
-                                        counts=table["rows"], color=plots.COLORS[len(section.plots)], money=True))
+        section.plots.append(
+            plots.bars(
+                table[column],
+                table["value"],
+                f"Value by {label}",
+                "value",
+                counts=table["rows"],
+                color=plots.COLORS[len(section.plots)],
+                money=True,
+            )
+        )
         section.tables.append(Table.of(f"value_by_{column}", f"Value by {label}", table, {"value": MONEY}))
     if priced.any():
         top = largest(book, np.where(priced, value, np.nan), LARGEST)
-        section.tables.append(Table.of("largest", f"The {len(top)} largest positions (by |value|)", top,
-                                       {"price": ",.6g", "value": MONEY, "quantity": ",g"}))
+        section.tables.append(
+            Table.of(
+                "largest",
+                f"The {len(top)} largest positions (by |value|)",
+                top,
+                {"price": ",.6g", "value": MONEY, "quantity": ",g"},
+            )
+        )
     if record.scenarios:
         ladder = scenario_values(record.priced)
         base = float(ladder.loc[ladder["scenario"] == record.base_scenario, "value"].iloc[0])
@@ -75,11 +92,14 @@ def values_section(record: JobRecord) -> Section:
         shifts = [SHIFT.match(s) for s in ladder["scenario"]]
         if all(shifts):
             bp = [float(m.group(1)) for m in shifts]
-            section.plots.append(plots.ladder(bp, ladder["value"], "The book's value under parallel shifts",
-                                              "shift (bp)", "value"))
+            section.plots.append(
+                plots.ladder(bp, ladder["value"], "The book's value under parallel shifts", "shift (bp)", "value")
+            )
         else:
-            section.plots.append(plots.bars(ladder["scenario"], ladder["value"], "The book's value by scenario",
-                                            "value", money=True))
-        section.tables.append(Table.of("scenarios", "The book's value by scenario", ladder,
-                                       {"value": MONEY, "change": MONEY}))
+            section.plots.append(
+                plots.bars(ladder["scenario"], ladder["value"], "The book's value by scenario", "value", money=True)
+            )
+        section.tables.append(
+            Table.of("scenarios", "The book's value by scenario", ladder, {"value": MONEY, "change": MONEY})
+        )
     return section
