@@ -9,6 +9,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from test_floors import FLOORS, MODULES, PACKAGE, imports
 
 ROOT = PACKAGE.parent
@@ -108,3 +110,12 @@ def test_rooms_marked_for_tests_are_imported_by_no_module():
         assert module in MODULES, f"{module} is marked but is no module"
         importers = [m for m in MODULES if m != module and module in imports(m)]
         assert not importers, f"{module} is marked as tests' or benchmarks' alone, but {importers} import it"
+
+
+def test_every_package_is_installed():
+    """A regular install (``pip install .``, the container images) ships every package of distprice: each
+    folder of ``distprice/`` with an ``__init__.py`` is in pyproject.toml's ``packages``."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set(), "packages missing from pyproject.toml"
