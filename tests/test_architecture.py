@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from test_floors import FLOORS, MODULES, PACKAGE, imports
 
 ROOT = PACKAGE.parent
