@@ -24,7 +24,7 @@ geometry once); its valid rows (:class:`Instruments`) are priced by one of :data
 - ``risk``: the risk measures of valid rows (OAS, parallel, key-rate and volatility bumps);
 - ``datasets``: the papers' synthetic portfolios, Hull's example and mixtures;
 - ``desk``: a realistic dated book with its curves and exercise schedule;
-- ``quantlib``: the QuantLib peer, oracle of the tests and baseline of the benchmarks;
+- ``quantlib``: the QuantLib peer, oracle of the tests and baseline of ``distprice bench --peer quantlib``;
 - ``quantlib_dated``: the QuantLib peer of dated rows.
 """
 

@@ -1,4 +1,4 @@
-"""QuantLib peer of dated rows: the oracle of the dated form in the tests and its baseline in the benchmarks.
+"""QuantLib peer of dated rows: the tests' oracle of the dated form.
 
 Each row is priced with QuantLib's own objects, at its valuation date V (``Settings.evaluationDate``)::
 
