@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import InvalidInputError, Problem
 from .calendars import adjust_days
-from .convert import NO_DATE, parse_dates
+from .convert import NO_DATE, day_numbers, parse_dates
 from .holidays import FIRST_DAY, LAST_DAY
 from .registry import CALENDARS, CONVENTIONS, DAY_COUNTS, FREQUENCIES
 
@@ -102,8 +102,6 @@ def bond_terms(
     """:class:`BondTerms` from columns or scalars (broadcast to the longest): dates in any form
     :func:`~distprice.dates.convert.day_numbers` reads, conventions as names or codes. No rule is checked here
     (see :func:`check_terms`); unknown names and non-dates raise ValueError."""
-    from .convert import day_numbers
-
     columns = dict(
         issue=day_numbers(issue if np.ndim(issue) else np.atleast_1d(issue)),
         maturity=day_numbers(maturity if np.ndim(maturity) else np.atleast_1d(maturity)),

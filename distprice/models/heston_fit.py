@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..cuda import gpu_available
 from ..errors import OptionError
 from .evolution import Generation, evolve
 from .heston import LOWER, PARAMETERS, UPPER
@@ -73,7 +74,6 @@ def heston_engine(surface: Surface, quadrature: str = "gl20", engine: str = "aut
         raise OptionError(f"engine must be one of {', '.join(ENGINE_NAMES)}, not {engine!r}")
     if engine == "reference":
         return ReferenceEngine(surface, quadrature)
-    from ..cuda import gpu_available
     from .heston_gpu import GpuEngine
 
     if engine == "auto":
