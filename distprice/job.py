@@ -36,7 +36,7 @@ from .lattice.measures import (
     parse_key_rates,
     parse_measures,
 )
-from .lattice.quotes import Quotes, read_quotes
+from .lattice.quotes import Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .precision import precision_name, real_dtype
 from .scenarios import Market, market, parse_shifts
@@ -207,7 +207,7 @@ def read_risk(table: pd.DataFrame, prepared: Prepared, risk: Risk | None, first_
     joined to ``prepared``'s rows: the prepared rows and the quotes of every row (None without measures)."""
     if risk is None:
         return prepared, None
-    quotes, problems = read_quotes(table, first_row)
+    quotes, problems = read_market_prices(table, first_row)
     if problems:
         valid = prepared.valid.copy()
         valid[[p.position for p in problems]] = False

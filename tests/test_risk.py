@@ -25,7 +25,7 @@ from distprice.lattice.measures import (
     parse_measures,
 )
 from distprice.lattice.oas import find_roots
-from distprice.lattice.quotes import Quotes, read_quotes
+from distprice.lattice.quotes import Quotes, read_market_prices
 from distprice.lattice.risk import price_measures
 from distprice.lattice.sweeps import key_rate_bumps, start_steps
 
@@ -244,7 +244,7 @@ def test_market_prices_are_read_and_checked():
             "market_price_type": ["clean", None, "dirty", "mid", "DIRTY"],
         }
     )
-    quotes, problems = read_quotes(table)
+    quotes, problems = read_market_prices(table)
     np.testing.assert_array_equal(quotes.price, [101.5, np.nan, np.nan, np.nan, 99.0])
     assert quotes.dirty.tolist() == [False, False, True, False, True]
     assert [str(p) for p in problems] == [

@@ -11,7 +11,7 @@ import pytest
 from distprice.curves import load_curves
 from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice.instruments import prepare
-from distprice.lattice.quotes import read_quotes
+from distprice.lattice.quotes import read_market_prices
 from distprice.lattice.risk import price_measures, risk_engine, settlement
 
 ql = pytest.importorskip("QuantLib")
@@ -95,7 +95,7 @@ def _setup(settlement_days: int, rows=slice(None)):
     instruments = prepared.instruments()
     theirs = price_dated_quantlib(book, curves, AS_OF, table, steps=instruments.geometry.height.tolist())
     market = theirs["clean_price"].to_numpy() - 1.0  # the model's clean price less one
-    quotes, problems = read_quotes(book.assign(market_price=market))
+    quotes, problems = read_market_prices(book.assign(market_price=market))
     assert not problems
     return book, table, curves, instruments, market, quotes
 

@@ -14,7 +14,7 @@ from distprice.cluster.pricer import Pricer
 from distprice.curves import builtin_curves
 from distprice.errors import InvalidInputError, OptionError
 from distprice.lattice.measures import measure_columns
-from distprice.lattice.quotes import read_quotes
+from distprice.lattice.quotes import read_market_prices
 from distprice.lattice.risk import price_measures
 
 from utils import HULL_PUT, instruments_of, random_portfolio
@@ -40,7 +40,7 @@ def test_price_adds_the_measure_columns_after_the_prices(quoted):
     priced = distprice.price(quoted, engine="cpu", measures=ALL)
     names = list(priced.columns)
     assert names[names.index("option_price") + 1 : names.index("width")] == COLUMNS
-    quotes, problems = read_quotes(quoted)
+    quotes, problems = read_market_prices(quoted)
     instruments, curves = instruments_of(quoted), builtin_curves()
     expected = price_measures(
         instruments, curves, engine="cpu", measures=ALL, quotes=quotes, base=priced["price"].to_numpy()

@@ -43,7 +43,7 @@ def _label(position: int, ident, first_row: int) -> str:
     return f"row {first_row + position + 1} (id {shown})"
 
 
-def read_quotes(portfolio: pd.DataFrame, first_row: int = 0) -> tuple[Quotes, list[Problem]]:
+def read_market_prices(portfolio: pd.DataFrame, first_row: int = 0) -> tuple[Quotes, list[Problem]]:
     """The market prices of every row of ``portfolio`` and the rules they break (``market_price`` a finite
     number > 0 where given; ``market_price_type`` one of ``clean``, ``dirty`` where given), each problem
     naming the row (numbered from ``first_row``), its id and the column."""

@@ -123,7 +123,7 @@ def price_measures(
 
     ``measures``: names of :data:`~.measures.MEASURES` (a list or ``"dv01,krd"``); ``bump_bp``: h of the
     parallel and key-rate bumps (basis points); ``key_rates``: the key grid (years); ``quotes``: the rows'
-    market prices (:func:`~.quotes.read_quotes`, taken at the valid rows): a row with one is measured at its
+    market prices (:func:`~.quotes.read_market_prices`, taken at the valid rows): a row with one is measured at its
     OAS, which the ``oas`` column reports; ``base``: each row's price on ``curves`` as a pricing in float64
     gave it (:func:`price_of`), which the OAS search takes as its value at spread 0 instead of rolling the
     tree back there once more. ``engine``: ``reference``, ``cpu``, ``gpu-outer``, ``gpu-flat`` or

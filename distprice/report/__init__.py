@@ -1,21 +1,21 @@
 """Pictures and the job report (floor 6): drawn from a priced table and the job's facts, never re-pricing.
 
 ``write_report(priced, "report.html", plan=..., timings=...)`` writes one self-contained HTML file (BokehJS
-inlined: it opens offline) of the sections of a model family (:data:`~.build.FAMILIES`); ``draw_shape``
+inlined: it opens offline) of the sections of a model family (:data:`~.build.REPORTS`); ``draw_shape``
 draws the book's shape and the inspector's plan alone, before pricing, to HTML or PNG.
 """
 
-from .build import FAMILIES, Family, render_report, write_report
+from .build import REPORTS, ReportKind, render_report, write_report
 from .document import Figure, Section, Table
 from .inputs import PHASES, JobRecord
 from .shape import draw_shape
 
 __all__ = [
-    "FAMILIES",
     "PHASES",
-    "Family",
+    "REPORTS",
     "Figure",
     "JobRecord",
+    "ReportKind",
     "Section",
     "Table",
     "draw_shape",

@@ -1,7 +1,7 @@
 """A job report: the sections of a model family, drawn from a priced table and the job's facts, in one
 self-contained HTML file.
 
-Each family's :class:`Family` in :data:`FAMILIES` lists its sections: functions of a
+Each family's :class:`ReportKind` in :data:`REPORTS` lists its sections: functions of a
 :class:`~.inputs.JobRecord` that return a :class:`~.document.Section`, or None when they have nothing to
 show (the risk section of a table without measure columns). A family adds its report by writing its
 section functions in a module of this package and naming them here, as the Monte-Carlo family does with
@@ -27,7 +27,7 @@ from .values import values_section
 
 
 @dataclass(frozen=True)
-class Family:
+class ReportKind:
     """A model family's report: its title, the columns of the priced table its sections read, its sections."""
 
     title: str
@@ -35,13 +35,13 @@ class Family:
     sections: tuple[Callable[[JobRecord], Section | None], ...]
 
 
-FAMILIES = {
-    "lattice": Family(
+REPORTS = {
+    "lattice": ReportKind(
         "distprice job report",
         ("price", "value", "width", "height", "engine", "error"),
         (job_section, shape_section, values_section, risk_section, problems_section),
     ),
-    "montecarlo": Family("distprice Monte-Carlo report", PATH_COLUMNS, (paths_section,)),
+    "montecarlo": ReportKind("distprice Monte-Carlo report", PATH_COLUMNS, (paths_section,)),
 }
 """The report of each family: of ``distprice.price``'s table (lattice), of ``distprice.price_mc``'s."""
 
@@ -49,10 +49,10 @@ FAMILIES = {
 def render_report(priced, *, family: str = "lattice", **facts) -> str:
     """The HTML of the report of ``priced`` (a DataFrame or a CSV / Parquet path); ``facts`` are the keywords
     of :meth:`JobRecord.of <distprice.report.inputs.JobRecord.of>`."""
-    if family not in FAMILIES:
-        raise OptionError(f"family must be one of {', '.join(FAMILIES)}, not {family!r}")
+    if family not in REPORTS:
+        raise OptionError(f"family must be one of {', '.join(REPORTS)}, not {family!r}")
     record = JobRecord.of(priced, **facts)
-    chosen = FAMILIES[family]
+    chosen = REPORTS[family]
     missing = [c for c in chosen.columns if c not in record.priced.columns]
     if missing:
         raise OptionError(f"a {family} report is drawn from a priced table; this one lacks {', '.join(missing)}")
