@@ -16,11 +16,13 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..lattice.measures import COLUMNS
 from . import plots
 from .document import Figure, Section, Table
 from .inputs import JobRecord, priced_mask
 
-MEASURES = ("dv01", "effective_duration", "effective_convexity", "vega", "oas")
+MEASURE_COLUMNS = tuple(column for columns in COLUMNS.values() for column in columns)
+"""The measure columns a priced table may have, but the key rates' (:data:`~distprice.lattice.measures.COLUMNS`)."""
 KEY_RATE = re.compile(r"^krd_(\d+(?:\.\d+)?)y$")
 BP = 1e-4
 ALL = "(all curves)"
@@ -36,7 +38,7 @@ def key_rates(columns) -> dict[str, float]:
 
 
 def has_measures(priced: pd.DataFrame) -> bool:
-    return any(m in priced.columns for m in MEASURES) or bool(key_rates(priced.columns))
+    return any(c in priced.columns for c in MEASURE_COLUMNS) or bool(key_rates(priced.columns))
 
 
 def _by_curve(frame: pd.DataFrame, amounts: dict[str, np.ndarray]) -> pd.DataFrame:
