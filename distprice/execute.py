@@ -25,13 +25,6 @@ from .planner import cut_by_cost
 from .precision import precision_name
 from .tuning import current_model
 
-HOST_PIECE_NODE_STEPS = {"reference": 1e7, "cpu": 16e9}
-"""Node-steps (full rectangles) of a piece of a host part: about a second of the reference engine; for the CPU
-engine a few seconds of a core's work (about a second of a 2-core machine's on the dated desk book: trees that
-share a forward pass and stop at their first exercise do less than their rectangles), so that each piece's fixed
-costs (taking its rows, its event table and layout, its forward passes) stay small beside its pricing."""
-HOST_PIECE_ROWS = {"reference": 1, "cpu": 512}
-"""Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
 HOST_PIECE_MAX_ROWS = 1 << 18
 """Rows of a piece at most: each piece's event table and the engine's per-row arrays (a few tens of MB) reuse
 the memory of the piece before instead of growing with the part, so a big table's first job does not pay for
@@ -88,13 +81,14 @@ def _price_on_host(
 
 
 def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list[np.ndarray]:
-    """``rows`` cut into consecutive pieces of about HOST_PIECE_NODE_STEPS of ``engine`` each, at least
-    HOST_PIECE_ROWS rows and at most about HOST_PIECE_MAX_ROWS, so that a long job in this process shows
-    progress and answers Ctrl-C between pieces."""
+    """``rows`` cut into consecutive pieces of about the :attr:`~.lattice.engines.Engine.piece_node_steps` of
+    ``engine`` each, at least its :attr:`~.lattice.engines.Engine.piece_rows` rows and at most about
+    HOST_PIECE_MAX_ROWS, so that a long job in this process shows progress and answers Ctrl-C between pieces."""
     g = instruments.geometry
     cost = node_steps(g.width[rows], g.height[rows])
+    host = ENGINES[engine]
     pieces = max(
-        min(math.ceil(cost.sum() / HOST_PIECE_NODE_STEPS[engine]), math.ceil(len(rows) / HOST_PIECE_ROWS[engine])),
+        min(math.ceil(cost.sum() / host.piece_node_steps), math.ceil(len(rows) / host.piece_rows)),
         math.ceil(len(rows) / HOST_PIECE_MAX_ROWS),
     )
     return [rows[s] for s in cut_by_cost(cost, max(1, pieces))]

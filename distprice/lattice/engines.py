@@ -37,12 +37,21 @@ class Engine:
     them in precision ``real``) and returns their pricer: curve set -> bond and option prices, called once per
     market scenario (``curves``, the first curve set, must name every curve a scenario gives the rows). A GPU
     engine is its CUDA ``kernel`` (``outer`` or ``flat``), launched by :func:`~.gpu.start_gpu`. Calling an
-    engine prices ``instruments`` on ``curves`` in precision ``real``."""
+    engine prices ``instruments`` on ``curves`` in precision ``real``. A host engine prices a part of a plan in
+    this process piece by piece (:func:`distprice.execute.host_pieces`), pieces of about ``piece_node_steps``
+    and of ``piece_rows`` rows at least."""
 
     name: str
     kind: str
     prepare: Callable[[Instruments, dict[str, ZeroCurve], np.dtype], Pricer] | None = None
     kernel: str | None = None
+    piece_node_steps: float | None = None
+    """Node-steps (full rectangles) of a piece of a host part: about a second of the reference engine; for the CPU
+    engine a few seconds of a core's work (about a second of a 2-core machine's on the dated desk book: trees that
+    share a forward pass and stop at their first exercise do less than their rectangles), so that each piece's fixed
+    costs (taking its rows, its event table and layout, its forward passes) stay small beside its pricing."""
+    piece_rows: int | None = None
+    """Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
 
     def __call__(self, instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Prices:
         if self.kind == GPU:
@@ -65,8 +74,8 @@ def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer
 ENGINES: dict[str, Engine] = {
     engine.name: engine
     for engine in (
-        Engine("reference", HOST, prepare=_reference),
-        Engine("cpu", HOST, prepare=_cpu),
+        Engine("reference", HOST, prepare=_reference, piece_node_steps=1e7, piece_rows=1),
+        Engine("cpu", HOST, prepare=_cpu, piece_node_steps=16e9, piece_rows=512),
         Engine("gpu-outer", GPU, kernel="outer"),
         Engine("gpu-flat", GPU, kernel="flat"),
     )
