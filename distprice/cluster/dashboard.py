@@ -19,12 +19,13 @@ What it shows comes from three streams:
   pricing tasks, "node_steps": Σ 2 · width · height of the job (all scenarios), "predicted_seconds": the
   inspector's prediction of its wall time}``; a later post of the same id updates these figures (a big
   file's invalid rows are known once the workers have read it), and :func:`end_job` closes it;
-- the scheduler's task transitions: the job's chunks are its tasks whose key starts with ``price_`` or
-  ``mc_paths_`` and ends with ``-<job id>`` (the Pricer's keys);
-- the pricing events each lattice chunk logs (:mod:`~.metrics`: rows × scenarios, node-steps, seconds,
-  kernel seconds, engine) just before it ends: each is credited to the next ``price_`` task that ends on
-  its worker (the event and the task's end travel on the same stream, in order), so a chunk priced again
-  after its worker was lost, or written again with its duplicate ids marked (:func:`again_key`), counts once.
+- the scheduler's task transitions: the job's chunks are its tasks whose key starts as a family says its
+  counted chunks' names do (``Family.counted`` of :data:`~distprice.families.FAMILIES`: ``price_``,
+  ``mc_paths_``) and ends with ``-<job id>`` (the Pricer's keys);
+- the pricing events each metered chunk logs (:mod:`~.metrics`: rows × scenarios, node-steps, seconds,
+  kernel seconds, engine) just before it ends: each is credited to the next metered task (``Family.metered``:
+  ``price_``) that ends on its worker (the event and the task's end travel on the same stream, in order), so
+  a chunk priced again after its worker was lost, or run again (:func:`again_key`), counts once.
 
 A chunk is *running* once the scheduler has sent it to a worker (pricing, or next in that worker's queue),
 *waiting* before.
@@ -46,22 +47,24 @@ from dataclasses import dataclass, field
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from ..families import FAMILIES
 from .metrics import _TOTALS as PRICING_TOTALS, TOPIC as PRICING_TOPIC
 
 PLUGIN_NAME = "distprice-dashboard"
 JOB_TOPIC = "distprice-job"
 PAGE = "/distprice"
 """The page's path on the dashboard; the JSON state is at ``PAGE + ".json"``."""
-PRICING_PREFIX = "price_"
-"""Keys of the tasks that price lattice chunks: each logs one pricing event (:mod:`~.metrics`)."""
-CHUNK_PREFIXES = (PRICING_PREFIX, "mc_paths_")
+CHUNK_PREFIXES = tuple(prefix for family in FAMILIES for prefix in family.counted)
+"""Keys of the tasks the page counts as a job's chunks."""
+METERED_PREFIXES = tuple(prefix for family in FAMILIES for prefix in family.metered)
+"""Keys of the chunk tasks that each log one pricing event (:mod:`~.metrics`)."""
 AGAIN = "-again-"
-"""Marks the key of a chunk's second pricing (a slice written again, its duplicate ids marked, after its first
-writing): ``<name>-again-<chunk>-<job>``. The page counts it as the chunk it replaces."""
+"""Marks the key of a chunk's second run (``Chunk.again``: a slice written again, its duplicate ids marked, after
+its first writing): ``<name>-again-<chunk>-<job>``. The page counts it as the chunk it replaces."""
 
 
 def again_key(key: str) -> str:
-    """The key of the pricing that replaces chunk task ``key`` (``<name>-<chunk>-<job>``)."""
+    """The key of the run that replaces chunk task ``key`` (``<name>-<chunk>-<job>``)."""
     name, _, rest = key.partition("-")
     return f"{name}{AGAIN}{rest}"
 
@@ -325,9 +328,9 @@ class JobBoard(SchedulerPlugin):
             start == "processing"
             and finish in ("memory", "erred")
             and isinstance(key, str)
-            and key.startswith(PRICING_PREFIX)
+            and key.startswith(METERED_PREFIXES)
         ):
-            # a pricing task logs its event just before it ends, on the stream that reports its end
+            # a metered task logs its event just before it ends, on the stream that reports its end
             waiting = self._pending.get(kwargs.get("worker"))
             event = waiting.popleft() if waiting else None
             job = self.job_of(key)

@@ -1,15 +1,12 @@
 """Pricing on a Dask cluster: :class:`Pricer` sends a job's tasks and gathers its result.
 
-A job runs in stages, each a kind of task named for the dashboard's task stream and progress page. The family
-(:mod:`distprice.families`) reads the job's inputs on the client, before any task is sent, and cuts them into
-chunks for the cluster's workers; the Pricer sends one task per chunk (:func:`~.tasks.run_chunk`), shows their
-progress and hands their results, in order, to the family, which puts them together: a priced table, fitted
-parameters.
-
-A big Parquet file, or folder of Parquet parts, is read by the workers instead: ``read-chunk`` tasks each read
-and check a slice of its rows, ``inspect-chunk`` tasks send the client only what it needs (problems, id hashes,
-the plan's engines), and once every slice is known valid the ``price_*`` tasks price the slices where they lie.
-The client holds the plan and one priced slice at a time, not the portfolio.
+Any family (:mod:`distprice.families`) runs through :meth:`Pricer.compute`. The family reads the job's inputs on
+the client, before any task is sent, and cuts them into chunks for the cluster's workers; the Pricer sends one
+task per chunk (:func:`~.tasks.run_chunk`), keyed ``<chunk name>-<job id>`` for the dashboard's task stream and
+page, shows their progress and hands their results, in order, to the family, which puts them together: a priced
+table, fitted parameters. A job of several stages (a big Parquet portfolio the workers read, checked on the
+client before its slices are priced where they lie) hands each stage's results back to the family before the
+next stage is sent; an earlier stage's results that a later one takes stay on the workers.
 
 Every row is priced exactly once, whichever workers come and go. Every wait is watched (:mod:`~.watch`): a
 job with no worker for ``cluster.no_workers_timeout`` seconds, past its ``timeout``, or whose scheduler goes
@@ -28,20 +25,9 @@ import warnings
 import pandas as pd
 
 from ..errors import NoWorkersError
-from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Work, Workers
-from ..families.lattice import (
-    by_scenario,
-    file_problems,
-    inspect_chunk,
-    price_read_chunk,
-    read_chunk,
-    task_name,
-    with_columns,
-    write_read_chunk,
-)
-from ..job import JobOptions, Summary, Tally, check_columns
-from ..planner import chunk_count, table_slices
-from ..tables import FOLDER, check_output, new_folder, parquet_files, table_format, write_parts, write_tables
+from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Stages, Work, Workers
+from ..job import JobOptions, Summary
+from ..tables import FOLDER, check_output, new_folder, table_format, write_parts, write_tables
 from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
@@ -52,9 +38,6 @@ from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
 
-READ_ON_WORKERS_ROWS = 1_000_000
-"""Parquet portfolios of at least this many rows are read by the workers, not the client."""
-
 
 class Pricer:
     """A cluster kept across pricing jobs (scheduled risk runs price many portfolios on one cluster).
@@ -62,8 +45,10 @@ class Pricer:
     ``cluster``: None (a local cluster sized to this machine), a config file, a scheduler address, a
     :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
     it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 on a ``local-cuda``
-    cluster, whose worker processes share each GPU, else 4); ``progress``: a progress
-    bar of each stage on stderr, when it is a terminal. Use as a context manager::
+    cluster, whose worker processes share each GPU, else 4); ``read_on_workers_rows``: Parquet portfolios of at
+    least this many rows are read by the workers, not the client (None: the lattice family's
+    ``READ_ON_WORKERS_ROWS``); ``progress``: a progress bar of each stage on stderr, when it is a terminal. Use as
+    a context manager::
 
         with distprice.Pricer("configs/local-cuda.yaml") as pricer:
             for book in books:
@@ -75,7 +60,7 @@ class Pricer:
         cluster=None,
         *,
         chunks_per_worker: int | None = None,
-        read_on_workers_rows: int = READ_ON_WORKERS_ROWS,
+        read_on_workers_rows: int | None = None,
         progress: bool = False,
     ):
         from distributed import Client
@@ -150,7 +135,7 @@ class Pricer:
         """Prices a portfolio and writes the priced table to ``output`` (CSV, Parquet, or a folder of Parquet
         parts) atomically: nothing is written when a row is invalid in strict mode or the job fails. Returns
         what the job did. The parts of a folder are written by the workers when they read the portfolio (a big
-        Parquet file), so the folder must be where they can write, at the same path."""
+        Parquet file, ``read_on_workers_rows``), so the folder must be where they can write, at the same path."""
         inputs = {
             "portfolio": portfolio,
             "curves": curves,
@@ -178,44 +163,78 @@ class Pricer:
         ranges per worker, each a ``mc_paths_<engine>_<precision>`` task). The ranges start at multiples of
         :data:`~distprice.families.montecarlo.PATH_BLOCK` paths, so the prices are the same bits on any number of
         workers; jobs share the cluster."""
-        return self._result(PATHS, inputs, paths=paths, precision=precision, engine=engine)
+        return self.compute(PATHS, inputs, paths=paths, precision=precision, engine=engine)
 
     def calibrate_heston(self, quotes, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Fits every Heston surface of ``quotes`` at once, one ``fit_heston`` task each: the arguments (but
         ``progress``) and the tables of :func:`distprice.calibrate_heston`."""
-        return self._result(HESTON, quotes, **options)
+        return self.compute(HESTON, quotes, **options)
 
     def calibrate_hull_white(self, quotes, curves) -> pd.DataFrame:
         """Fits every Hull-White model of ``quotes`` at once, one ``fit_hull_white`` task each: the table of
         :func:`distprice.calibrate_hull_white`."""
-        return self._result(HULL_WHITE, quotes, curves=curves)
+        return self.compute(HULL_WHITE, quotes, curves=curves)
 
-    def _result(self, family: Family, inputs, **options):
-        """The result of a family's job of one stage: its inputs read here, its chunks run on the cluster."""
+    def compute(self, family: Family, inputs, **options):
+        """The result of ``family``'s job of ``inputs``: any family runs through here, its inputs read and checked
+        on the client (``family.read(inputs, **options)``, before any task is sent), its chunks run on the
+        cluster's workers and put together by the family, in chunk order."""
         read = family.read(inputs, **options)
         with self._watched() as watch:
             return self._done(family.split(read, self._cut_for("fp64", watch)), watch)
 
-    def _done(self, work: Work, watch: Watch):
-        """Sends the tasks of ``work``'s chunks and returns what its ``combine`` makes of their results, handed to
-        it in chunk order as they come."""
+    def _done(self, split: Work | Stages, watch: Watch):
+        """Runs a job's :class:`~distprice.families.Work` (of a job of stages, the last, once the others have run)
+        and returns what its ``combine`` makes of the chunks' results, handed to it in chunk order as they come."""
+        sent: dict[Chunk, object] = {}  # the job's chunks whose results are still held, and their futures
+        work = split if isinstance(split, Work) else self._last_stage(split, sent, watch)
+        futures = self._started(work, sent, watch)
+        sent.clear()
+        return work.combine(self._ordered(futures, watch, work.each))
+
+    def _last_stage(self, stages: Stages, sent: dict, watch: Watch) -> Work:
+        """Runs each stage the family yields, its results gathered and its ``combine``'s result sent back to the
+        family, until it returns the last; what no stage keeps for later ones (``Work.kept``) is let go as each
+        ends."""
+        result, kept = None, set()
+        while True:
+            try:
+                work = stages.send(result)
+            except StopIteration as last:
+                return last.value
+            results = watch.gather(self._started(work, sent, watch))
+            kept.update(work.kept)
+            for chunk in set(sent) - kept:
+                del sent[chunk]
+            result = work.combine(iter(results))
+            watch.check()
+
+    def _started(self, work: Work, sent: dict, watch: Watch) -> list:
+        """Posts ``work``'s figures, sends its kept chunks then its own and shows their progress; the futures of
+        its own chunks."""
         if work.figures is not None:
             self._post(watch.job, **work.figures)
-        futures = self._send(work.chunks, watch)
+        self._send(work.kept, sent, watch)
+        futures = self._send(work.chunks, sent, watch)
         self._show_progress(futures, work.label)
-        return work.combine(self._ordered(futures, watch))
+        return futures
 
     @staticmethod
-    def _send(chunks: list[Chunk], watch: Watch) -> list:
-        """Sends a task for each of ``chunks`` and for each chunk they take as an argument (once, however many
-        take it), keyed ``<name>-<job id>``; the futures of ``chunks``."""
-        sent = {}
+    def _send(chunks, sent: dict, watch: Watch) -> list:
+        """Sends a task for each of ``chunks`` and for each chunk they take as an argument, unless ``sent`` (the
+        job's chunks already sent, and their futures) holds it, keyed ``<name>-<job id>`` (a chunk run ``again``:
+        :func:`.dashboard.again_key`); the futures of ``chunks``."""
 
         def send(chunk: Chunk):
             if chunk not in sent:
                 args = [send(a) if isinstance(a, Chunk) else a for a in chunk.args]
+                key = f"{chunk.name}-{watch.job}"
                 sent[chunk] = watch.submit(
-                    run_chunk, chunk.run, *args, key=f"{chunk.name}-{watch.job}", priority=chunk.priority
+                    run_chunk,
+                    chunk.run,
+                    *args,
+                    key=dashboard.again_key(key) if chunk.again else key,
+                    priority=chunk.priority,
                 )
             return sent[chunk]
 
@@ -253,11 +272,9 @@ class Pricer:
         priced table in order (the tally is complete once the generator is exhausted), or None for the pieces
         when the workers wrote them as parts of ``folder`` (a folder being built) themselves."""
         workers = self._cut_for(options.precision, watch)
-        if self._read_on_workers(portfolio):
-            return self._price_file(str(portfolio), options, workers, watch, folder)
-        portfolio = LATTICE.read(portfolio, options)
+        read = LATTICE.read(portfolio, options, folder=folder, read_on_workers_rows=self.read_on_workers_rows)
         watch.check()
-        return self._done(LATTICE.split(portfolio, workers), watch)
+        return self._done(LATTICE.split(read, workers), watch)
 
     def _cut_for(self, precision: str, watch: Watch) -> Workers:
         """The cluster a job is cut for: its workers now, and the device and model of the first to answer
@@ -278,132 +295,21 @@ class Pricer:
         worker = self._workers[precision]
         return Workers(self.workers, self.chunks_per_worker, worker["gpu"], worker["model"], worker["gpu_processes"])
 
-    def _read_on_workers(self, portfolio) -> bool:
-        if isinstance(portfolio, pd.DataFrame) or table_format(portfolio) not in ("parquet", FOLDER):
-            return False
-        import pyarrow.parquet as pq
-
-        try:
-            rows = sum(pq.ParquetFile(part).metadata.num_rows for part in parquet_files(portfolio))
-        except (OSError, ValueError):  # not a Parquet table: the client's reading says why
-            return False
-        return rows >= self.read_on_workers_rows
-
     def _show_progress(self, futures, label: str) -> None:
         """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""
         if self.progress:
             follow(self.client, futures, label)
 
-    def _price_file(self, path: str, options: JobOptions, workers: Workers, watch: Watch, folder: str | None = None):
-        """Prices a big Parquet file (or folder of parts) that the workers read: its tally and a generator of the
-        priced slices in file order (the tally is complete once the generator is exhausted); with ``folder``,
-        the tally alone (and None), each worker writing the priced table of its slices as parts of that
-        folder."""
-        import pyarrow.parquet as pq
-
-        files = [(part, pq.ParquetFile(part).metadata) for part in parquet_files(path)]
-        groups = [[m.row_group(g).num_rows for g in range(m.num_row_groups)] for _, m in files]
-        rows = sum(map(sum, groups))
-        check_columns({name for _, m in files for name in m.schema.names}, rows, options)
-        market = options.market()  # read and checked here, before any task, and shipped to the workers
-        slices = table_slices(
-            [(part, sizes) for (part, _), sizes in zip(files, groups)],
-            chunk_count(rows, workers.count, workers.chunks_per_worker),
-            opening=workers.count if workers.gpu else 0,
-        )
-        token = watch.job
-        figures = dict(
-            name=path, rows=rows, chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0
-        )
-        self._post(token, **figures)
-
-        def submit(run, *args, key: str, priority: int = 0):
-            return watch.submit(run_chunk, run, *args, key=key, priority=priority)
-
-        read = [
-            submit(
-                read_chunk,
-                piece,
-                market,
-                options,
-                workers.model,
-                workers.gpu,
-                workers.gpu_processes,
-                key=f"read-chunk-{i}-{token}",
-                priority=-i,
-            )
-            for i, piece in enumerate(slices)
-        ]
-        written = None
-        if folder is not None:  # each slice priced and written as soon as it is read, while the rest are checked
-            name = task_name([options.engine], options.real)
-            written = [
-                submit(write_read_chunk, f, [], folder, i, len(slices), key=f"{name}-{i}-{token}", priority=-i)
-                for i, f in enumerate(read)
-            ]
-        inspected = [
-            submit(inspect_chunk, f, key=f"inspect-chunk-{i}-{token}", priority=-i) for i, f in enumerate(read)
-        ]
-        self._show_progress(inspected, "reading and checking")
-        summaries = watch.gather(inspected)
-        problems, duplicates = file_problems(path, options, summaries, slices)
-        self._post(token, invalid=len({p.where for p in problems + duplicates}), **figures)
-        del inspected
-        tally = Tally(rows, len(market.curve_sets))
-        if written is not None:
-            # a slice holding ids that other slices hold is priced and written again, those rows made invalid,
-            # after its first writing
-            for i, f in enumerate(read):
-                mine = [d for d in duplicates if d.piece == i]
-                if mine:
-                    written[i] = submit(
-                        write_read_chunk,
-                        f,
-                        mine,
-                        folder,
-                        i,
-                        len(slices),
-                        written[i],
-                        key=dashboard.again_key(f"{name}-{i}-{token}"),
-                    )
-            del read
-            self._show_progress(written, "pricing and writing")
-            for part in watch.gather(written):
-                tally.absorb(part)
-            return tally, None
-        # slices are priced in file order (Dask would otherwise start with the last submitted), so that the
-        # client writes each one as it comes instead of waiting for the first
-        priced = [
-            submit(
-                price_read_chunk,
-                f,
-                [d for d in duplicates if d.piece == i],
-                key=f"{task_name(s['engines'] or ['none'], options.real)}-{i}-{token}",
-                priority=-i,
-            )
-            for i, (f, s) in enumerate(zip(read, summaries))
-        ]
-        del read
-        self._show_progress(priced, "pricing")
-        if market.scenarios is None:
-            return tally, (
-                tally.add(frame)
-                for frame in self._ordered(priced, watch, lambda i, columns: with_columns(slices[i], columns))
-            )
-        return tally, (
-            tally.add(frame) for frame in by_scenario(self._ordered(priced, watch), slices, len(market.curve_sets))
-        )
-
     @staticmethod
-    def _ordered(futures, watch: Watch, then=None):
-        """The results of ``futures`` in their order (``then(i, result)`` of each, when given), each released
-        once handed on; the next result is fetched from its worker (and ``then`` applied) while the caller uses
+    def _ordered(futures, watch: Watch, each=None):
+        """The results of ``futures`` in their order (``each(i, result)`` of each, when given), each released
+        once handed on; the next result is fetched from its worker (and ``each`` applied) while the caller uses
         this one (writes it, say). Whatever stops the caller (an error, a signal, the generator closed early)
         cancels the job before the fetching thread is joined."""
 
         def fetched(i: int):
             result = watch.result(futures[i])
-            return result if then is None else then(i, result)
+            return result if each is None else each(i, result)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
             try:

@@ -5,11 +5,13 @@ A portfolio the client holds is validated there (:func:`read`), sorted and cut i
 carrying its instruments and the plan the inspector made for the workers' device, under one block of scenarios;
 a ``gather`` task per block puts the prices back in portfolio order (:func:`split`).
 
-A big Parquet portfolio is read by the workers instead, a slice each (:func:`read_chunk`): the client gets what
-it needs of every slice (:func:`inspect_chunk`), checks what only the whole file shows (:func:`file_problems`:
-ids held twice, exercise schedule lines no row takes), then each slice is priced where it lies
-(:func:`price_read_chunk`, or :func:`write_read_chunk` into a folder of parts). Tasks carry their inputs as plain
-values (instruments with their geometry, the market, the plan), so a lost worker's tasks can run elsewhere.
+A big Parquet portfolio (:data:`READ_ON_WORKERS_ROWS` rows or more) is read by the workers instead, in two stages
+(:func:`split_file`): ``read-chunk`` tasks each read and check a slice where it lies (:func:`read_chunk`) and the
+client gets what it needs of every slice (:func:`inspect_chunk`), checks what only the whole file shows
+(:func:`file_problems`: ids held twice, exercise schedule lines no row takes), then each slice is priced where it
+lies (:func:`price_read_chunk`, or :func:`write_read_chunk` into a folder of parts). The client holds the plan and
+one priced slice at a time, not the portfolio. Tasks carry their inputs as plain values (instruments with their
+geometry, the market, the plan), so a lost worker's tasks can run elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ..job import (
     JobOptions,
     Risk,
     Tally,
+    check_columns,
     echoed,
     exercise_lines,
     exercise_schedule,
@@ -40,11 +43,16 @@ from ..job import (
 from ..lattice.dated import unmatched_lines
 from ..lattice.instruments import DUPLICATE_ID, Instruments, duplicated_ids, id_hashes, prepare
 from ..lattice.quotes import Quotes
-from ..planner import FileSlice, partition, work_grid
+from ..planner import FileSlice, chunk_count, partition, table_slices, work_grid
 from ..precision import precision_name
 from ..scenarios import Market
-from ..tables import LABEL_COLUMNS, text_columns, to_pandas, write_part
-from .work import Chunk, Family, Metered, Work, Workers
+from ..tables import FOLDER, LABEL_COLUMNS, parquet_files, table_format, text_columns, to_pandas, write_part
+from .work import Chunk, Family, Metered, Stages, Work, Workers
+
+READ_ON_WORKERS_ROWS = 1_000_000
+"""Parquet portfolios of at least this many rows are read by the workers, not the client."""
+TASK = "price_"
+"""The beginning of a pricing task's name."""
 
 
 @dataclass(frozen=True)
@@ -56,18 +64,59 @@ class Portfolio:
     name: str
 
 
-def read(portfolio, options: JobOptions) -> Portfolio:
+@dataclass(frozen=True)
+class BigFile:
+    """A big Parquet portfolio (a file or a folder of parts) for the workers to read: its parts with the sizes of
+    their row groups, its rows, the job's checked options and market (read here, shipped to the workers), and the
+    folder being built that the workers write the priced table into (None: the client gets it)."""
+
+    path: str
+    groups: list[tuple[str, list[int]]]
+    rows: int
+    options: JobOptions
+    market: Market
+    folder: str | None
+
+
+def read(
+    portfolio, options: JobOptions, *, folder: str | None = None, read_on_workers_rows: int | None = None
+) -> Portfolio | BigFile:
     """Reads and checks a portfolio (a DataFrame or a CSV/Parquet path) under checked ``options``
-    (:func:`~distprice.job.prepare_job`)."""
+    (:func:`~distprice.job.prepare_job`). A Parquet one of at least ``read_on_workers_rows`` rows (None:
+    :data:`READ_ON_WORKERS_ROWS`) is left to the workers, only its columns checked here; they write the priced
+    table as parts of ``folder`` (a folder being built), when given."""
+    parts = _parquet_parts(portfolio)
+    least = READ_ON_WORKERS_ROWS if read_on_workers_rows is None else read_on_workers_rows
+    if parts is not None and sum(m.num_rows for _, m in parts) >= least:
+        groups = [(part, [m.row_group(g).num_rows for g in range(m.num_row_groups)]) for part, m in parts]
+        rows = sum(sum(sizes) for _, sizes in groups)
+        check_columns({name for _, m in parts for name in m.schema.names}, rows, options)
+        return BigFile(str(portfolio), groups, rows, options, options.market(), folder)
     job = prepare_job(portfolio, options)
     name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
     return Portfolio(job, options.engine, name)
 
 
-def split(portfolio: Portfolio, workers: Workers) -> Work:
+def _parquet_parts(portfolio) -> list | None:
+    """The parts of a Parquet portfolio (a file or a folder of parts) with their metadata; None for a table held
+    here, another format, or what is not a Parquet table (the client's reading says why)."""
+    if isinstance(portfolio, pd.DataFrame) or table_format(portfolio) not in ("parquet", FOLDER):
+        return None
+    import pyarrow.parquet as pq
+
+    try:
+        return [(part, pq.ParquetFile(part).metadata) for part in parquet_files(portfolio)]
+    except (OSError, ValueError):
+        return None
+
+
+def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
     """A job's valid rows in cost-balanced chunks, scenario block by scenario block, each chunk planned for the
-    workers' device. The work's result is the job's :class:`~distprice.job.Tally` and a generator of the priced
-    table's pieces, in order (the tally is complete once the generator is exhausted)."""
+    workers' device (a big file: :func:`split_file`). The work's result is the job's
+    :class:`~distprice.job.Tally` and a generator of the priced table's pieces, in order (the tally is complete
+    once the generator is exhausted)."""
+    if isinstance(portfolio, BigFile):
+        return split_file(portfolio, workers)
     job = portfolio.job
     instruments = job.instruments()
     geometry = instruments.geometry
@@ -120,7 +169,7 @@ def split(portfolio: Portfolio, workers: Workers) -> Work:
     return Work(gathered, lambda results: (tally, frames(job, results, blocks, tally)), "pricing", figures)
 
 
-LATTICE = Family(read, split)
+LATTICE = Family(read, split, counted=(TASK,), metered=(TASK,))
 """Portfolios of bond options, callable and puttable bonds on Hull-White trees."""
 
 
@@ -136,7 +185,7 @@ def frames(job: Job, prices, blocks: list[range], tally: Tally):
 def task_name(engines, real) -> str:
     """``price_<engine>[_<engine>]_<precision>``: Dask's task names keep no word holding a digit, hence the
     underscores."""
-    return "price_" + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"
+    return TASK + "_".join(e.replace("-", "_") for e in dict.fromkeys(engines)) + f"_{precision_name(real)}"
 
 
 def price_chunk(
@@ -177,6 +226,78 @@ def gather(positions, *chunks):
 
 
 # ---- a big file, read by the workers ----
+
+
+def split_file(file: BigFile, workers: Workers) -> Stages:
+    """A big file's job in two stages. First ``read-chunk`` tasks each read, check and plan a slice of its rows,
+    which stays where it was read, and ``inspect-chunk`` tasks send the client what it needs of each; once the
+    whole file's checks pass (:func:`file_problems`), the slices are priced where they lie, in file order. The
+    result is the job's :class:`~distprice.job.Tally` and a generator of the priced slices in file order (the
+    tally is complete once the generator is exhausted); with a ``folder``, the tally alone (and None): each slice
+    is priced and written as a part of that folder as soon as it is read, while the rest are checked, and a
+    slice holding ids that other slices hold is priced and written again, those rows made invalid."""
+    options, market = file.options, file.market
+    slices = table_slices(
+        file.groups,
+        chunk_count(file.rows, workers.count, workers.chunks_per_worker),
+        opening=workers.count if workers.gpu else 0,
+    )
+    figures = dict(
+        name=file.path, rows=file.rows, chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0
+    )
+    read = [
+        Chunk(
+            f"read-chunk-{i}",
+            read_chunk,
+            (piece, market, options, workers.model, workers.gpu, workers.gpu_processes),
+            priority=-i,
+        )
+        for i, piece in enumerate(slices)
+    ]
+    written = []
+    if file.folder is not None:
+        name = task_name([options.engine], options.real)
+        written = [
+            Chunk(f"{name}-{i}", write_read_chunk, (r, [], file.folder, i, len(slices)), priority=-i)
+            for i, r in enumerate(read)
+        ]
+    inspected = [Chunk(f"inspect-chunk-{i}", inspect_chunk, (r,), priority=-i) for i, r in enumerate(read)]
+    summaries = yield Work(inspected, list, "reading and checking", figures, kept=(*read, *written))
+    problems, duplicates = file_problems(file.path, options, summaries, slices)
+    figures = dict(figures, invalid=len({p.where for p in problems + duplicates}))
+    found = [[d for d in duplicates if d.piece == i] for i in range(len(slices))]
+    tally = Tally(file.rows, len(market.curve_sets))
+    if file.folder is not None:
+
+        def absorbed(parts):
+            for part in parts:
+                tally.absorb(part)
+            return tally, None
+
+        again = [
+            Chunk(w.name, write_read_chunk, (r, mine, file.folder, i, len(slices), w), again=True) if mine else w
+            for i, (r, w, mine) in enumerate(zip(read, written, found))
+        ]
+        return Work(again, absorbed, "pricing and writing", figures)
+    priced = [
+        Chunk(f"{task_name(s['engines'] or ['none'], options.real)}-{i}", price_read_chunk, (r, mine), priority=-i)
+        for i, (r, s, mine) in enumerate(zip(read, summaries, found))
+    ]
+    if market.scenarios is None:
+        return Work(
+            priced,
+            lambda frames: (tally, (tally.add(frame) for frame in frames)),
+            "pricing",
+            figures,
+            each=lambda i, columns: with_columns(slices[i], columns),
+        )
+    sets = len(market.curve_sets)
+    return Work(
+        priced,
+        lambda frames: (tally, (tally.add(frame) for frame in by_scenario(frames, slices, sets))),
+        "pricing",
+        figures,
+    )
 
 
 @dataclass

@@ -43,9 +43,13 @@ def path_ranges(paths: int, ranges: int) -> list[tuple[int, int]]:
     return [(first, min(per_range, paths - first)) for first in range(0, paths, per_range)]
 
 
+TASK = "mc_paths_"
+"""The beginning of a path-range task's name."""
+
+
 def task_name(engine: str, precision: str) -> str:
     """``mc_paths_<engine>_<precision>``, the dashboard's name of a path-range task."""
-    return f"mc_paths_{engine}_{precision}"
+    return f"{TASK}{engine}_{precision}"
 
 
 def split(read: PathJobs, workers: Workers) -> Work:
@@ -92,5 +96,5 @@ def split(read: PathJobs, workers: Workers) -> Work:
     return Work(chunks, table, "pricing paths", figures)
 
 
-PATHS = Family(read, split)
+PATHS = Family(read, split, counted=(TASK,))
 """Monte-Carlo jobs (LexiFi's generic pricer), their paths in ranges."""

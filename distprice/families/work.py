@@ -1,13 +1,17 @@
 """What the runtime knows of a family: its inputs read on the client, then cut into chunks, each a task that runs
 on a worker, whose results, in chunk order, make the job's result.
 
+A job may run in stages, with checks on the client between them: the family's ``split`` is then a generator that
+yields a :class:`Work` per stage and is sent each stage's result, and returns the last stage, whose result is the
+job's. A later stage's chunks may take an earlier stage's chunks as arguments: their results stay on the workers.
+
 The runtime (:mod:`distprice.cluster`) sends the chunks, waits on them and hands their results to the family;
 it never looks inside a chunk's arguments or results.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,26 +33,37 @@ class Workers:
 class Chunk:
     """One task of a job: ``run(*args)`` on a worker. ``name`` is its key without the job's id, the dashboard's
     task name first (``price_cpu_fp64-0-3``, ``mc_paths_gpu_fp64-large-0``, ``fit_heston-2``). An argument that is
-    itself a Chunk stands for that chunk's result: its task is sent too, and runs first. Tasks of higher
-    ``priority`` start first."""
+    itself a Chunk stands for that chunk's result: its task is sent too (once per job), and runs first. Tasks of
+    higher ``priority`` start first. A chunk run ``again`` is a second run of the chunk of the same name (a slice
+    priced and written again once the whole job's checks have found more of its rows invalid): the dashboard
+    counts the two as one."""
 
     name: str
     run: Callable
     args: tuple = ()
     priority: int = 0
+    again: bool = False
 
 
 @dataclass(frozen=True)
 class Work:
-    """A job cut into chunks. ``combine`` makes the job's result of the chunks' results, handed to it in chunk
-    order as they come (an iterator, so that a big result can be written piece by piece while the rest is being
-    priced). ``label`` names the stage on the progress bar; ``figures`` are what the dashboard's page shows of
-    the job (the keywords of :func:`~distprice.cluster.dashboard.post_job`), None to show nothing."""
+    """A job, or a stage of one, cut into chunks. ``combine`` makes the stage's result of the chunks' results,
+    handed to it in chunk order (an iterator: in the last stage they come as they are done, so that a big result
+    can be written piece by piece while the rest is being priced; ``each(i, result)``, when given, is made of
+    chunk ``i``'s result as it is fetched, while the one before is being used). ``label`` names the stage on the
+    progress bar; ``figures`` are what the dashboard's page shows of the job (the keywords of
+    :func:`~distprice.cluster.dashboard.post_job`), None to show nothing new.
+
+    ``kept``: chunks sent first, before the stage's own, whose results later stages take: they stay on the
+    workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
+    that stage is over."""
 
     chunks: list[Chunk]
     combine: Callable[[Iterator], Any]
     label: str
     figures: dict | None = None
+    each: Callable[[int, Any], Any] | None = None
+    kept: tuple[Chunk, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,10 +81,21 @@ class Metered:
     engine: str
 
 
+Stages = Generator[Work, Any, Work]
+"""A job of several stages: each yielded :class:`Work` is sent its result (its ``combine``'s), and the returned
+one is the last stage, whose result is the job's."""
+
+
 @dataclass(frozen=True)
 class Family:
     """A family as the runtime runs it: ``read(inputs, **options)`` reads and checks a job's inputs on the client,
-    before any task is sent; ``split(read, workers)`` cuts what it read into the :class:`Work` of ``workers``."""
+    before any task is sent; ``split(read, workers)`` cuts what it read into the :class:`Work` of ``workers``, or
+    its :data:`Stages`.
+
+    ``counted``: the task names (their beginnings) of the chunks the dashboard's page counts as the job's;
+    ``metered``: of those, the ones whose results are :class:`Metered` (each logs one pricing event)."""
 
     read: Callable[..., Any]
-    split: Callable[[Any, Workers], Work]
+    split: Callable[[Any, Workers], Work | Stages]
+    counted: tuple[str, ...] = ()
+    metered: tuple[str, ...] = ()
