@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..montecarlo import Job, combine, price_range, read_inputs, validate, with_options
+from ..montecarlo import Job, combine, price_range, priced_rows, read_inputs, validate, with_options
 from .work import Chunk, Family, Work, Workers
 
 PATH_BLOCK = 2048
@@ -69,22 +69,7 @@ def split(read: PathJobs, workers: Workers) -> Work:
         rows = []
         for job, ranges in zip(jobs, ranges_of):
             estimate = combine(list(itertools.islice(partials, len(ranges))))
-            for m, model in enumerate(job.models):
-                rows.append(
-                    dict(
-                        job=job.name,
-                        model=model,
-                        contract=job.contract.name,
-                        price=estimate.price[m],
-                        stderr_batches=estimate.stderr_batches[m],
-                        paths=job.paths,
-                        precision=job.precision,
-                        directions=job.directions_source,
-                        engine=used,
-                        chunks=estimate.ranges,
-                        seconds=time.perf_counter() - tick,
-                    )
-                )
+            rows += priced_rows(job, estimate, used, time.perf_counter() - tick)
         return pd.DataFrame(rows)
 
     figures = dict(

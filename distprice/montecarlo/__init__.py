@@ -12,7 +12,7 @@ from .estimate import Estimate, Partial, combine, split
 from .finpar import read_benchmark
 from .inputs import read_inputs
 from .job import Job
-from .pricing import ENGINES, price_mc, price_range, resolve_engine
+from .pricing import ENGINES, price_mc, price_range, priced_rows, resolve_engine
 from .rules import validate, with_options
 from .stages import stage_split
 
@@ -27,6 +27,7 @@ __all__ = [
     "combine",
     "price_mc",
     "price_range",
+    "priced_rows",
     "read_benchmark",
     "read_inputs",
     "resolve_engine",

@@ -10,7 +10,7 @@ import pandas as pd
 from ..cuda import gpu_available
 from ..errors import OptionError
 from . import cpu, gpu, reference
-from .estimate import Partial, combine, split
+from .estimate import Estimate, Partial, combine, split
 from .inputs import read_inputs
 from .job import Job
 from .rules import validate, with_options
@@ -59,20 +59,26 @@ def price_mc(
         used = resolve_engine(engine, job)
         partials = [price_range(job, first, count, used) for first, count in split(job.paths, chunks or 1)]
         estimate = combine(partials)
-        for m, model in enumerate(job.models):
-            rows.append(
-                dict(
-                    job=job.name,
-                    model=model,
-                    contract=job.contract.name,
-                    price=estimate.price[m],
-                    stderr_batches=estimate.stderr_batches[m],
-                    paths=job.paths,
-                    precision=job.precision,
-                    directions=job.directions_source,
-                    engine=used,
-                    chunks=estimate.ranges,
-                    seconds=estimate.seconds,
-                )
-            )
+        rows += priced_rows(job, estimate, used, estimate.seconds)
     return pd.DataFrame(rows)
+
+
+def priced_rows(job: Job, estimate: Estimate, engine: str, seconds: float) -> list[dict]:
+    """The rows of :func:`price_mc`'s table for one job, one per model, from its combined ``estimate``
+    (:func:`~.estimate.combine`), priced by ``engine`` in ``seconds``."""
+    return [
+        dict(
+            job=job.name,
+            model=model,
+            contract=job.contract.name,
+            price=estimate.price[m],
+            stderr_batches=estimate.stderr_batches[m],
+            paths=job.paths,
+            precision=job.precision,
+            directions=job.directions_source,
+            engine=engine,
+            chunks=estimate.ranges,
+            seconds=seconds,
+        )
+        for m, model in enumerate(job.models)
+    ]
