@@ -26,7 +26,8 @@ HOST, GPU = "host", "gpu"
 """Where an engine runs: on the host's cores, or on a GPU (CUDA kernels)."""
 
 Prices = tuple[np.ndarray, np.ndarray]
-Pricer = Callable[[dict[str, ZeroCurve]], Prices]
+Prepared = Callable[[dict[str, ZeroCurve]], Prices]
+"""Rows readied by a host engine: curve set -> their bond and option prices."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Engine:
     """A lattice engine: its ``name``, where it runs (``kind``: HOST or GPU), and how it prices.
 
     A host engine's ``prepare(instruments, curves, real)`` readies rows for pricing once (the CPU engine packs
-    them in precision ``real``) and returns their pricer: curve set -> bond and option prices, called once per
+    them in precision ``real``) and returns them :data:`Prepared`: curve set -> bond and option prices, called once per
     market scenario (``curves``, the first curve set, must name every curve a scenario gives the rows). A GPU
     engine is its CUDA ``kernel`` (``outer`` or ``flat``), launched by :func:`~.gpu.start_gpu`. Calling an
     engine prices ``instruments`` on ``curves`` in precision ``real``. A host engine prices a part of a plan in
@@ -43,7 +44,7 @@ class Engine:
 
     name: str
     kind: str
-    prepare: Callable[[Instruments, dict[str, ZeroCurve], np.dtype], Pricer] | None = None
+    prepare: Callable[[Instruments, dict[str, ZeroCurve], np.dtype], Prepared] | None = None
     kernel: str | None = None
     piece_node_steps: float | None = None
     """Node-steps (full rectangles) of a piece of a host part: about a second of the reference engine; for the CPU
@@ -60,13 +61,13 @@ class Engine:
         return self.prepare(instruments, curves, real)(curves)
 
 
-def _reference(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer:
-    """The reference engine's pricer of ``instruments`` (float64 only: ``real`` is not read)."""
+def _reference(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Prepared:
+    """``instruments`` for the reference engine (float64 only: ``real`` is not read)."""
     return lambda scenario: price_reference(instruments, scenario)
 
 
-def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Pricer:
-    """The CPU engine's pricer of ``instruments``, packed once."""
+def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Prepared:
+    """``instruments`` for the CPU engine, packed once."""
     batch = pack(instruments, curves, real)
     return lambda scenario: price_cpu(batch.with_curves(scenario))
 
