@@ -13,13 +13,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from . import inspector
 from .cuda import device_name, gpu_available
 from .curves import load_curves
 from .errors import JobTimeoutError
 from .execute import price_plan
 from .inspector import CostModel, Inspection
-from .job import JobOptions, Summary, Tally, prepare_job
+from .job import Job, JobOptions, Summary, Tally, prepare_job
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .models import calibrate_heston as fit_heston, calibrate_hull_white as fit_hull_white
@@ -48,8 +50,10 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
     back with ``price`` NaN and ``error`` set.
 
     ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path) or ``shifts_bp`` (parallel shifts in
-    basis points, e.g. ``[-100, 0, 100]``) price every instrument under every scenario: the table is then
-    long, with a ``scenario`` column first. ``cluster`` runs the job on Dask: a cluster config file, a
+    basis points, e.g. ``[-100, 0, 100]``) price every instrument under every scenario: the table then takes the
+    ``scenario_table`` form, by default ``long``: ``id, scenario``, the priced columns a scenario changes and
+    ``error``, each row's scenarios together (``wide``: a column per scenario; ``full``: every column under
+    every scenario). ``cluster`` runs the job on Dask: a cluster config file, a
     scheduler address (``tcp://host:8786``), a :class:`distributed.Client`, or None for this process (see
     :class:`distprice.Pricer` to keep one cluster across jobs). ``progress`` draws a progress bar on stderr
     when it is a terminal. In this process the rows are priced in pieces (about a second's work, and at most
@@ -62,6 +66,13 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
 
         with Pricer(cluster, progress=progress) as pricer:
             return pricer.price(portfolio, curves, **options)
+    job, frames = _priced(portfolio, checked, progress)
+    return job.table_of(frames)
+
+
+def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, list[pd.DataFrame]]:
+    """Prices a portfolio job in this process (``checked``: its checked options): the job, and its priced table
+    under each curve set (:meth:`~distprice.job.Job.priced_frames`)."""
     deadline = None if checked.timeout is None else time.monotonic() + checked.timeout
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
@@ -74,7 +85,8 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
                 raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
 
         bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
-    return job.priced(bond, option, plan.engine_of_rows(len(instruments)), job.measure(bond[0], option[0]))
+    engines = plan.engine_of_rows(len(instruments))
+    return job, list(job.priced_frames(bond, option, engines, measured=job.measure(bond[0], option[0])))
 
 
 def price_mc(
@@ -212,10 +224,11 @@ def run(
     log.info("pricing in this process")
     tick = time.perf_counter()
     with _settled():
-        priced = price(portfolio, progress=progress, **options)
-        scenarios = priced["scenario"].nunique() if "scenario" in priced else 1
-        tally = Tally(len(priced) // max(scenarios, 1), scenarios)
-        write_table(tally.add(priced), output)
+        job, frames = _priced(portfolio, JobOptions.of(**options).checked(), progress)
+        tally = Tally(len(job.table), len(frames))
+        for frame in frames:
+            tally.add(frame)
+        write_table(job.table_of(frames), output)
     return Run(tally.summary(time.perf_counter() - tick, 0))
 
 

@@ -31,6 +31,7 @@ from .lattice.engines import AUTO, ENGINE_NAMES
 from .models.heston_fit import ENGINE_NAMES as HESTON_ENGINE_NAMES
 from .montecarlo.pricing import ENGINE_NAMES as MC_ENGINE_NAMES
 from .precision import PRECISIONS
+from .scenario_tables import SCENARIO_TABLES
 from .tables import check_output, check_place, table_format, write_table
 
 precision_option = click.option(
@@ -150,6 +151,12 @@ def _flag(flag: str, check, value):
     help="With --scenarios: also price the base curves, first, as the scenario 'base' [default: --base].",
 )
 @click.option("--shifts-bp", help="Parallel shifts of every curve in basis points, e.g. -100,-50,0,50,100.")
+@click.option(
+    "--scenario-table",
+    type=click.Choice(SCENARIO_TABLES),
+    help="Under scenarios: long (id, scenario, the prices; each row's scenarios together), wide (a column per "
+    "scenario) or full (every column under every scenario) [default: long].",
+)
 @click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
 @click.option(
     "--exercise-schedule",
@@ -228,6 +235,7 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     _check_flags(job, portfolio, output, create_dirs)
     if report:
         _flag("--report", lambda path: _report_place(path, create_dirs), report)
+        job = _reported_form(job, explicit=flags.get("scenario_table") is not None)
     options = {
         f.name: getattr(job, f.name)
         for f in dataclasses.fields(JobConfig)
@@ -259,6 +267,21 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
             err=True,
         )
         sys.exit(EXIT_ROW_ERRORS)
+
+
+def _reported_form(job, explicit: bool):
+    """The job with a scenario table the report can be drawn from: a risk run's long table lacks the trees and
+    the portfolio's columns, so with ``--report`` it becomes wide (said on stderr), or is a usage error when
+    ``--scenario-table long`` was given."""
+    if (job.scenarios is None and job.shifts_bp is None) or job.scenario_table != "long":
+        return job
+    if explicit:
+        raise click.UsageError(
+            "--report draws a risk run from the wide or full scenario table; the long one lacks the trees and "
+            "the portfolio's columns: give --scenario-table wide (or full)"
+        )
+    click.echo("distprice: with --report, the priced table of this risk run is wide (--scenario-table wide)", err=True)
+    return dataclasses.replace(job, scenario_table="wide")
 
 
 def _report_place(path: str, create_dirs: bool = False) -> None:

@@ -39,6 +39,7 @@ from .lattice.measures import (
 from .lattice.quotes import Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .precision import precision_name, real_dtype
+from .scenario_tables import SCENARIO_TABLES, long_table, wide_table
 from .scenarios import Market, market, parse_shifts
 from .tables import read_portfolio, read_table
 
@@ -72,7 +73,10 @@ class JobOptions:
     adds risk columns, computed in fp64 on the base curves with bumps of ``bump_bp`` basis points and key
     rates at ``key_rates`` years; rows with a ``market_price`` are measured at their OAS.
     ``timeout``: seconds the job may take (reading and checking included); past it the job stops with
-    :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit.
+    :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit. ``scenario_table``: the
+    form of a priced table under scenarios (:data:`~distprice.scenario_tables.SCENARIO_TABLES`): ``long`` (one
+    row per row and scenario: ``id``, ``scenario``, the priced columns a scenario changes, ``error``), ``wide``
+    (one row per row, a column per scenario of each of those) or ``full`` (every column under every scenario).
     """
 
     curves: object = None
@@ -92,6 +96,7 @@ class JobOptions:
     measures: object = None
     bump_bp: float = DEFAULT_BUMP_BP
     key_rates: object = DEFAULT_KEY_RATES
+    scenario_table: str = SCENARIO_TABLES[0]
 
     @classmethod
     def of(cls, **options) -> JobOptions:
@@ -111,6 +116,10 @@ class JobOptions:
         resolve(self.engine, real_dtype(self.precision))
         if self.scenarios is not None and self.shifts_bp is not None:
             raise OptionError("give scenarios or shifts_bp, not both")
+        if self.scenario_table not in SCENARIO_TABLES:
+            raise OptionError(
+                f"scenario_table must be one of {', '.join(SCENARIO_TABLES)}, not {self.scenario_table!r}"
+            )
         if self.timeout is not None and not (
             isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool) and 0 < self.timeout < np.inf
         ):
@@ -232,6 +241,8 @@ class Job:
     risk: Risk | None = None
     quotes: Quotes | None = None
     """The market prices of every row (with measures), for the OAS."""
+    scenario_table: str = SCENARIO_TABLES[0]
+    """The form of the priced table under scenarios (:mod:`~distprice.scenario_tables`)."""
 
     def valid_quotes(self) -> Quotes | None:
         """The market prices of the valid rows (None without measures)."""
@@ -262,15 +273,29 @@ class Job:
     ) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row (names, or a
-        Categorical of them). With scenarios the
-        table is long: a ``scenario`` column first, then every row of the portfolio under each scenario in
-        turn. ``measured``: the risk columns of the valid rows (:meth:`measure`), put after the prices.
-        Without ``echo`` the portfolio's columns are left out (whoever holds the portfolio puts them back, see
-        :func:`echoed`). Raises :class:`InvalidInputError` in strict mode when a priced row is not finite."""
-        frames = list(self.priced_frames(bond, option, engine_of_row, measured=measured, echo=echo))
+        Categorical of them). With scenarios the table takes the job's ``scenario_table`` form
+        (:mod:`~distprice.scenario_tables`). ``measured``: the risk columns of the valid rows (:meth:`measure`),
+        put after the prices. Without ``echo`` the portfolio's columns are left out (whoever holds the portfolio
+        puts them back, see :func:`echoed`; the ``full`` form and no scenarios only). Raises
+        :class:`InvalidInputError` in strict mode when a priced row is not finite."""
+        return self.table_of(list(self.priced_frames(bond, option, engine_of_row, measured=measured, echo=echo)))
+
+    @property
+    def by_scenario(self) -> bool:
+        """Whether the priced table holds every row under one scenario, then under the next (the ``full`` form),
+        rather than each row's scenarios together (or no scenarios)."""
+        return self.market.scenarios is not None and self.scenario_table == "full"
+
+    def table_of(self, frames: list[pd.DataFrame]) -> pd.DataFrame:
+        """The priced table of some rows in the job's form from their table under each curve set
+        (:meth:`priced_frames`): without scenarios the one table, else the ``long``, ``wide`` or ``full`` form
+        (the full form of these rows alone, scenario after scenario)."""
         if self.market.scenarios is None:
-            frames[0].index = self.table.index
             return frames[0]
+        if self.scenario_table == "long":
+            return long_table(frames)
+        if self.scenario_table == "wide":
+            return wide_table(frames)
         return pd.concat(frames, ignore_index=True)
 
     def priced_frames(
@@ -281,18 +306,26 @@ class Job:
         first_set: int = 0,
         measured: dict | None = None,
         echo: bool = True,
+        rows: slice = slice(None),
     ) -> Iterator[pd.DataFrame]:
-        """The priced table of :meth:`priced` one curve set at a time, for the curve sets ``first_set``,
-        ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (rows numbered from 0)."""
-        canonical, valid = self.prepared.table, self.prepared.valid
+        """The priced table of the portfolio's ``rows`` (a range, a step of 1) one curve set at a time, in the
+        ``full`` form, for the curve sets ``first_set``, ``first_set + 1``, ... that the rows of ``bond`` and
+        ``option`` hold (the valid rows of ``rows``, numbered from 0). Without scenarios the table is indexed as
+        the portfolio."""
+        start, stop, _ = rows.indices(len(self.prepared.table))
+        span = slice(start, stop)
+        canonical, valid = self.prepared.table.iloc[span], self.prepared.valid[span]
         bond, option = np.atleast_2d(bond), np.atleast_2d(option)
         unpriced = ~(np.isfinite(bond) & np.isfinite(option))
         if unpriced.any() and self.on_invalid == "strict":
-            raise InvalidInputError(self._unpriced(np.flatnonzero(valid)[np.flatnonzero(unpriced.any(axis=0))]))
+            rows_of = start + np.flatnonzero(valid)
+            raise InvalidInputError(self._unpriced(rows_of[np.flatnonzero(unpriced.any(axis=0))]))
         n = len(canonical)
-        errors: dict[int, str] = {}  # by row: the few rows in error
+        errors: dict[int, str] = {}  # by row of the span: the few rows in error
         for p in self.prepared.problems:
-            errors[p.position] = f"{errors[p.position]}; {p}" if p.position in errors else str(p)
+            if start <= p.position < stop:
+                r = p.position - start
+                errors[r] = f"{errors[r]}; {p}" if r in errors else str(p)
         named = engine_of_row if isinstance(engine_of_row, pd.Categorical) else np.asarray(engine_of_row, dtype=object)
         engine_codes, engine_names = pd.factorize(named)
         engines = np.full(n, -1, dtype=np.int64)
@@ -309,11 +342,11 @@ class Job:
             for r, why in zip(np.flatnonzero(valid).tolist(), measured["error"]):
                 if why is not None:
                     errors[r] = f"{errors[r]}; {why}" if r in errors else why
-        base = self.table.reset_index(drop=True)
+        base = self.table.iloc[span].reset_index(drop=True)
         inputs = {name: base[name] for name in base.columns} if echo else {}  # echoed (no copy)
         columns.update(
-            width=pd.Series(geometry.width, dtype="Int64").mask(~valid),
-            height=pd.Series(geometry.height, dtype="Int64").mask(~valid),
+            width=pd.Series(geometry.width[span], dtype="Int64").mask(~valid),
+            height=pd.Series(geometry.height[span], dtype="Int64").mask(~valid),
             engine=_labels(engines, engine_names),
         )
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
@@ -327,15 +360,18 @@ class Job:
             error = errors
             if len(failed):
                 price[failed] = b[failed] = o[failed] = np.nan
-                error = {**errors, **{int(r): p.rule for r, p in zip(failed, self._unpriced(failed))}}
+                said = self._unpriced(start + failed)
+                error = {**errors, **{int(r): p.rule for r, p in zip(failed, said)}}
             made = dict(
                 columns, price=price, value=price * quantity, bond_price=b, option_price=o, error=_messages(n, error)
             )
             if dated:
-                made.update(self._dated_prices(price, self.market.curve_sets[first_set + s]))
+                made.update(self._dated_prices(price, self.market.curve_sets[first_set + s], span))
             frame = pd.DataFrame({**inputs, **{name: made[name] for name in outputs}}, copy=False)
             if self.market.scenarios is not None:
                 frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
+            else:
+                frame.index = self.table.index[span]
             yield frame
 
     def _unpriced(self, rows: np.ndarray) -> list[Problem]:
@@ -347,18 +383,18 @@ class Job:
         ids = self.prepared.table["id"].to_numpy()
         return [Problem(int(r), f"row {r + 1} (id {ids[r]!r})", None, rule) for r in rows]
 
-    def _dated_prices(self, price: np.ndarray, curves) -> dict[str, np.ndarray]:
+    def _dated_prices(self, price: np.ndarray, curves, span: slice) -> dict[str, np.ndarray]:
         """``dirty_price = price / P(0, t(S))`` (the value at settlement), ``accrued`` (at settlement) and
-        ``clean_price = dirty_price - accrued`` of the dated valid rows under ``curves``; NaN elsewhere, and
-        ``accrued``, ``clean_price`` NaN for bond options."""
+        ``clean_price = dirty_price - accrued`` of the dated valid rows of ``span`` under ``curves`` (``price``:
+        of the span's rows); NaN elsewhere, and ``accrued``, ``clean_price`` NaN for bond options."""
         prepared = self.prepared
         dated = prepared.dated
-        mask = prepared.is_dated & prepared.valid
+        mask = (prepared.is_dated & prepared.valid)[span]
         rows = slice(None) if mask.all() else np.flatnonzero(mask)  # every row: views, no copies
         dirty, accrued = np.full(len(price), np.nan), np.full(len(price), np.nan)
-        codes, names = pd.factorize(prepared.table["curve"])
-        day, curve = dated.valuation[rows], codes[rows]
-        settle = dated.years(dated.settlement)[rows]
+        codes, names = pd.factorize(prepared.table["curve"].iloc[span])
+        day, curve = dated.valuation[span][rows], codes[rows]
+        settle = ((dated.settlement[span] - dated.valuation[span]) / dated.days_per_year[span])[rows]
         discount = np.empty(len(day))
         if len(day):  # rows grouped by (curve, valuation date), each group's curve seen from its date once
             offset = day - day.min()
@@ -368,8 +404,8 @@ class Job:
                 name, valuation = str(names[curve[here[0]]]), int(day[here[0]])
                 discount[here] = curves[name].at(valuation).discount(settle[here])
         dirty[rows] = price[rows] / discount
-        option = (prepared.table["instrument"] == "bond_option").to_numpy()[rows]
-        accrued[rows] = np.where(option, np.nan, dated.accrued[rows])
+        option = (prepared.table["instrument"].iloc[span] == "bond_option").to_numpy()[rows]
+        accrued[rows] = np.where(option, np.nan, dated.accrued[span][rows])
         return {"dirty_price": dirty, "accrued": accrued, "clean_price": dirty - accrued}
 
 
@@ -523,7 +559,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
                 )
             ]
         )
-    return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes)
+    return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)
 
 
 def check_columns(columns, rows: int, options: JobOptions) -> None:

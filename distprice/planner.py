@@ -1,12 +1,13 @@
 """Cutting a portfolio into chunks for the workers of a cluster.
 
-A portfolio the client holds is sorted by the inspector's key (decreasing tree height, then width: the
-order the flat kernel packs in, so a chunk's trees are alike) and cut into consecutive pieces of nearly
-equal cost, Σ width · height. A big Parquet file is cut into slices of its row groups that the workers
-read themselves; their cost is not known before they are read, so they are balanced by rows.
-There are several chunks per worker so that a slow or lost worker does not hold up the job. A job priced
-under many scenarios is cut into blocks of consecutive scenarios first, so that the priced table can be
-written block by block while later blocks are priced.
+A portfolio the client holds is cut into runs of consecutive rows of nearly equal cost (node-steps), so that each
+chunk's priced rows come back in the portfolio's order and can be written as soon as the chunks before them are:
+the client holds a few chunks at a time, never the priced table. A big Parquet file is cut into slices of its row
+groups that the workers read themselves; their cost is not known before they are read, so they are balanced by
+rows. There are several chunks per worker so that a slow or lost worker does not hold up the job, but no more
+than the job's predicted time pays for (:func:`task_count`): a small job takes one worker, not all. A job priced
+under many scenarios is priced under all of them in each chunk (each row's scenarios come back together), or,
+for the table that holds every row under one scenario before the next, in blocks of consecutive scenarios.
 """
 
 from __future__ import annotations
@@ -20,11 +21,21 @@ MIN_CHUNK_ROWS = 2_000
 """Fewer rows than this make a chunk whose fixed costs (a task, a launch, a layout) outweigh its work."""
 MAX_CHUNK_ROWS = 250_000
 """More rows than this make a chunk whose inputs and results weigh on a worker's memory."""
+MAX_CHUNK_PRICES = 2_000_000
+"""More prices than this (rows times scenarios) make a chunk whose priced rows the client still writes long
+after the last task ends (~0.25 s of Parquet encoding for 2·10⁶ long rows on one core)."""
+TASK_SECONDS = 0.05
+"""The least predicted work worth a task of its own: a task's fixed costs on a cluster (sending it, its
+worker's layout and launches, fetching its result) are a few to ~20 ms, so a job of less than this per worker
+is faster on fewer workers."""
 
 
-def sort_order(width: np.ndarray, height: np.ndarray) -> np.ndarray:
-    """Positions in the inspector's order: decreasing height, then decreasing width."""
-    return np.lexsort((-np.asarray(width), -np.asarray(height)))
+def task_count(seconds: float, workers: int, chunks_per_worker: int, least: float | None = None) -> int:
+    """Tasks worth making of a job predicted to take ``seconds`` of pricing on one worker: ``chunks_per_worker``
+    per worker, but none of less than ``least`` seconds (None: TASK_SECONDS; 0: no least); at least one."""
+    wanted = max(1, workers) * max(1, chunks_per_worker)
+    least = TASK_SECONDS if least is None else least
+    return wanted if least <= 0 else max(1, min(wanted, int(seconds / least)))
 
 
 def chunk_count(rows: int, workers: int, chunks_per_worker: int) -> int:
@@ -33,14 +44,17 @@ def chunk_count(rows: int, workers: int, chunks_per_worker: int) -> int:
     return max(1, min(wanted, math.ceil(rows / MIN_CHUNK_ROWS)), math.ceil(rows / MAX_CHUNK_ROWS))
 
 
-def work_grid(rows: int, scenarios: int, workers: int, chunks_per_worker: int) -> tuple[int, list[range]]:
-    """How to cut a job of ``rows`` under ``scenarios`` curve sets into tasks: the number of row chunks and
-    the blocks of consecutive scenarios (each task prices one chunk under one block). Blocks come first,
-    up to ``chunks_per_worker`` tasks per worker; row chunks make up the rest, within the row bounds of
-    :func:`chunk_count`."""
-    wanted = max(1, workers) * max(1, chunks_per_worker)
-    blocks = max(1, min(scenarios, wanted))
-    row_chunks = chunk_count(rows, math.ceil(wanted / blocks), 1)
+def work_grid(rows: int, scenarios: int, tasks: int, by_scenario: bool = False) -> tuple[int, list[range]]:
+    """How to cut a job of ``rows`` under ``scenarios`` curve sets into about ``tasks`` tasks: the number of
+    row chunks and the blocks of consecutive scenarios (each task prices one chunk under one block). Every
+    scenario in one block, row chunks within the row bounds of :func:`chunk_count` and of MAX_CHUNK_PRICES; with
+    ``by_scenario`` (a table of every row under one scenario, then the next), blocks first, up to ``tasks``, and
+    row chunks make up the rest."""
+    if not by_scenario:
+        chunks = max(chunk_count(rows, tasks, 1), math.ceil(rows * scenarios / MAX_CHUNK_PRICES))
+        return max(1, min(chunks, rows)), [range(scenarios)]
+    blocks = max(1, min(scenarios, tasks))
+    row_chunks = chunk_count(rows, math.ceil(tasks / blocks), 1)
     bounds = np.linspace(0, scenarios, blocks + 1).round().astype(int)
     return row_chunks, [range(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
@@ -56,11 +70,17 @@ def cut_by_cost(cost: np.ndarray, chunks: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def partition(width: np.ndarray, height: np.ndarray, chunks: int) -> list[np.ndarray]:
-    """Positions of each chunk: the portfolio sorted by :func:`sort_order`, cut by :func:`cut_by_cost`."""
-    order = sort_order(width, height)
-    cost = np.asarray(width, dtype=np.float64)[order] * np.asarray(height, dtype=np.float64)[order]
-    return [order[piece] for piece in cut_by_cost(cost, chunks)]
+def spans(cost: np.ndarray, chunks: int) -> list[slice]:
+    """At most ``chunks`` runs of consecutive rows of nearly equal ``cost`` (0 for a row that is not priced),
+    covering every row; each run holds some cost, unless no row has any (one run)."""
+    cuts = cut_by_cost(cost, chunks)
+    kept: list[slice] = []
+    for piece in cuts:
+        if kept and not (np.any(cost[kept[-1]]) and np.any(cost[piece])):  # a run of nothing joins its neighbour
+            kept[-1] = slice(kept[-1].start, piece.stop)
+        else:
+            kept.append(piece)
+    return kept
 
 
 @dataclass(frozen=True)

@@ -125,11 +125,13 @@ def test_a_job_runs_with_the_objects_of_its_setup_out_of_full_garbage_collection
     pd.DataFrame([dict(HULL_PUT, id="a")]).to_csv(tmp_path / "book.csv", index=False)
     frozen = []
 
+    priced = distprice.api._priced
+
     def price(*args, **kwargs):
         frozen.append(gc.get_freeze_count())
-        return distprice.price(*args, **kwargs)
+        return priced(*args, **kwargs)
 
-    monkeypatch.setattr(distprice.api, "price", price)
+    monkeypatch.setattr(distprice.api, "_priced", price)
     assert gc.get_freeze_count() == 0
     result = runner.invoke(
         main,

@@ -17,7 +17,7 @@ from distprice.cluster.tasks import run_chunk
 from distprice.curves import builtin_curves
 from distprice.execute import fixed_plan
 from distprice.families.lattice import price_chunk, task_name
-from distprice.planner import partition
+from distprice.planner import spans
 from distprice.report.browser import chromium, render_page
 
 from utils import instruments_of
@@ -124,7 +124,7 @@ def test_the_page_follows_a_job_on_a_loopback_cluster(local, book):
     assert register(local) == url  # the plugin is loaded once
     instruments = instruments_of(book)
     geometry = instruments.geometry
-    chunks = partition(geometry.width, geometry.height, 4)
+    chunks = [np.arange(r.start, r.stop) for r in spans(geometry.width * geometry.height, 4)]
     pieces = [instruments.take(c) for c in chunks]
     token = uuid.uuid4().hex
     post_job(

@@ -4,21 +4,17 @@ import numpy as np
 import pytest
 
 from distprice.planner import (
+    MAX_CHUNK_PRICES,
     MAX_CHUNK_ROWS,
     MIN_CHUNK_ROWS,
+    TASK_SECONDS,
     chunk_count,
     cut_by_cost,
-    partition,
-    sort_order,
+    spans,
     table_slices,
+    task_count,
     work_grid,
 )
-
-
-def test_sort_order_is_tallest_then_widest_first():
-    width = np.array([5, 9, 7, 9])
-    height = np.array([10, 10, 30, 10])
-    assert sort_order(width, height).tolist() == [2, 1, 3, 0]
 
 
 @pytest.mark.parametrize(
@@ -49,29 +45,53 @@ def test_cut_by_cost_balances_sums_and_covers_every_position_once():
     assert sums.max() - sums.min() <= 2 * cost.max()
 
 
-def test_partition_is_a_permutation_of_sorted_chunks():
+def test_spans_cover_every_row_in_order_and_each_holds_work():
     rng = np.random.default_rng(5)
-    width, height = rng.integers(3, 200, 5000), rng.integers(10, 2000, 5000)
-    chunks = partition(width, height, 6)
-    assert np.array_equal(np.sort(np.concatenate(chunks)), np.arange(5000))
-    assert np.array_equal(np.concatenate(chunks), sort_order(width, height))
+    cost = rng.integers(10, 2000, 5000).astype(float)
+    cost[:40] = 0  # rows not priced (invalid) at the start, in the middle and at the end
+    cost[2000:2100] = 0
+    cost[-30:] = 0
+    cost[41] = 1e9  # one row holding most of the work
+    runs = spans(cost, 6)
+    assert runs[0].start == 0 and runs[-1].stop == len(cost)
+    assert all(a.stop == b.start for a, b in zip(runs, runs[1:]))
+    assert all(cost[r].sum() > 0 for r in runs)
+    assert spans(np.zeros(7), 3) == [slice(0, 7)]
 
 
 @pytest.mark.parametrize(
-    "rows, scenarios, workers, per_worker, row_chunks, blocks",
+    "seconds, workers, per_worker, tasks",
     [
-        (100_000, 1, 4, 4, 16, [range(0, 1)]),  # no scenarios: chunks of rows only
-        (100_000, 50, 1, 4, 1, [range(0, 12), range(12, 25), range(25, 38), range(38, 50)]),
-        (100_000, 5, 4, 4, 4, [range(i, i + 1) for i in range(5)]),
-        (1_000_000, 50, 2, 4, 4, None),  # rows still bound chunks to MAX_CHUNK_ROWS
+        (0.0, 8, 2, 1),  # nothing to price: one task
+        (TASK_SECONDS * 0.9, 8, 2, 1),  # a small job takes one worker
+        (TASK_SECONDS * 3.5, 8, 2, 3),
+        (100.0, 8, 2, 16),  # a big one every worker, chunks_per_worker each
     ],
 )
-def test_work_grid_cuts_scenarios_into_blocks_first(rows, scenarios, workers, per_worker, row_chunks, blocks):
-    chunks, got = work_grid(rows, scenarios, workers, per_worker)
+def test_task_count_makes_no_task_of_less_than_task_seconds(seconds, workers, per_worker, tasks):
+    assert task_count(seconds, workers, per_worker) == tasks
+
+
+@pytest.mark.parametrize(
+    "rows, scenarios, tasks, by_scenario, row_chunks, blocks",
+    [
+        (100_000, 1, 16, False, 16, [range(0, 1)]),  # no scenarios: chunks of rows only
+        (100_000, 50, 4, False, 4, [range(0, 50)]),  # each chunk under every scenario
+        (1_000_000, 16, 4, False, 8, [range(0, 16)]),  # no chunk of more than MAX_CHUNK_PRICES prices
+        (100_000, 50, 4, True, 1, [range(0, 12), range(12, 25), range(25, 38), range(38, 50)]),
+        (100_000, 5, 16, True, 4, [range(i, i + 1) for i in range(5)]),
+        (1_000_000, 50, 8, True, 4, None),  # rows still bound chunks to MAX_CHUNK_ROWS
+        (3, 16, 8, False, 1, [range(0, 16)]),
+    ],
+)
+def test_work_grid(rows, scenarios, tasks, by_scenario, row_chunks, blocks):
+    chunks, got = work_grid(rows, scenarios, tasks, by_scenario)
     assert chunks == row_chunks
     if blocks is not None:
         assert got == blocks
     assert [s for block in got for s in block] == list(range(scenarios))
+    if not by_scenario and chunks > 1:
+        assert rows * scenarios / chunks <= MAX_CHUNK_PRICES
 
 
 def slice_rows(files, slices) -> list[np.ndarray]:

@@ -146,16 +146,37 @@ def test_problem_texts_become_rows_columns_and_rules():
     assert problems["id"].tolist()[:3] == ["'a'", "'a'", "7"]
 
 
-def test_a_shift_run_gets_the_books_value_under_each_shift(small_book):
-    priced = distprice.price(small_book.head(60), engine="cpu", shifts_bp=[-100, 0, 100])
+@pytest.mark.parametrize("form", ["wide", "full"])
+def test_a_shift_run_gets_the_books_value_under_each_shift(small_book, form):
+    priced = distprice.price(small_book.head(60), engine="cpu", shifts_bp=[-100, 0, 100], scenario_table=form)
     page = Page(render_report(priced))
     ladder = {row[0]: float(row[1]) for row in page.table("values/scenarios")}
-    expected = priced.groupby("scenario")["value"].sum()
+    long = distprice.price(small_book.head(60), engine="cpu", shifts_bp=[-100, 0, 100])
+    expected = long.groupby("scenario", observed=True)["value"].sum()
     assert list(ladder) == ["-100bp", "+0bp", "+100bp"]
     for name, value in ladder.items():
         assert value == pytest.approx(expected[name], rel=1e-12)
     assert float(page.figures["values"]["total_value"]) == pytest.approx(expected["+0bp"], rel=1e-12)
     assert int(page.figures["job"]["rows"]) == 60 and int(page.figures["job"]["scenarios"]) == 3
+    with pytest.raises(distprice.OptionError, match="wide or full scenario table"):
+        render_report(long)
+
+
+def test_a_reported_risk_run_writes_the_wide_table(small_book, tmp_path):
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    small_book.head(40).to_csv(tmp_path / "book.csv", index=False)
+    args = ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--shifts-bp=-10,0,10"]
+    args += ["--output", str(tmp_path / "out.parquet"), "--report", str(tmp_path / "r.html")]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 0, done.output
+    assert "the priced table of this risk run is wide" in done.stderr
+    assert "price[+10bp]" in pd.read_parquet(tmp_path / "out.parquet").columns
+    assert (tmp_path / "r.html").exists()
+    refused = CliRunner().invoke(main, [*args, "--scenario-table", "long"])
+    assert refused.exit_code == 2 and "give --scenario-table wide" in refused.output
 
 
 def test_measure_columns_make_a_risk_section(job):

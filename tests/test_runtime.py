@@ -27,16 +27,23 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_local_cluster_prices_like_this_process(local, book, in_process):
-    with Pricer(local) as pricer:
+    with Pricer(local, task_seconds=0) as pricer:
         with get_task_stream(client=local) as stream:
             priced = pricer.price(book, engine="cpu")
     assert_same_prices(priced, in_process)
     assert (priced["engine"] == "cpu").all()
-    names = {task["key"].split("-")[0] for task in stream.data}
-    assert "price_cpu_fp64" in names and "gather" in names
     chunks = [task for task in stream.data if task["key"].startswith("price_cpu_fp64")]
     assert len(chunks) == 4  # 4 chunks per worker would be 8, but no chunk is under MIN_CHUNK_ROWS
     assert len({task["worker"] for task in chunks}) == 2
+
+
+def test_a_small_job_takes_one_task(local, book, in_process):
+    # the book is predicted well under TASK_SECONDS of pricing: one worker prices it, the other is not disturbed
+    with Pricer(local) as pricer:
+        with get_task_stream(client=local) as stream:
+            priced = pricer.price(book.head(2500), engine="cpu")
+    assert_same_prices(priced, in_process.head(2500))
+    assert len([task for task in stream.data if task["key"].startswith("price_cpu_fp64")]) == 1
 
 
 def test_auto_on_the_cluster_follows_the_workers_plan(local, book, in_process):
@@ -46,16 +53,32 @@ def test_auto_on_the_cluster_follows_the_workers_plan(local, book, in_process):
     assert (priced["engine"] == "cpu").all()  # the workers have no GPU
 
 
-def test_shift_grid_is_long_and_zero_shift_is_the_base(local, book, in_process):
-    rows = book.head(2500)
-    with Pricer(local) as pricer:
-        priced = pricer.price(rows, engine="cpu", shifts_bp=[-50, 0, 50])
-    assert list(priced.columns[:2]) == ["scenario", "id"]
-    assert priced["scenario"].tolist() == ["-50bp"] * 2500 + ["+0bp"] * 2500 + ["+50bp"] * 2500
-    by = {name: frame.reset_index(drop=True) for name, frame in priced.groupby("scenario", sort=False)}
-    assert_same_prices(by["+0bp"].drop(columns="scenario"), in_process.head(2500))
+def test_shift_grid_forms_and_zero_shift_is_the_base(local, book, in_process):
+    rows = book.head(6000)
+    shifts = [-50, 0, 50]
+    with Pricer(local, task_seconds=0) as pricer:  # several chunks, each priced under every shift
+        long, wide, full = (
+            pricer.price(rows, engine="cpu", shifts_bp=shifts, scenario_table=form) for form in ("long", "wide", "full")
+        )
+    # long (the default): each row's scenarios together, in input order; the inputs are not repeated
+    assert list(long.columns) == ["id", "scenario", "price", "value", "bond_price", "option_price", "error"]
+    assert long["id"].tolist() == np.repeat(rows["id"].to_numpy(), 3).tolist()
+    assert long["scenario"].tolist() == ["-50bp", "+0bp", "+50bp"] * 6000
     here = distprice.price(rows, engine="cpu", shifts_bp="-50,0,50")
-    np.testing.assert_allclose(priced["price"], here["price"], rtol=1e-13)
+    pd.testing.assert_frame_equal(long, here, check_categorical=False, rtol=1e-13)
+    base = long[long["scenario"] == "+0bp"].reset_index(drop=True)
+    np.testing.assert_allclose(base["price"], in_process.head(6000)["price"], rtol=1e-13)
+    # full: every column, every row under one scenario, then the next
+    assert list(full.columns[:2]) == ["scenario", "id"]
+    assert full["scenario"].tolist() == ["-50bp"] * 6000 + ["+0bp"] * 6000 + ["+50bp"] * 6000
+    by = {name: frame.reset_index(drop=True) for name, frame in full.groupby("scenario", sort=False)}
+    assert_same_prices(by["+0bp"].drop(columns="scenario"), in_process.head(6000))
+    # wide: one row per row, a column per scenario
+    assert len(wide) == 6000 and list(wide.columns[: len(rows.columns)]) == list(rows.columns)
+    for name in ("-50bp", "+0bp", "+50bp"):
+        np.testing.assert_array_equal(wide[f"price[{name}]"], by[name]["price"])
+        np.testing.assert_array_equal(wide[f"value[{name}]"], by[name]["value"])
+    np.testing.assert_array_equal(wide["engine"], by["+0bp"]["engine"])
     # rates up, zero-coupon bond values down, on every row
     assert (by["+50bp"]["bond_price"] < by["-50bp"]["bond_price"]).all()
 
@@ -186,26 +209,29 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     assert_same_prices(pd.read_parquet(tmp_path / "held"), in_process)
 
 
-def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path):
-    # workers send back the priced columns only; the client puts the slice's own columns back in
-    # (and makes invalid the rows whose id another slice holds too)
+@pytest.mark.parametrize("form, first, parts", [("long", ["id", "scenario"], 2), ("full", ["scenario", "id"], 6)])
+def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path, form, first, parts):
+    # the full table: workers send back the priced columns only; the client puts the slice's own columns back
+    # in (and makes invalid the rows whose id another slice holds too)
     rows = book.head(4000).assign(extra=[f"x{i}" if i % 3 else None for i in range(4000)])
     rows.loc[3100, "id"] = rows.loc[20, "id"]
     rows.loc[3200, "volatility"] = -1.0
     path = tmp_path / "book.parquet"
     rows.to_parquet(path, row_group_size=1500)
-    options = dict(engine="cpu", shifts_bp=[-50, 0, 50], on_invalid="report")
+    options = dict(engine="cpu", shifts_bp=[-50, 0, 50], on_invalid="report", scenario_table=form)
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         pricer.run(str(path), output=tmp_path / "priced.parquet", **options)
         summary = pricer.run(str(path), output=f"{tmp_path / 'parts'}/", **options)
     write_table(distprice.price(str(path), **options), tmp_path / "here.parquet")
     got, expected = pd.read_parquet(tmp_path / "priced.parquet"), pd.read_parquet(tmp_path / "here.parquet")
-    assert len(got) == 3 * len(rows) and list(got.columns[:2]) == ["scenario", "id"]
+    assert len(got) == 3 * len(rows) and list(got.columns[:2]) == first
     assert got["price"].isna().sum() == 3 * 3 and got["error"].str.contains("must be unique").sum() == 3 * 2
-    pd.testing.assert_frame_equal(got.drop(columns="engine"), expected.drop(columns="engine"), rtol=1e-13)
-    # the workers' parts, one per slice and scenario, read back in order: the same table (two slices of 2 000
-    # rows, each across row groups of 1 500)
-    assert len(list((tmp_path / "parts").iterdir())) == 2 * 3
+    pd.testing.assert_frame_equal(
+        got.drop(columns="engine", errors="ignore"), expected.drop(columns="engine", errors="ignore"), rtol=1e-13
+    )
+    # the workers' parts, one per slice (and scenario, in the full table), read back in order: the same table
+    # (two slices of 2 000 rows, each across row groups of 1 500)
+    assert len(list((tmp_path / "parts").iterdir())) == parts
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "parts"), got)
     assert (summary.rows, summary.priced, summary.scenarios, summary.prices) == (4000, 3997, 3, 3 * 3997)
 

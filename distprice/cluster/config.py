@@ -24,6 +24,7 @@ from ..errors import ConfigError, OptionError, shown
 from ..job import ON_INVALID, JobOptions, valuation_day
 from ..lattice.engines import ENGINE_NAMES
 from ..precision import PRECISIONS
+from ..scenario_tables import SCENARIO_TABLES
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
@@ -160,8 +161,8 @@ class JobConfig(JobOptions):
     """What to price (``portfolio``, ``output``) and how: the job's :class:`~distprice.job.JobOptions` (the
     ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
     ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``, ``as_of``, ``exercise_schedule``,
-    ``models``, ``allow_empty``, ``max_invalid``, ``timeout``) and ``chunks_per_worker``, the chunks a job is
-    cut into per worker (None: the cluster's default, :func:`~.start.default_chunks`). ``distprice run``
+    ``models``, ``allow_empty``, ``max_invalid``, ``timeout``, ``scenario_table``) and ``chunks_per_worker``, the
+    chunks a job is cut into per worker (None: the cluster's default, :func:`~.start.default_chunks`). ``distprice run``
     takes these as the defaults of its options of the same names.
     """
 
@@ -445,6 +446,7 @@ _CHECKS = {
         "max_invalid": _optional(_count),
         "timeout": _optional(_seconds),
         "base_scenario": _boolean,
+        "scenario_table": _choice(*SCENARIO_TABLES),
         "measures": _optional(_job_option("measures")),
         "bump_bp": _job_option("bump_bp"),
         "key_rates": _job_option("key_rates"),

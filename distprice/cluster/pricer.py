@@ -47,8 +47,10 @@ class Pricer:
     it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 on a ``local-cuda``
     cluster, whose worker processes share each GPU, else 4); ``read_on_workers_rows``: Parquet portfolios of at
     least this many rows are read by the workers, not the client (None: the lattice family's
-    ``READ_ON_WORKERS_ROWS``); ``progress``: a progress bar of each stage on stderr, when it is a terminal. Use as
-    a context manager::
+    ``READ_ON_WORKERS_ROWS``); ``task_seconds``: the least predicted work worth a task of its own (None: each
+    family's rule, e.g. :data:`~distprice.planner.TASK_SECONDS`; 0: every job cut into ``chunks_per_worker``
+    chunks per worker, whatever its size); ``progress``: a progress bar of each stage on stderr, when it is a
+    terminal. Use as a context manager::
 
         with distprice.Pricer("configs/local-cuda.yaml") as pricer:
             for book in books:
@@ -61,6 +63,7 @@ class Pricer:
         *,
         chunks_per_worker: int | None = None,
         read_on_workers_rows: int | None = None,
+        task_seconds: float | None = None,
         progress: bool = False,
     ):
         from distributed import Client
@@ -90,6 +93,7 @@ class Pricer:
         self._posted: set[str] = set()
         self.chunks_per_worker = chunks_per_worker or default_chunks(config)
         self.read_on_workers_rows = read_on_workers_rows
+        self.task_seconds = task_seconds
         self.progress = progress
         self._workers: dict[str, dict] = {}
         self._submitted = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="distprice-job")
@@ -159,10 +163,11 @@ class Pricer:
         self, inputs, *, paths: int | None = None, precision: str | None = None, engine: str = "auto"
     ) -> pd.DataFrame:
         """Prices the Monte-Carlo jobs of ``inputs`` on the cluster: the arguments and the table of
-        :func:`distprice.price_mc` (``chunks`` aside: each job's paths are cut into ``chunks_per_worker``
-        ranges per worker, each a ``mc_paths_<engine>_<precision>`` task). The ranges start at multiples of
-        :data:`~distprice.families.montecarlo.PATH_BLOCK` paths, so the prices are the same bits on any number of
-        workers; jobs share the cluster."""
+        :func:`distprice.price_mc` (``chunks`` aside: each job's paths are cut into as many ranges as its work pays
+        for, each a ``mc_paths_<engine>_<precision>`` task: one range per 25 ms of its engine's work, at most
+        ``chunks_per_worker`` per worker; see :func:`~distprice.families.montecarlo.range_count`). The ranges start
+        at multiples of :data:`~distprice.families.montecarlo.PATH_BLOCK` paths, so the prices are the same bits
+        on any number of workers; jobs share the cluster."""
         return self.compute(PATHS, inputs, paths=paths, precision=precision, engine=engine)
 
     def calibrate_heston(self, quotes, **options) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -293,7 +298,14 @@ class Pricer:
             places = collections.Counter(d["place"] for d in described if d["place"] is not None)
             self._workers[precision] = {**described[0], "gpu_processes": max(places.values(), default=1)}
         worker = self._workers[precision]
-        return Workers(self.workers, self.chunks_per_worker, worker["gpu"], worker["model"], worker["gpu_processes"])
+        return Workers(
+            self.workers,
+            self.chunks_per_worker,
+            worker["gpu"],
+            worker["model"],
+            worker["gpu_processes"],
+            self.task_seconds,
+        )
 
     def _show_progress(self, futures, label: str) -> None:
         """A progress bar of ``futures`` on the terminal (when asked for), drawn while the job goes on."""

@@ -1,9 +1,10 @@
 """The lattice family on a cluster: a portfolio job cut into chunks of rows, and what a worker runs of it.
 
-A portfolio the client holds is validated there (:func:`read`), sorted and cut into chunks of equal cost
-(:mod:`distprice.planner`), each priced by one ``price_<engine>_<precision>`` task (e.g. ``price_gpu_flat_fp64``)
-carrying its instruments and the plan the inspector made for the workers' device, under one block of scenarios;
-a ``gather`` task per block puts the prices back in portfolio order (:func:`split`).
+A portfolio the client holds is validated there (:func:`read`) and cut into runs of consecutive rows of equal
+cost (:mod:`distprice.planner`), each priced by one ``price_<engine>_<precision>`` task (e.g.
+``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device, under
+every scenario (or a block of them); the client makes each run's piece of the priced table as it comes, in
+portfolio order (:func:`split`, :func:`tables`).
 
 A big Parquet portfolio (:data:`READ_ON_WORKERS_ROWS` rows or more) is read by the workers instead, in two stages
 (:func:`split_file`): ``read-chunk`` tasks each read and check a slice where it lies (:func:`read_chunk`) and the
@@ -41,9 +42,10 @@ from ..job import (
     read_risk,
 )
 from ..lattice.dated import unmatched_lines
+from ..lattice.geometry import node_steps
 from ..lattice.instruments import DUPLICATE_ID, Instruments, duplicated_ids, id_hashes, prepare
 from ..lattice.quotes import Quotes
-from ..planner import FileSlice, chunk_count, partition, table_slices, work_grid
+from ..planner import FileSlice, chunk_count, spans, table_slices, task_count, work_grid
 from ..precision import precision_name
 from ..scenarios import Market
 from ..tables import FOLDER, LABEL_COLUMNS, parquet_files, table_format, text_columns, to_pandas, write_part
@@ -111,26 +113,35 @@ def _parquet_parts(portfolio) -> list | None:
 
 
 def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
-    """A job's valid rows in cost-balanced chunks, scenario block by scenario block, each chunk planned for the
-    workers' device (a big file: :func:`split_file`). The work's result is the job's
-    :class:`~distprice.job.Tally` and a generator of the priced table's pieces, in order (the tally is complete
-    once the generator is exhausted)."""
+    """A job's rows in runs of consecutive rows of equal cost, as many as its predicted time pays for
+    (:func:`~distprice.planner.task_count`), each planned for the workers' device and priced under every scenario
+    (for the ``full`` scenario table, under each block of scenarios in turn); a big file: :func:`split_file`.
+    The work's result is the job's :class:`~distprice.job.Tally` and a generator of the priced table's pieces,
+    in order, each made as soon as its chunk's prices come (the tally is complete once the generator is
+    exhausted)."""
     if isinstance(portfolio, BigFile):
         return split_file(portfolio, workers)
     job = portfolio.job
     instruments = job.instruments()
     geometry = instruments.geometry
     sets = job.market.curve_sets
-    row_chunks, blocks = work_grid(len(instruments), len(sets), workers.count, workers.chunks_per_worker)
-    chunks = partition(geometry.width, geometry.height, row_chunks)
     tally = Tally(len(job.table), len(sets))
-    if not chunks:
+    if not len(instruments):
         empty = np.zeros((len(sets), 0))
-        measured = job.measure()  # of no rows: the columns, empty
-        nothing = [(empty, empty, np.empty(0, dtype=object), measured)]
-        return Work([], lambda results: (tally, frames(job, nothing, [range(len(sets))], tally)), "pricing")
+        frames = job.priced_frames(empty, empty, np.empty(0, dtype=object), measured=job.measure())
+        table = job.table_of([tally.add(frame) for frame in frames])
+        return Work([], lambda results: (tally, iter([table])), "pricing")
     model = CostModel.from_json(workers.model)
-    pieces = [instruments.take(p) for p in chunks]
+    seconds = predicted_seconds(geometry.width, geometry.height, model, workers.gpu) * len(sets)
+    tasks = task_count(seconds, workers.count, workers.chunks_per_worker, workers.task_seconds)
+    row_chunks, blocks = work_grid(len(instruments), len(sets), tasks, job.by_scenario)
+    valid = job.prepared.valid
+    cost = np.zeros(len(valid))
+    cost[valid] = node_steps(geometry.width, geometry.height)
+    runs = spans(cost, row_chunks)
+    before = np.concatenate([[0], np.cumsum(valid)])  # valid rows before each row
+    firsts = [range(int(before[r.start]), int(before[r.stop])) for r in runs]  # each run's valid rows
+    pieces = [instruments.take(np.arange(f.start, f.stop)) for f in firsts]
     quotes = job.valid_quotes()
     plans = [
         choose_plan(
@@ -145,41 +156,55 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
         scenarios=len(sets),
         chunks=len(pieces) * len(blocks),
         node_steps=instruments.node_steps * len(sets),
-        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / max(workers.count, 1),
+        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / min(max(workers.count, 1), len(pieces)),
     )
-    gathered = []
-    for b, block in enumerate(blocks):
-        priced = [
-            Chunk(
-                f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}",
-                price_chunk,
-                (
-                    piece,
-                    sets[block.start : block.stop],
-                    plan.parts,
-                    job.real,
-                    job.risk,
-                    None if quotes is None else quotes.take(rows),
-                ),
-                priority=-b,
-            )
-            for i, (piece, plan, rows) in enumerate(zip(pieces, plans, chunks))
-        ]
-        gathered.append(Chunk(f"gather-{b}", gather, (chunks, *priced), priority=-b))
-    return Work(gathered, lambda results: (tally, frames(job, results, blocks, tally)), "pricing", figures)
+    priced = [
+        Chunk(
+            f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}",
+            price_chunk,
+            (
+                piece,
+                sets[block.start : block.stop],
+                plan.parts,
+                job.real,
+                job.risk,
+                None if quotes is None else quotes.take(np.arange(f.start, f.stop)),
+            ),
+            priority=-(b * len(pieces) + i),
+        )
+        for b, block in enumerate(blocks)
+        for i, (piece, plan, f) in enumerate(zip(pieces, plans, firsts))
+    ]
+    return Work(priced, lambda results: (tally, tables(job, results, runs, blocks, tally)), "pricing", figures)
 
 
 LATTICE = Family(read, split, counted=(TASK,), metered=(TASK,))
 """Portfolios of bond options, callable and puttable bonds on Hull-White trees."""
 
 
-def frames(job: Job, prices, blocks: list[range], tally: Tally):
-    """The priced table's pieces from the (bond, option, engines, measures) of each scenario block, in order."""
-    for (bond, option, engines, measured), block in zip(prices, blocks):
-        for frame in job.priced_frames(bond, option, engines, first_set=block.start, measured=measured):
-            if job.market.scenarios is None:
-                frame.index = job.table.index
-            yield tally.add(frame)
+def predicted_seconds(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool) -> float:
+    """A quick prediction of pricing trees of these widths and heights under one curve set on one worker: the
+    flat kernel's on a GPU, the CPU engine's without one (the plan of each chunk says more)."""
+    return (model.flat if gpu else model.cpu)(np.asarray(width), np.asarray(height))[0]
+
+
+def tables(job: Job, results, runs: list[slice], blocks: list[range], tally: Tally):
+    """The priced table's pieces, in order, from each chunk's (bond, option, engines, measures), which come
+    run by run for each block of scenarios: a piece per run (its rows, each under every scenario), or, for the
+    ``full`` scenario table, a piece per run and scenario once a block's runs are in."""
+    results = iter(results)
+    for block in blocks:
+        held = []
+        for run, (bond, option, engines, measured) in zip(runs, results):
+            made = job.priced_frames(bond, option, engines, first_set=block.start, measured=measured, rows=run)
+            frames = [tally.add(frame) for frame in made]
+            if job.by_scenario:
+                held.append(frames)
+            else:
+                yield job.table_of(frames)
+        for s in range(len(block) if held else 0):
+            for frames in held:
+                yield frames[s]
 
 
 def task_name(engines, real) -> str:
@@ -208,21 +233,6 @@ def price_chunk(
         kernel_seconds,
         "+".join(dict.fromkeys(p.engine for p in parts)),
     )
-
-
-def gather(positions, *chunks):
-    """The prices (and measures) of every chunk, put back in the order of the valid rows (``positions`` of
-    each chunk)."""
-    scenarios = chunks[0][0].shape[0]
-    n = sum(len(p) for p in positions)
-    bond, option = np.full((scenarios, n), np.nan), np.full((scenarios, n), np.nan)
-    engines = np.empty(n, dtype=object)
-    measured = None if chunks[0][3] is None else {k: np.empty(n, dtype=v.dtype) for k, v in chunks[0][3].items()}
-    for rows, (b, o, e, m) in zip(positions, chunks):
-        bond[:, rows], option[:, rows], engines[rows] = b, o, e
-        for k in measured or ():
-            measured[k][rows] = m[k]
-    return bond, option, engines, measured
 
 
 # ---- a big file, read by the workers ----
@@ -283,21 +293,17 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
         Chunk(f"{task_name(s['engines'] or ['none'], options.real)}-{i}", price_read_chunk, (r, mine), priority=-i)
         for i, (r, s, mine) in enumerate(zip(read, summaries, found))
     ]
-    if market.scenarios is None:
-        return Work(
-            priced,
-            lambda frames: (tally, (tally.add(frame) for frame in frames)),
-            "pricing",
-            figures,
-            each=lambda i, columns: with_columns(slices[i], columns),
-        )
-    sets = len(market.curve_sets)
-    return Work(
-        priced,
-        lambda frames: (tally, (tally.add(frame) for frame in by_scenario(frames, slices, sets))),
-        "pricing",
-        figures,
-    )
+
+    def fetched(i: int, result: tuple[Tally, list[pd.DataFrame]]) -> list[pd.DataFrame]:
+        """A slice's priced tables as they come, tallied, with the portfolio's columns put back where they were
+        left out (no scenarios)."""
+        slice_tally, tables = result
+        tally.absorb(slice_tally)
+        return [with_columns(slices[i], tables[0])] if market.scenarios is None else tables
+
+    if options.scenario_table == "full" and market.scenarios is not None:
+        return Work(priced, lambda held: (tally, by_scenario(held, slices)), "pricing", figures, each=fetched)
+    return Work(priced, lambda pieces: (tally, (t for (t,) in pieces)), "pricing", figures, each=fetched)
 
 
 @dataclass
@@ -342,7 +348,7 @@ def read_chunk(
         unique_ids=False,
     )
     prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
-    job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes)
+    job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)
     plan = choose_plan(
         job.instruments(),
         options.engine,
@@ -411,39 +417,43 @@ def _duplicates(path: str, hashes: np.ndarray, slices: list[FileSlice]) -> list[
     return problems
 
 
-def _price_slice(chunk: ReadChunk, problems: list[Problem]) -> tuple[Job, Metered]:
-    """A slice read by a worker, priced: its job with the problems found across slices (duplicate ids), and the
-    bond, option, engines and measures of its valid rows, metered."""
+def _price_slice(chunk: ReadChunk, problems: list[Problem], echo: bool) -> Metered:
+    """A slice read by a worker, priced with the problems found across slices (duplicate ids): its
+    :class:`~distprice.job.Tally` and its priced tables, metered: a table per scenario for the ``full`` scenario
+    table, else one. Without ``echo`` the portfolio's columns are left out where the client puts them back (no
+    scenarios, or the full scenario table)."""
     job = chunk.job.with_problems(problems)
     instruments = job.instruments()
     parts = chunk.parts
     if problems:  # rows left the valid set: the one engine of the plan prices the ones that remain
         parts = fixed_plan(parts[0].engine, len(instruments), parts[0].turns).parts if parts else []
-    return job, price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk, job.valid_quotes())
+    priced = price_chunk(instruments, job.market.curve_sets, parts, job.real, job.risk, job.valid_quotes())
+    bond, option, engines, measured = priced.result
+    tally = Tally(len(job.table), len(job.market.curve_sets))
+    shaped = job.market.scenarios is not None and not job.by_scenario
+    made = job.priced_frames(bond, option, engines, measured=measured, echo=echo or shaped)
+    frames = [tally.add(frame) for frame in made]
+    return dataclasses.replace(priced, result=(tally, frames if job.by_scenario else [job.table_of(frames)]))
 
 
 def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> Metered:
-    """The priced columns of a slice read by a worker (the client, which reads the slice too, puts the
-    portfolio's columns back: they need not travel, :func:`with_columns`), with the problems found across slices
-    (duplicate ids)."""
-    job, priced = _price_slice(chunk, problems)
-    bond, option, engines, measured = priced.result
-    return dataclasses.replace(priced, result=job.priced(bond, option, engines, measured, echo=False))
+    """The tally and priced tables of a slice read by a worker (:func:`_price_slice`), with the problems found
+    across slices (duplicate ids); the portfolio's columns travel only in the long and wide scenario tables
+    (the client, which reads the slice too, puts them back: :func:`with_columns`)."""
+    return _price_slice(chunk, problems, echo=False)
 
 
 def write_read_chunk(
     chunk: ReadChunk, problems: list[Problem], folder: str, part: int, parts: int, after=None
 ) -> Metered:
-    """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table, its own
-    columns and the priced ones, as part ``part`` of the folder being built at ``folder`` (under scenarios,
-    parts ``part``, ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows.
-    ``after``: an earlier task of the job that must end first (the slice's first writing, which this one
-    replaces)."""
-    job, priced = _price_slice(chunk, problems)
-    bond, option, engines, measured = priced.result
-    tally = Tally(len(job.table), len(job.market.curve_sets))
-    for s, frame in enumerate(job.priced_frames(bond, option, engines, measured=measured)):
-        write_part(tally.add(frame), folder, part + s * parts)
+    """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table as part
+    ``part`` of the folder being built at ``folder`` (for the ``full`` scenario table, parts ``part``,
+    ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows. ``after``: an earlier
+    task of the job that must end first (the slice's first writing, which this one replaces)."""
+    priced = _price_slice(chunk, problems, echo=True)
+    tally, tables = priced.result
+    for s, table in enumerate(tables):
+        write_part(table, folder, part + s * parts)
     return dataclasses.replace(priced, result=tally)
 
 
@@ -453,12 +463,11 @@ def with_columns(piece: FileSlice, priced: pd.DataFrame) -> pd.DataFrame:
     return echoed(read_slice(piece), priced)
 
 
-def by_scenario(priced, slices: list[FileSlice], scenarios: int):
-    """The priced table of a file's slices in the order of a priced table with scenarios: every row under
-    the first scenario, then under the second... ``priced``: each slice's priced columns under every
-    scenario in turn; they are held (the portfolio's columns are not: each slice is read again per
-    scenario)."""
-    held = list(priced)
-    for s in range(scenarios):
-        for piece, frame in zip(slices, held):
-            yield echoed(read_slice(piece), frame.iloc[s * piece.rows : (s + 1) * piece.rows])
+def by_scenario(held, slices: list[FileSlice]):
+    """The ``full`` scenario table of a file's slices: every row under the first scenario, then under the
+    second... ``held``: each slice's priced columns under each scenario; they are held (the portfolio's columns
+    are not: each slice is read again per scenario)."""
+    held = list(held)
+    for s in range(len(held[0]) if held else 0):
+        for piece, frames in zip(slices, held):
+            yield echoed(read_slice(piece), frames[s])

@@ -20,13 +20,16 @@ from typing import Any
 class Workers:
     """The cluster a job is cut for: ``count`` workers, ``chunks_per_worker`` chunks wanted of each, and what the
     first worker to answer said of them all: ``gpu`` (whether it has one), ``model`` (the inspector's cost model
-    for its device and the job's precision, as JSON) and ``gpu_processes`` (the most workers that share a GPU)."""
+    for its device and the job's precision, as JSON) and ``gpu_processes`` (the most workers that share a GPU).
+    ``task_seconds``: the least predicted work worth a task (None: the family's own rule); 0 cuts every job
+    into ``chunks_per_worker`` chunks per worker, whatever its size."""
 
     count: int
     chunks_per_worker: int
     gpu: bool
     model: str
     gpu_processes: int = 1
+    task_seconds: float | None = None
 
 
 @dataclass(frozen=True, eq=False)

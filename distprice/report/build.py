@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import OptionError
+from ..job import SCENARIO_COLUMN
 from ..tables import write_file
 from .document import Section, generated, render
 from .inputs import JobRecord
@@ -55,7 +56,8 @@ def render_report(priced, *, family: str = "lattice", **facts) -> str:
     chosen = REPORTS[family]
     missing = [c for c in chosen.columns if c not in record.priced.columns]
     if missing:
-        raise OptionError(f"a {family} report is drawn from a priced table; this one lacks {', '.join(missing)}")
+        wide = " (of a risk run: the wide or full scenario table)" if SCENARIO_COLUMN in record.priced else ""
+        raise OptionError(f"a {family} report is drawn from a priced table{wide}; this one lacks {', '.join(missing)}")
     sections = [s for s in (section(record) for section in chosen.sections) if s is not None]
     subtitle = generated() + (f" from {record.source}" if record.source else "")
     return render(sections, chosen.title, subtitle)

@@ -2,8 +2,9 @@
 
 A row of the priced table is *priced* when its ``price`` is a number and *invalid* when it has no price and
 its ``error`` says why (a priced row may carry an ``error`` too: a measure that failed, such as its OAS).
-Scenario runs repeat every row under each scenario; the book's breakdowns are drawn from the base
-scenario (``+0bp`` or ``base`` when there is one, else the first).
+Scenario runs repeat every row under each scenario (a ``wide`` table is read as the ``full`` one it holds; a
+``long`` one lacks the trees and the portfolio's columns the report draws); the book's breakdowns are drawn
+from the base scenario (``+0bp`` or ``base`` when there is one, else the first).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 from ..errors import OptionError
 from ..inspector import Plan
 from ..job import SCENARIO_COLUMN, Summary
+from ..scenario_tables import full_of_wide
 from ..tables import read_table
 
 PHASES = {
@@ -70,6 +72,8 @@ class JobRecord:
         if not isinstance(priced, pd.DataFrame):
             source = source or str(priced)
             priced = read_table(priced)
+        if any(str(c).startswith("price[") for c in priced.columns):
+            priced = full_of_wide(priced)
         timings = dict(timings or {})
         unknown = [k for k in timings if k not in PHASES]
         if unknown:

@@ -1,7 +1,7 @@
 """The book's shape: tree height against width for every valid row (a 2-D histogram, so 10⁶ rows draw as
-fast as 10³), the chunks the client cut (sorted by decreasing height, then width, and cut into runs of
-equal cost Σ width · height) and the parts of the inspector's plan, each with its engine and predicted
-(and actual) seconds: the picture the papers' sorting and bin packing are about.
+fast as 10³), the chunks the client cut (runs of consecutive rows of equal cost Σ width · height, so each
+chunk's box spans the shapes its rows hold) and the parts of the inspector's plan, each with its engine and
+predicted (and actual) seconds: the picture the papers' sorting and bin packing are about.
 
 :func:`shape_section` is the report's section; :func:`draw_shape` draws the same section alone, before any
 pricing, to an HTML or PNG file.
@@ -17,7 +17,7 @@ import pandas as pd
 from ..errors import OptionError
 from ..inspector import Plan, describe
 from ..lattice.geometry import node_steps
-from ..planner import partition
+from ..planner import spans
 from ..tables import write_file
 from . import plots
 from .document import Figure, Section, Table, render
@@ -44,7 +44,8 @@ def cut(width: np.ndarray, height: np.ndarray, chunks) -> list[np.ndarray]:
     if chunks is None:
         return []
     if isinstance(chunks, (int, np.integer)):
-        return partition(width, height, int(chunks))
+        cost = np.asarray(width, dtype=np.float64) * np.asarray(height)
+        return [np.arange(run.start, run.stop) for run in spans(cost, int(chunks))]
     chunks = [np.asarray(c, dtype=np.int64) for c in chunks]
     if any(len(c) and (c.min() < 0 or c.max() >= len(width)) for c in chunks):
         raise OptionError(f"chunks hold positions outside the {len(width)} valid rows")
