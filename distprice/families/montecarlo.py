@@ -1,7 +1,16 @@
 """The Monte-Carlo family on a cluster: each job's paths cut into ranges, one ``mc_paths_<engine>_<precision>``
 task each (:func:`~distprice.montecarlo.price_range`), whose payoff sums make the job's prices
 (:func:`~distprice.montecarlo.combine`). The ranges start at multiples of PATH_BLOCK paths, so the prices are
-the same bits on any number of workers; jobs share the cluster."""
+the same bits on any number of workers; jobs share the cluster.
+
+A job gets as many ranges as its work pays for (:func:`range_count`). Its work is its paths × dates × underlyings
+× models (PDU) over its engine's PDU per second on one worker (:data:`PDU_PER_SECOND`); each
+:data:`MIN_RANGE_SECONDS` of it pays for one range, from one up to ``chunks_per_worker`` per worker, and more
+ranges than workers are a multiple of the workers, so that each prices as many. Worker processes that share a GPU
+price in turns, and the scheduler places ranges on workers, not on GPUs: there a job is one range, or one per
+worker when it pays for that many and the workers are on more than one GPU. A small job thus runs as one task
+wherever it runs, and a big one on every worker.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..montecarlo import Job, combine, price_range, priced_rows, read_inputs, validate, with_options
+from ..planner import task_count
 from .work import Chunk, Family, Work, Workers
 
 PATH_BLOCK = 2048
@@ -43,6 +53,34 @@ def path_ranges(paths: int, ranges: int) -> list[tuple[int, int]]:
     return [(first, min(per_range, paths - first)) for first in range(0, paths, per_range)]
 
 
+PDU_PER_SECOND = {"gpu": 3.6e10, "cpu": 1.5e8, "reference": 6e6}
+"""Path-date-underlyings (times models) each engine prices a second on one worker, as measured
+(benchmarks/RESULTS.md): the GPU engine's whole call on the large set (H100, fp64; an H200 gives 5e10 on 2^21 to
+2^25 paths), the CPU engine on one thread (93 to 166 million on the three sets) and the numpy reference
+(about 6 million)."""
+
+MIN_RANGE_SECONDS = 0.025
+"""The least work of a range, in seconds of its engine (:data:`PDU_PER_SECOND`). A range's task costs about
+5 ms beyond its paths (sending it, the scheduler, the launch, its sums back): on two H200s, 2^21 paths of the
+large set took 48 ms from the first range's start to the last one's end as one range, and 30 ms as two, one a
+GPU, against the 24 ms of a free split. At 25 ms of paths a range, that cost stays within a fifth of its time."""
+
+
+def range_count(job: Job, engine: str, workers: Workers) -> int:
+    """How many ranges ``job``'s paths are cut into for ``workers``, priced on ``engine``: one per
+    MIN_RANGE_SECONDS of work (``workers.task_seconds`` where set; 0: every range pays), from 1 to
+    ``chunks_per_worker`` per worker, a multiple of the workers past their count. On workers that share GPUs
+    (``gpu_processes`` > 1), 1, or one per worker where the job pays for that many and the workers have more than
+    one GPU: ranges on one GPU price in turns."""
+    count = max(workers.count, 1)
+    least = MIN_RANGE_SECONDS if workers.task_seconds is None else workers.task_seconds
+    seconds = job.paths * job.dims * len(job.models) / PDU_PER_SECOND[engine]
+    ranges = task_count(seconds, count, workers.chunks_per_worker, least)
+    if least > 0 and engine == "gpu" and workers.gpu_processes > 1:
+        return count if count > workers.gpu_processes and ranges >= count else 1
+    return ranges if ranges < count else ranges - ranges % count
+
+
 TASK = "mc_paths_"
 """The beginning of a path-range task's name."""
 
@@ -53,12 +91,13 @@ def task_name(engine: str, precision: str) -> str:
 
 
 def split(read: PathJobs, workers: Workers) -> Work:
-    """Each job's paths in ``chunks_per_worker`` ranges per worker; the work's result is the table of
+    """Each job's paths in the ranges its work pays for (:func:`range_count`: one range per MIN_RANGE_SECONDS of
+    its engine's work, at most ``chunks_per_worker`` per worker); the work's result is the table of
     :func:`distprice.price_mc`, one row per job and model (``seconds``: from the split to the job's prices)."""
     tick = time.perf_counter()
     jobs = read.jobs
     used = ("gpu" if workers.gpu else "cpu") if read.engine == "auto" else read.engine
-    ranges_of = [path_ranges(job.paths, max(workers.count, 1) * workers.chunks_per_worker) for job in jobs]
+    ranges_of = [path_ranges(job.paths, range_count(job, used, workers)) for job in jobs]
     chunks = [
         Chunk(f"{task_name(used, job.precision)}-{job.name}-{i}", price_range, (job, first, count, used))
         for job, ranges in zip(jobs, ranges_of)
