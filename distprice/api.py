@@ -13,8 +13,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from . import inspector
 from .cuda import device_name, gpu_available
 from .curves import load_curves
@@ -26,6 +24,7 @@ from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .models import calibrate_heston as fit_heston, calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
+from .priced import Priced
 from .progress import Bar
 from .tables import FOLDER, read_portfolio, table_format, write_table
 from .tuning import CPU_DEVICE, current_model, save_model, tune as measure
@@ -66,13 +65,13 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
 
         with Pricer(cluster, progress=progress) as pricer:
             return pricer.price(portfolio, curves, **options)
-    job, frames = _priced(portfolio, checked, progress)
-    return job.table_of(frames)
+    job, priced = _priced(portfolio, checked, progress)
+    return job.table_of(priced)
 
 
-def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, list[pd.DataFrame]]:
+def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced]:
     """Prices a portfolio job in this process (``checked``: its checked options): the job, and its priced table
-    under each curve set (:meth:`~distprice.job.Job.priced_frames`)."""
+    as columns (:meth:`~distprice.job.Job.priced_columns`)."""
     deadline = None if checked.timeout is None else time.monotonic() + checked.timeout
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
@@ -86,7 +85,7 @@ def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, list[p
 
         bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
     engines = plan.engine_of_rows(len(instruments))
-    return job, list(job.priced_frames(bond, option, engines, measured=job.measure(bond[0], option[0])))
+    return job, job.priced_columns(bond, option, engines, measured=job.measure(bond[0], option[0]))
 
 
 def price_mc(
@@ -224,11 +223,9 @@ def run(
     log.info("pricing in this process")
     tick = time.perf_counter()
     with _settled():
-        job, frames = _priced(portfolio, JobOptions.of(**options).checked(), progress)
-        tally = Tally(len(job.table), len(frames))
-        for frame in frames:
-            tally.add(frame)
-        write_table(job.table_of(frames), output)
+        job, priced = _priced(portfolio, JobOptions.of(**options).checked(), progress)
+        tally = Tally(len(job.table), priced.sets)
+        write_table(job.table_of(tally.add(priced)), output)
     return Run(tally.summary(time.perf_counter() - tick, 0))
 
 

@@ -31,7 +31,7 @@ from .lattice.engines import AUTO, ENGINE_NAMES
 from .models.heston_fit import ENGINE_NAMES as HESTON_ENGINE_NAMES
 from .montecarlo.pricing import ENGINE_NAMES as MC_ENGINE_NAMES
 from .precision import PRECISIONS
-from .scenario_tables import SCENARIO_TABLES
+from .priced import SCENARIO_TABLES
 from .tables import check_output, check_place, table_format, write_table
 
 precision_option = click.option(

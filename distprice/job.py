@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
@@ -39,15 +37,13 @@ from .lattice.measures import (
 from .lattice.quotes import Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .precision import precision_name, real_dtype
-from .scenario_tables import SCENARIO_TABLES, long_table, wide_table
+from .priced import DATED_PRICES, PRICES, SCENARIO, SCENARIO_TABLES, TREE, Priced, labels, long_table, wide_table
 from .scenarios import Market, market, parse_shifts
 from .tables import read_portfolio, read_table
 
 ON_INVALID = ("strict", "report")
-PRICED_COLUMNS = ("price", "value", "bond_price", "option_price", "width", "height", "engine", "error")
-DATED_PRICES = ("dirty_price", "accrued", "clean_price")
-"""Columns added when the portfolio has dated rows (after ``option_price``; NaN on time-form rows)."""
-SCENARIO_COLUMN = "scenario"
+PRICED_COLUMNS = (*PRICES, *TREE, "error")
+SCENARIO_COLUMN = SCENARIO
 INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0, "bond": 1.0}
 """price = option (sign 0), bond - option (callable), bond + option (puttable), bond (a bond's option is 0)."""
 
@@ -268,17 +264,13 @@ class Job:
         merged = sorted([*self.prepared.problems, *problems], key=lambda p: p.position)
         return dataclasses.replace(self, prepared=dataclasses.replace(self.prepared, valid=valid, problems=merged))
 
-    def priced(
-        self, bond: np.ndarray, option: np.ndarray, engine_of_row, measured: dict | None = None, echo: bool = True
-    ) -> pd.DataFrame:
+    def priced(self, bond: np.ndarray, option: np.ndarray, engine_of_row, measured: dict | None = None) -> pd.DataFrame:
         """The priced table from the prices of the valid rows: ``bond`` and ``option`` are arrays
         of (curve sets, valid rows), ``engine_of_row`` names what priced each valid row (names, or a
         Categorical of them). With scenarios the table takes the job's ``scenario_table`` form
-        (:mod:`~distprice.scenario_tables`). ``measured``: the risk columns of the valid rows (:meth:`measure`),
-        put after the prices. Without ``echo`` the portfolio's columns are left out (whoever holds the portfolio
-        puts them back, see :func:`echoed`; the ``full`` form and no scenarios only). Raises
-        :class:`InvalidInputError` in strict mode when a priced row is not finite."""
-        return self.table_of(list(self.priced_frames(bond, option, engine_of_row, measured=measured, echo=echo)))
+        (:mod:`~distprice.priced`). ``measured``: the risk columns of the valid rows (:meth:`measure`), put after
+        the prices. Raises :class:`InvalidInputError` in strict mode when a priced row is not finite."""
+        return self.table_of(self.priced_columns(bond, option, engine_of_row, measured=measured))
 
     @property
     def by_scenario(self) -> bool:
@@ -286,19 +278,18 @@ class Job:
         rather than each row's scenarios together (or no scenarios)."""
         return self.market.scenarios is not None and self.scenario_table == "full"
 
-    def table_of(self, frames: list[pd.DataFrame]) -> pd.DataFrame:
-        """The priced table of some rows in the job's form from their table under each curve set
-        (:meth:`priced_frames`): without scenarios the one table, else the ``long``, ``wide`` or ``full`` form
-        (the full form of these rows alone, scenario after scenario)."""
+    def table_of(self, priced: Priced) -> pd.DataFrame:
+        """The priced table of some rows in the job's form: without scenarios the one table, else the ``long``,
+        ``wide`` or ``full`` form (the full form of these rows alone, scenario after scenario)."""
         if self.market.scenarios is None:
-            return frames[0]
+            return priced.frame(0)
         if self.scenario_table == "long":
-            return long_table(frames)
+            return long_table(priced)
         if self.scenario_table == "wide":
-            return wide_table(frames)
-        return pd.concat(frames, ignore_index=True)
+            return wide_table(priced)
+        return pd.concat([priced.frame(s) for s in range(priced.sets)], ignore_index=True)
 
-    def priced_frames(
+    def priced_columns(
         self,
         bond: np.ndarray,
         option: np.ndarray,
@@ -307,11 +298,12 @@ class Job:
         measured: dict | None = None,
         echo: bool = True,
         rows: slice = slice(None),
-    ) -> Iterator[pd.DataFrame]:
-        """The priced table of the portfolio's ``rows`` (a range, a step of 1) one curve set at a time, in the
-        ``full`` form, for the curve sets ``first_set``, ``first_set + 1``, ... that the rows of ``bond`` and
-        ``option`` hold (the valid rows of ``rows``, numbered from 0). Without scenarios the table is indexed as
-        the portfolio."""
+    ) -> Priced:
+        """The portfolio's ``rows`` (a range, a step of 1) priced under the curve sets ``first_set``,
+        ``first_set + 1``, ... that the rows of ``bond`` and ``option`` hold (the valid rows of ``rows``, numbered
+        from 0), as the columns every form of the table is made of. ``echo``: the portfolio's columns the table
+        takes (only ``id`` for the ``long`` scenario table); without it, none (whoever holds the portfolio puts
+        them back, :func:`echoed`)."""
         start, stop, _ = rows.indices(len(self.prepared.table))
         span = slice(start, stop)
         canonical, valid = self.prepared.table.iloc[span], self.prepared.valid[span]
@@ -320,59 +312,67 @@ class Job:
         if unpriced.any() and self.on_invalid == "strict":
             rows_of = start + np.flatnonzero(valid)
             raise InvalidInputError(self._unpriced(rows_of[np.flatnonzero(unpriced.any(axis=0))]))
-        n = len(canonical)
+        n, k = len(canonical), len(bond)
         errors: dict[int, str] = {}  # by row of the span: the few rows in error
         for p in self.prepared.problems:
             if start <= p.position < stop:
                 r = p.position - start
                 errors[r] = f"{errors[r]}; {p}" if r in errors else str(p)
+        measures = {}
+        if measured is not None:
+            for name in self.risk.columns:
+                measures[name] = np.full(n, np.nan)
+                measures[name][valid] = measured[name]
+            for r, why in zip(np.flatnonzero(valid).tolist(), measured["error"]):
+                if why is not None:
+                    errors[r] = f"{errors[r]}; {why}" if r in errors else why
         named = engine_of_row if isinstance(engine_of_row, pd.Categorical) else np.asarray(engine_of_row, dtype=object)
         engine_codes, engine_names = pd.factorize(named)
         engines = np.full(n, -1, dtype=np.int64)
         engines[valid] = engine_codes
         geometry = self.prepared.geometry
-        dated = self.prepared.dated is not None
-        risk = self.risk.columns if self.risk is not None else ()
-        outputs = (*PRICED_COLUMNS[:4], *(DATED_PRICES if dated else ()), *risk, *PRICED_COLUMNS[4:])
-        columns = {}
-        if measured is not None:
-            for name in risk:
-                columns[name] = np.full(n, np.nan)
-                columns[name][valid] = measured[name]
-            for r, why in zip(np.flatnonzero(valid).tolist(), measured["error"]):
-                if why is not None:
-                    errors[r] = f"{errors[r]}; {why}" if r in errors else why
-        base = self.table.iloc[span].reset_index(drop=True)
-        inputs = {name: base[name] for name in base.columns} if echo else {}  # echoed (no copy)
-        columns.update(
-            width=pd.Series(geometry.width[span], dtype="Int64").mask(~valid),
-            height=pd.Series(geometry.height[span], dtype="Int64").mask(~valid),
-            engine=_labels(engines, engine_names),
-        )
         kinds, names = pd.factorize(canonical["instrument"])  # a few labels: map them, not the rows
         sign = np.array([INSTRUMENT_SIGN.get(name, np.nan) for name in names] + [np.nan])[kinds]
-        quantity = canonical["quantity"].to_numpy()
-        for s in range(len(bond)):
-            b, o = np.full(n, np.nan), np.full(n, np.nan)
-            b[valid], o[valid] = bond[s], option[s]
-            price = np.where(sign == 0.0, o, b + sign * o)
-            failed = np.flatnonzero(valid)[unpriced[s]]
-            error = errors
-            if len(failed):
-                price[failed] = b[failed] = o[failed] = np.nan
-                said = self._unpriced(start + failed)
-                error = {**errors, **{int(r): p.rule for r, p in zip(failed, said)}}
-            made = dict(
-                columns, price=price, value=price * quantity, bond_price=b, option_price=o, error=_messages(n, error)
-            )
-            if dated:
-                made.update(self._dated_prices(price, self.market.curve_sets[first_set + s], span))
-            frame = pd.DataFrame({**inputs, **{name: made[name] for name in outputs}}, copy=False)
-            if self.market.scenarios is not None:
-                frame.insert(0, SCENARIO_COLUMN, self.market.scenarios[first_set + s])
-            else:
-                frame.index = self.table.index[span]
-            yield frame
+        b, o = np.full((k, n), np.nan), np.full((k, n), np.nan)
+        b[:, valid], o[:, valid] = bond, option
+        failed = [np.flatnonzero(valid)[unpriced[s]] for s in range(k)]
+        for s, rows_failed in enumerate(failed):
+            b[s, rows_failed] = o[s, rows_failed] = np.nan
+        price = np.where(sign == 0.0, o, b + sign * o)
+        changing = {
+            "price": price,
+            "value": price * canonical["quantity"].to_numpy(),
+            "bond_price": b,
+            "option_price": o,
+        }
+        if self.prepared.dated is not None:
+            dated = [self._dated_prices(price[s], self.market.curve_sets[first_set + s], span) for s in range(k)]
+            changing["dirty_price"] = np.stack([d["dirty_price"] for d in dated])
+            changing["accrued"] = dated[0]["accrued"]
+            changing["clean_price"] = np.stack([d["clean_price"] for d in dated])
+        long = self.market.scenarios is not None and self.scenario_table == "long"
+        echoed = (["id"] if long else list(self.table.columns)) if echo else []
+        steps = np.where(valid, node_steps(geometry.width[span], geometry.height[span]), 0.0)
+        return Priced(
+            inputs=self.table[echoed].iloc[span].reset_index(drop=True),
+            index=self.table.index[span],
+            scenarios=None if self.market.scenarios is None else list(self.market.scenarios[first_set : first_set + k]),
+            changing=changing,
+            measures=measures,
+            tree={
+                "width": pd.Series(geometry.width[span], dtype="Int64").mask(~valid),
+                "height": pd.Series(geometry.height[span], dtype="Int64").mask(~valid),
+                "engine": labels(engines, engine_names),
+            },
+            errors=errors,
+            unpriced=[
+                {int(r): p.rule for r, p in zip(rows_failed, self._unpriced(start + rows_failed))}
+                if len(rows_failed)
+                else {}
+                for rows_failed in failed
+            ],
+            node_steps=steps,
+        )
 
     def _unpriced(self, rows: np.ndarray) -> list[Problem]:
         """Problems of rows whose tree's values left the float range while they were priced."""
@@ -639,18 +639,21 @@ class Tally:
         self.rows, self.scenarios, self.prices, self.node_steps, self.engines = rows, scenarios, 0, 0.0, {}
         self.values: dict = {}
 
-    def add(self, priced: pd.DataFrame) -> pd.DataFrame:
-        done = priced["price"].notna()
-        self.prices += int(done.sum())
-        self.node_steps += float(node_steps(priced["width"][done], priced["height"][done]).sum())
-        for name, count in priced["engine"].value_counts().items():
+    def add(self, priced: Priced) -> Priced:
+        """Counts some rows of the job priced under some of its curve sets (the prices and their node-steps, the
+        rows each engine priced, the value under each scenario); returns them."""
+        done = np.isfinite(priced.changing["price"])
+        per_row = done.sum(axis=0)
+        self.prices += int(per_row.sum())
+        self.node_steps += float(priced.node_steps @ per_row)
+        engine = priced.tree["engine"]
+        codes, names = pd.factorize(engine)
+        counts = np.bincount(codes[codes >= 0], weights=per_row[codes >= 0], minlength=len(names))
+        for name, count in zip(names, counts):
             self.engines[name] = self.engines.get(name, 0) + int(count)
-        value = priced["value"].to_numpy(dtype=np.float64, na_value=np.nan)
-        if SCENARIO_COLUMN in priced.columns:
-            for name, total in pd.Series(value).groupby(priced[SCENARIO_COLUMN].to_numpy(), sort=False).sum().items():
-                self.values[name] = self.values.get(name, 0.0) + float(total)
-        else:
-            self.values[None] = self.values.get(None, 0.0) + float(np.nansum(value))
+        totals = np.nansum(priced.changing["value"], axis=1)
+        for name, total in zip(priced.scenarios or [None], totals):
+            self.values[name] = self.values.get(name, 0.0) + float(total)
         return priced
 
     def absorb(self, other: Tally) -> None:
@@ -675,20 +678,3 @@ class Tally:
             self.prices,
             dict(self.values),
         )
-
-
-def _labels(codes: np.ndarray, names) -> pd.arrays.ArrowStringArray:
-    """A ``string`` column whose row r is ``names[codes[r]]`` (missing where ``codes[r] < 0``), built in Arrow:
-    one Python string per name, none per row."""
-    codes = np.asarray(codes, dtype=np.int64)
-    names = list(names)
-    if not names:
-        return pd.arrays.ArrowStringArray(pa.nulls(len(codes), pa.large_string()))
-    return pd.arrays.ArrowStringArray(pc.take(pa.array(names, type=pa.large_string()), pa.array(codes, mask=codes < 0)))
-
-
-def _messages(n: int, messages: dict[int, str]) -> pd.arrays.ArrowStringArray:
-    """A ``string`` column of ``n`` rows holding ``messages`` by row, missing elsewhere."""
-    codes = np.full(n, -1, dtype=np.int64)
-    codes[list(messages)] = np.arange(len(messages))
-    return _labels(codes, messages.values())

@@ -121,9 +121,9 @@ def _run(portfolio, options: JobOptions, output) -> dict[str, float]:
             seconds["engine"] += priced
             seconds["layout"] += max(wall - priced - events, 0.0)
     with clock("priced"):
-        frame = job.priced(bond, option, plan.engine_of_rows(len(instruments)))
-        scenarios = len(job.market.curve_sets) if job.market.scenarios is not None else 1
-        Tally(len(frame) // scenarios, scenarios).add(frame)
+        priced = job.priced_columns(bond, option, plan.engine_of_rows(len(instruments)))
+        Tally(len(job.table), len(job.market.curve_sets)).add(priced)
+        frame = job.table_of(priced)
     if output is not None:
         with clock("write"):
             write_table(frame, output)

@@ -16,7 +16,7 @@ FLOORS = {
     "distprice.tables": 1,
     "distprice.curves": 1,
     "distprice.scenarios": 1,
-    "distprice.scenario_tables": 1,
+    "distprice.priced": 1,
     "distprice.dates": 1,
     "distprice.progress": 1,
     "distprice.stopwatch": 1,

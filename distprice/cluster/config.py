@@ -24,7 +24,7 @@ from ..errors import ConfigError, OptionError, shown
 from ..job import ON_INVALID, JobOptions, valuation_day
 from ..lattice.engines import ENGINE_NAMES
 from ..precision import PRECISIONS
-from ..scenario_tables import SCENARIO_TABLES
+from ..priced import SCENARIO_TABLES
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)

@@ -128,8 +128,7 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
     tally = Tally(len(job.table), len(sets))
     if not len(instruments):
         empty = np.zeros((len(sets), 0))
-        frames = job.priced_frames(empty, empty, np.empty(0, dtype=object), measured=job.measure())
-        table = job.table_of([tally.add(frame) for frame in frames])
+        table = job.table_of(tally.add(job.priced_columns(empty, empty, np.empty(0), measured=job.measure())))
         return Work([], lambda results: (tally, iter([table])), "pricing")
     model = CostModel.from_json(workers.model)
     seconds = predicted_seconds(geometry.width, geometry.height, model, workers.gpu) * len(sets)
@@ -196,15 +195,14 @@ def tables(job: Job, results, runs: list[slice], blocks: list[range], tally: Tal
     for block in blocks:
         held = []
         for run, (bond, option, engines, measured) in zip(runs, results):
-            made = job.priced_frames(bond, option, engines, first_set=block.start, measured=measured, rows=run)
-            frames = [tally.add(frame) for frame in made]
+            made = job.priced_columns(bond, option, engines, first_set=block.start, measured=measured, rows=run)
             if job.by_scenario:
-                held.append(frames)
+                held.append(tally.add(made))
             else:
-                yield job.table_of(frames)
+                yield job.table_of(tally.add(made))
         for s in range(len(block) if held else 0):
-            for frames in held:
-                yield frames[s]
+            for columns in held:
+                yield columns.frame(s)
 
 
 def task_name(engines, real) -> str:
@@ -431,9 +429,9 @@ def _price_slice(chunk: ReadChunk, problems: list[Problem], echo: bool) -> Meter
     bond, option, engines, measured = priced.result
     tally = Tally(len(job.table), len(job.market.curve_sets))
     shaped = job.market.scenarios is not None and not job.by_scenario
-    made = job.priced_frames(bond, option, engines, measured=measured, echo=echo or shaped)
-    frames = [tally.add(frame) for frame in made]
-    return dataclasses.replace(priced, result=(tally, frames if job.by_scenario else [job.table_of(frames)]))
+    columns = tally.add(job.priced_columns(bond, option, engines, measured=measured, echo=echo or shaped))
+    tables = [columns.frame(s) for s in range(columns.sets)] if job.by_scenario else [job.table_of(columns)]
+    return dataclasses.replace(priced, result=(tally, tables))
 
 
 def price_read_chunk(chunk: ReadChunk, problems: list[Problem]) -> Metered:

@@ -20,7 +20,7 @@ import pandas as pd
 from ..errors import OptionError
 from ..inspector import Plan
 from ..job import SCENARIO_COLUMN, Summary
-from ..scenario_tables import full_of_wide
+from ..priced import full_of_wide
 from ..tables import read_table
 
 PHASES = {
