@@ -36,6 +36,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from .errors import InvalidInputError, OptionError, Problem
+from .join import join_parquet
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 TEXT_COLUMNS = (
@@ -372,6 +373,25 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
             if writer is not None:
                 writer.close()
     return rows
+
+
+@contextlib.contextmanager
+def scratch_folder(path):
+    """An empty hidden folder beside ``path`` for the time of the block, then removed with what it holds."""
+    path = check_output(path)
+    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".parts.tmp", dir=path.parent))
+    try:
+        yield folder
+    finally:
+        _discard(folder)
+
+
+def write_joined(parts: Iterable, path) -> int:
+    """The Parquet files ``parts`` (paths, in order; taken as they come) joined into one file at ``path``,
+    atomically, without decoding them (:mod:`distprice.join`); returns its rows."""
+    path = check_output(path)
+    with _replacing(path) as tmp:
+        return join_parquet(parts, tmp)
 
 
 @contextlib.contextmanager

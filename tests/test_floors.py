@@ -14,6 +14,7 @@ FLOORS = {
     "distprice.errors": 0,
     "distprice.precision": 1,
     "distprice.tables": 1,
+    "distprice.join": 1,
     "distprice.curves": 1,
     "distprice.scenarios": 1,
     "distprice.priced": 1,

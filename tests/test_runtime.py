@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from distributed import get_task_stream
@@ -187,6 +188,7 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     with Pricer(local, read_on_workers_rows=1000) as pricer:
         with get_task_stream(client=local) as stream:
             priced = pricer.price(str(path), engine="cpu")
+        # one Parquet file: each worker writes its slices' parts beside it, the client joins them undecoded
         summary = pricer.run(str(path), engine="cpu", output=tmp_path / "priced.parquet")
         # a folder output: each worker writes the priced table of its slices, one part each
         folder = pricer.run(str(path), engine="cpu", output=f"{tmp_path / 'priced'}/")
@@ -207,6 +209,9 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     )
     assert folder.node_steps == pytest.approx(summary.node_steps, rel=1e-12)
     assert_same_prices(pd.read_parquet(tmp_path / "held"), in_process)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.parquet", "held", "priced", "priced.parquet"]
+    joined = pq.ParquetFile(tmp_path / "priced.parquet").metadata.num_row_groups
+    assert joined == sum(pq.ParquetFile(tmp_path / "priced" / p).metadata.num_row_groups for p in parts)
 
 
 @pytest.mark.parametrize("form, first, parts", [("long", ["id", "scenario"], 2), ("full", ["scenario", "id"], 6)])

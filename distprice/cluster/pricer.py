@@ -25,9 +25,18 @@ import warnings
 import pandas as pd
 
 from ..errors import NoWorkersError
-from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Stages, Work, Workers
+from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Parts, Stages, Work, Workers
 from ..job import JobOptions, Summary
-from ..tables import FOLDER, check_output, new_folder, table_format, write_parts, write_tables
+from ..tables import (
+    FOLDER,
+    check_output,
+    new_folder,
+    scratch_folder,
+    table_format,
+    write_joined,
+    write_parts,
+    write_tables,
+)
 from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
@@ -138,8 +147,11 @@ class Pricer:
     def run(self, portfolio, curves=None, *, output, **options) -> Summary:
         """Prices a portfolio and writes the priced table to ``output`` (CSV, Parquet, or a folder of Parquet
         parts) atomically: nothing is written when a row is invalid in strict mode or the job fails. Returns
-        what the job did. The parts of a folder are written by the workers when they read the portfolio (a big
-        Parquet file, ``read_on_workers_rows``), so the folder must be where they can write, at the same path."""
+        what the job did. When the workers read the portfolio (a big Parquet file, ``read_on_workers_rows``) they
+        write the priced table's parts themselves: the parts of a folder, or, for a Parquet file, parts in a
+        hidden folder beside it that the client joins into the file as they come, without decoding them
+        (:func:`~distprice.tables.write_joined`). The output must then be where the workers can write, at the
+        same path."""
         inputs = {
             "portfolio": portfolio,
             "curves": curves,
@@ -151,12 +163,21 @@ class Pricer:
         with self._watched(checked.timeout) as watch:
             if table_format(output) == FOLDER:
                 with new_folder(output) as folder:
-                    tally, frames = self._run(portfolio, checked, watch, str(folder))
-                    if frames is not None:
-                        write_parts(frames, folder)
+                    tally, pieces = self._run(portfolio, checked, watch, str(folder))
+                    if isinstance(pieces, Parts):
+                        collections.deque(pieces.paths, maxlen=0)
+                    else:
+                        write_parts(pieces, folder)
+            elif table_format(output) == "parquet":
+                with scratch_folder(output) as folder:  # the parts the workers write, for the client to join
+                    tally, pieces = self._run(portfolio, checked, watch, str(folder))
+                    if isinstance(pieces, Parts):
+                        write_joined(pieces.paths, output)
+                    else:
+                        write_tables(pieces, output)
             else:
-                tally, frames = self._run(portfolio, checked, watch)
-                write_tables(frames, output)
+                tally, pieces = self._run(portfolio, checked, watch)
+                write_tables(pieces, output)
         return tally.summary(time.perf_counter() - tick, self.workers)
 
     def price_mc(
@@ -274,8 +295,8 @@ class Pricer:
 
     def _run(self, portfolio, options: JobOptions, watch: Watch, folder: str | None = None):
         """Checks a portfolio job and sends its tasks; returns its tally and a generator of the pieces of the
-        priced table in order (the tally is complete once the generator is exhausted), or None for the pieces
-        when the workers wrote them as parts of ``folder`` (a folder being built) themselves."""
+        priced table in order (the tally is complete once the generator is exhausted), or the :class:`Parts`
+        the workers wrote into ``folder`` themselves."""
         workers = self._cut_for(options.precision, watch)
         read = LATTICE.read(portfolio, options, folder=folder, read_on_workers_rows=self.read_on_workers_rows)
         watch.check()

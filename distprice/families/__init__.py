@@ -8,7 +8,7 @@ it unchanged.
 from .calibration import HESTON, HULL_WHITE
 from .lattice import LATTICE
 from .montecarlo import PATHS
-from .work import Chunk, Family, Metered, Stages, Work, Workers
+from .work import Chunk, Family, Metered, Parts, Stages, Work, Workers
 
 FAMILIES = (LATTICE, PATHS, HESTON, HULL_WHITE)
 """Every family: the dashboard's page counts the chunks they declare (``Family.counted``)."""
@@ -22,6 +22,7 @@ __all__ = [
     "Chunk",
     "Family",
     "Metered",
+    "Parts",
     "Stages",
     "Work",
     "Workers",

@@ -18,6 +18,7 @@ geometry, the market, the plan), so a lost worker's tasks can run elsewhere.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 
@@ -48,8 +49,17 @@ from ..lattice.quotes import Quotes
 from ..planner import FileSlice, chunk_count, spans, table_slices, task_count, work_grid
 from ..precision import precision_name
 from ..scenarios import Market
-from ..tables import FOLDER, LABEL_COLUMNS, parquet_files, table_format, text_columns, to_pandas, write_part
-from .work import Chunk, Family, Metered, Stages, Work, Workers
+from ..tables import (
+    FOLDER,
+    LABEL_COLUMNS,
+    parquet_files,
+    part_name,
+    table_format,
+    text_columns,
+    to_pandas,
+    write_part,
+)
+from .work import Chunk, Family, Metered, Parts, Stages, Work, Workers
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many rows are read by the workers, not the client."""
@@ -276,17 +286,23 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     found = [[d for d in duplicates if d.piece == i] for i in range(len(slices))]
     tally = Tally(file.rows, len(market.curve_sets))
     if file.folder is not None:
+        full = options.scenario_table == "full" and market.scenarios is not None
 
-        def absorbed(parts):
-            for part in parts:
+        def paths(tallies):
+            """Each part's path as its slice is written, in the table's order (the full scenario table's parts,
+            a slice's per scenario, once all are written)."""
+            for i, part in enumerate(tallies):
                 tally.absorb(part)
-            return tally, None
+                if not full:
+                    yield os.path.join(file.folder, part_name(i))
+            for p in range(len(slices) * len(market.curve_sets) if full else 0):
+                yield os.path.join(file.folder, part_name(p))
 
         again = [
             Chunk(w.name, write_read_chunk, (r, mine, file.folder, i, len(slices), w), again=True) if mine else w
             for i, (r, w, mine) in enumerate(zip(read, written, found))
         ]
-        return Work(again, absorbed, "pricing and writing", figures)
+        return Work(again, lambda tallies: (tally, Parts(paths(tallies))), "pricing and writing", figures)
     priced = [
         Chunk(f"{task_name(s['engines'] or ['none'], options.real)}-{i}", price_read_chunk, (r, mine), priority=-i)
         for i, (r, s, mine) in enumerate(zip(read, summaries, found))

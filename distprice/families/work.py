@@ -84,6 +84,14 @@ class Metered:
     engine: str
 
 
+@dataclass(frozen=True)
+class Parts:
+    """A result the workers wrote as parts of a folder being built: ``paths`` yields each part's path, in the
+    table's order, as it is written (the job's tally is complete once it is exhausted)."""
+
+    paths: Iterator[str]
+
+
 Stages = Generator[Work, Any, Work]
 """A job of several stages: each yielded :class:`Work` is sent its result (its ``combine``'s), and the returned
 one is the last stage, whose result is the job's."""

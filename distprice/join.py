@@ -1,0 +1,287 @@
+"""Parquet files of one schema joined into one file without decoding them: their row groups' bytes copied one
+after the other, and one footer holding every row group, its offsets moved by where its bytes now lie.
+
+A Parquet file is ``PAR1``, the row groups' pages, the footer (a Thrift compact-protocol ``FileMetaData``), the
+footer's length (4 bytes, little-endian) and ``PAR1``. The footer is read here as a tree of fields, by number, as
+the protocol spells them, so fields this module does not know travel unchanged; only the file offsets of the row
+groups and their column chunks (data, dictionary and index pages, bloom filters) are moved, the row groups
+renumbered and the rows summed. Files with page indexes (offsets inside pages of their own) are not joined
+here: :func:`footer` names them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+MAGIC = b"PAR1"
+STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
+"""Thrift compact-protocol types."""
+
+# FileMetaData, RowGroup, ColumnChunk and ColumnMetaData fields, by number
+SCHEMA, NUM_ROWS, ROW_GROUPS = 2, 3, 4
+COLUMNS, GROUP_FILE_OFFSET, ORDINAL = 1, 5, 7
+CHUNK_FILE_OFFSET, META_DATA, OFFSET_INDEX, COLUMN_INDEX = 2, 3, 4, 6
+PAGE_OFFSETS = (9, 10, 11, 14)
+"""ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset."""
+
+
+@dataclass
+class Struct:
+    """A Thrift struct: its fields in order, each ``[number, type, value]`` (a list: a struct's value, a
+    :class:`List`, bytes, an int, a float or a bool)."""
+
+    fields: list[list]
+
+    def get(self, number: int):
+        return next((f[2] for f in self.fields if f[0] == number), None)
+
+    def set(self, number: int, value) -> None:
+        for f in self.fields:
+            if f[0] == number:
+                f[2] = value
+                return
+        raise KeyError(number)
+
+
+@dataclass
+class List:
+    kind: int
+    items: list
+
+
+class _Reader:
+    def __init__(self, data: bytes):
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        self.at += 1
+        return self.data[self.at - 1]
+
+    def varint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self.byte()
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def value(self, kind: int):
+        if kind in (TRUE, FALSE):  # a bool in a list or map is a byte of its own
+            return self.byte() == TRUE
+        if kind == BYTE:
+            return self.byte()
+        if kind in (I16, I32, I64):
+            return self.zigzag()
+        if kind == DOUBLE:
+            self.at += 8
+            return struct.unpack_from("<d", self.data, self.at - 8)[0]
+        if kind == BINARY:
+            n = self.varint()
+            self.at += n
+            return self.data[self.at - n : self.at]
+        if kind in (LIST, SET):
+            head = self.byte()
+            size, inner = head >> 4, head & 0x0F
+            if size == 15:
+                size = self.varint()
+            return List(inner, [self.value(inner) for _ in range(size)])
+        if kind == MAP:
+            size = self.varint()
+            types = self.byte() if size else 0
+            pairs = [(self.value(types >> 4), self.value(types & 0x0F)) for _ in range(size)]
+            return ("map", types, pairs)
+        if kind == STRUCT:
+            return self.struct()
+        raise ValueError(f"unknown Thrift type {kind}")
+
+    def struct(self) -> Struct:
+        fields, last = [], 0
+        while True:
+            head = self.byte()
+            kind = head & 0x0F
+            if kind == STOP:
+                return Struct(fields)
+            delta = head >> 4
+            number = last + delta if delta else self.zigzag()
+            value = kind == TRUE if kind in (TRUE, FALSE) else self.value(kind)
+            fields.append([number, kind, value])
+            last = number
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        if n < 0x80:
+            out.append(n)
+            return bytes(out)
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+
+
+def _zigzag(n: int) -> bytes:
+    return _varint((n << 1) ^ (n >> 63))
+
+
+def _value(kind: int, value) -> bytes:
+    if kind in (TRUE, FALSE):
+        return bytes([TRUE if value else FALSE])
+    if kind == BYTE:
+        return bytes([value & 0xFF])
+    if kind in (I16, I32, I64):
+        return _zigzag(value)
+    if kind == DOUBLE:
+        return struct.pack("<d", value)
+    if kind == BINARY:
+        return _varint(len(value)) + bytes(value)
+    if kind in (LIST, SET):
+        size = len(value.items)
+        head = bytes([(size << 4) | value.kind]) if size < 15 else bytes([0xF0 | value.kind]) + _varint(size)
+        return head + b"".join(_value(value.kind, item) for item in value.items)
+    if kind == MAP:
+        _, types, pairs = value
+        if not pairs:
+            return b"\x00"
+        body = b"".join(_value(types >> 4, k) + _value(types & 0x0F, v) for k, v in pairs)
+        return _varint(len(pairs)) + bytes([types]) + body
+    if kind == STRUCT:
+        return encode(value)
+    raise ValueError(f"unknown Thrift type {kind}")
+
+
+def encode(value: Struct) -> bytes:
+    """A struct in the Thrift compact protocol."""
+    out, last = bytearray(), 0
+    for number, kind, item in value.fields:
+        if kind in (TRUE, FALSE):
+            kind = TRUE if item else FALSE
+        delta = number - last
+        out += bytes([(delta << 4) | kind]) if 0 < delta <= 15 else bytes([kind]) + _zigzag(number)
+        if kind not in (TRUE, FALSE):
+            out += _value(kind, item)
+        last = number
+    out.append(STOP)
+    return bytes(out)
+
+
+def decode(data: bytes) -> Struct:
+    """A struct from its Thrift compact-protocol bytes."""
+    return _Reader(data).struct()
+
+
+@dataclass
+class Footer:
+    """A Parquet file's footer, decoded, and where its row groups' bytes lie: ``start`` to ``stop``."""
+
+    meta: Struct
+    start: int
+    stop: int
+
+
+def footer(path) -> Footer:
+    """The footer of the Parquet file ``path``; ValueError for what is not one, or has page indexes."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as file:
+        if size < 12 or file.read(4) != MAGIC:
+            raise ValueError(f"{path}: not a Parquet file")
+        file.seek(size - 8)
+        length, magic = struct.unpack("<I4s", file.read(8))
+        if magic != MAGIC or length > size - 12:
+            raise ValueError(f"{path}: not a Parquet file (its footer is missing)")
+        file.seek(size - 8 - length)
+        meta = decode(file.read(length))
+    for group in meta.get(ROW_GROUPS).items:
+        for chunk in group.get(COLUMNS).items:
+            if chunk.get(OFFSET_INDEX) is not None or chunk.get(COLUMN_INDEX) is not None:
+                raise ValueError(f"{path}: has page indexes, which are not joined")
+    return Footer(meta, 4, size - 8 - length)
+
+
+def _moved(group: Struct, by: int, ordinal: int) -> Struct:
+    """A row group with its file offsets moved ``by`` bytes and its number ``ordinal``."""
+    for field in group.fields:
+        if field[0] == GROUP_FILE_OFFSET:
+            field[2] += by
+        elif field[0] == ORDINAL:
+            field[2] = ordinal
+    for chunk in group.get(COLUMNS).items:
+        for field in chunk.fields:
+            if field[0] == CHUNK_FILE_OFFSET:
+                field[2] += by
+        meta = chunk.get(META_DATA)
+        for field in meta.fields if meta is not None else ():
+            if field[0] in PAGE_OFFSETS:
+                field[2] += by
+    return group
+
+
+class Joined:
+    """One Parquet file written part by part into the open binary ``file``: :meth:`add` copies a part's row
+    groups, :meth:`close` writes the footer. Every part must have the first part's schema (ValueError)."""
+
+    def __init__(self, file):
+        self.file, self.first, self.groups, self.rows = file, None, [], 0
+        file.write(MAGIC)
+
+    def add(self, path) -> None:
+        part = footer(path)
+        meta = part.meta
+        if self.first is None:
+            self.first = meta
+        elif encode(Struct([f for f in meta.fields if f[0] == SCHEMA])) != encode(
+            Struct([f for f in self.first.fields if f[0] == SCHEMA])
+        ):
+            raise ValueError(f"{path}: its schema differs from the first part's")
+        by = self.file.tell() - part.start
+        with open(path, "rb") as source:
+            _copy(source, self.file, part.start, part.stop - part.start)
+        for group in meta.get(ROW_GROUPS).items:
+            self.groups.append(_moved(group, by, len(self.groups)))
+        self.rows += meta.get(NUM_ROWS)
+
+    def close(self) -> None:
+        if self.first is None:
+            raise ValueError("no part to join")
+        meta = Struct([list(f) for f in self.first.fields])
+        meta.set(NUM_ROWS, self.rows)
+        meta.set(ROW_GROUPS, List(STRUCT, self.groups))
+        data = encode(meta)
+        self.file.write(data + struct.pack("<I", len(data)) + MAGIC)
+
+
+def _copy(source, target, offset: int, count: int) -> None:
+    """``count`` bytes of ``source`` from ``offset`` to the end of ``target``: in the kernel where it can
+    (``copy_file_range``), else through memory."""
+    target.flush()
+    at, done = target.tell(), 0
+    try:
+        while done < count:
+            sent = os.copy_file_range(source.fileno(), target.fileno(), count - done, offset + done, at + done)
+            if not sent:
+                break
+            done += sent
+    except OSError:  # another file system, or a kernel without it: the rest through memory
+        pass
+    source.seek(offset + done)
+    target.seek(at + done)
+    while done < count:
+        block = source.read(min(count - done, 1 << 24))
+        target.write(block)
+        done += len(block)
+
+
+def join_parquet(parts, path) -> int:
+    """The Parquet files ``parts`` (paths, in order) joined into one file at ``path``; returns its rows."""
+    with open(Path(path), "wb") as file:
+        joined = Joined(file)
+        for part in parts:
+            joined.add(part)
+        joined.close()
+    return joined.rows
