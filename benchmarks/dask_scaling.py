@@ -79,7 +79,7 @@ SUITE_SHIFTS = 16
 """Shifts of the table's shifted rows when neither ``--shifts-bp`` nor ``--shift-count`` is given."""
 ROWS = ("file", "folder", "shifted-file", "shifted-folder", "mc")
 """The rows ``--rows`` may name, in the table's order (``all``: every one)."""
-PRICING_TASKS = ("price_", "gather", "mc_paths_")
+PRICING_TASKS = ("price_", "mc_paths_")
 """The beginnings of the names of the tasks that price: a lattice slice (priced, or priced and written), a
 Monte-Carlo path range."""
 
@@ -120,7 +120,8 @@ def _pricing_totals(dask_scheduler=None):
 
 
 def cluster(pricer: Pricer, cpu: bool) -> Cluster:
-    """What ``pricer``'s workers are (``cpu``: CPU workers, whatever devices they have)."""
+    """What ``pricer``'s workers are (``cpu``: CPU workers, whatever devices they have), once one has joined."""
+    pricer.client.wait_for_workers(1, timeout=120)
     described = pricer.client.run(describe_worker, "fp64")
     gpu = not cpu and all(d["gpu"] for d in described.values())
     place = {address: d["place"] if gpu else address for address, d in described.items()}

@@ -52,6 +52,13 @@ class List:
     items: list
 
 
+@dataclass
+class Encoded:
+    """A struct already in the compact protocol (a list item written as it is)."""
+
+    data: bytes
+
+
 class _Reader:
     def __init__(self, data: bytes):
         self.data, self.at = data, 0
@@ -152,7 +159,7 @@ def _value(kind: int, value) -> bytes:
         body = b"".join(_value(types >> 4, k) + _value(types & 0x0F, v) for k, v in pairs)
         return _varint(len(pairs)) + bytes([types]) + body
     if kind == STRUCT:
-        return encode(value)
+        return value.data if isinstance(value, Encoded) else encode(value)
     raise ValueError(f"unknown Thrift type {kind}")
 
 
@@ -224,7 +231,8 @@ def _moved(group: Struct, by: int, ordinal: int) -> Struct:
 
 class Joined:
     """One Parquet file written part by part into the open binary ``file``: :meth:`add` copies a part's row
-    groups, :meth:`close` writes the footer. Every part must have the first part's schema (ValueError)."""
+    groups (and encodes their moved footer entries), :meth:`close` writes the footer. Every part must have the
+    first part's schema (ValueError)."""
 
     def __init__(self, file):
         self.file, self.first, self.groups, self.rows = file, None, [], 0
@@ -242,8 +250,8 @@ class Joined:
         by = self.file.tell() - part.start
         with open(path, "rb") as source:
             _copy(source, self.file, part.start, part.stop - part.start)
-        for group in meta.get(ROW_GROUPS).items:
-            self.groups.append(_moved(group, by, len(self.groups)))
+        for group in meta.get(ROW_GROUPS).items:  # encoded now: the footer is only put together at the end
+            self.groups.append(Encoded(encode(_moved(group, by, len(self.groups)))))
         self.rows += meta.get(NUM_ROWS)
 
     def close(self) -> None:
@@ -277,11 +285,14 @@ def _copy(source, target, offset: int, count: int) -> None:
         done += len(block)
 
 
-def join_parquet(parts, path) -> int:
-    """The Parquet files ``parts`` (paths, in order) joined into one file at ``path``; returns its rows."""
+def join_parquet(parts, path, remove: bool = False) -> int:
+    """The Parquet files ``parts`` (paths, in order) joined into one file at ``path``; returns its rows. With
+    ``remove`` each part is deleted once its bytes are copied."""
     with open(Path(path), "wb") as file:
         joined = Joined(file)
         for part in parts:
             joined.add(part)
+            if remove:
+                os.unlink(part)
         joined.close()
     return joined.rows
