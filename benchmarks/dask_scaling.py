@@ -55,10 +55,13 @@ from __future__ import annotations
 import argparse
 import collections
 import gc
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import cloudpickle
 import numpy as np
 import pandas as pd
 from distributed import get_task_stream
@@ -128,6 +131,17 @@ def cluster(pricer: Pricer, cpu: bool) -> Cluster:
     return Cluster(pricer, place, gpu, next(iter(described.values()))["device"] if gpu else "cpu")
 
 
+def _remove(output) -> None:
+    """The previous run's output, removed."""
+    if output is None:
+        return
+    path = Path(str(output))
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
 def measure(on: Cluster, row: Row, path: Path, repeat: int, output, options: dict) -> tuple[dict, np.ndarray]:
     """The median of ``repeat`` runs of ``row``'s job after a warm-up, with every run's figures, and the job's
     prices (bond and option prices of each row, or each Monte-Carlo model's price)."""
@@ -147,6 +161,7 @@ def measure(on: Cluster, row: Row, path: Path, repeat: int, output, options: dic
         pricer.task_seconds = least
     runs = []
     for _ in range(repeat):
+        _remove(output)  # a job replacing a big file pays for the file system freeing it: not timed here
         before = pricer.client.run_on_scheduler(_pricing_totals)
         start = time.time()
         with get_task_stream(pricer.client) as stream:
@@ -333,6 +348,8 @@ def main(argv=None):
 
     def clusters():
         if args.scheduler:
+            # workers started apart do not import this script: what it sends them travels by value
+            cloudpickle.register_pickle_by_value(sys.modules[__name__])
             with Pricer(args.scheduler, chunks_per_worker=args.chunks_per_worker) as pricer:
                 yield cluster(pricer, cpu=False)
             return

@@ -214,6 +214,20 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     assert joined == sum(pq.ParquetFile(tmp_path / "priced" / p).metadata.num_row_groups for p in parts)
 
 
+def test_a_big_file_to_one_file_where_the_workers_cannot_write(local, book, in_process, tmp_path, monkeypatch, caplog):
+    from distprice.cluster.tasks import can_write
+
+    assert can_write(str(tmp_path)) and not can_write(str(tmp_path / "missing"))
+    path = tmp_path / "book.parquet"
+    book.to_parquet(path, row_group_size=1500)
+    monkeypatch.setattr(Pricer, "_workers_write", lambda self, folder: False)  # a read-only mount, say
+    with caplog.at_level("INFO", logger="distprice.cluster.pricer"), Pricer(local, read_on_workers_rows=1000) as p:
+        summary = p.run(str(path), engine="cpu", output=tmp_path / "priced.parquet")
+    assert "the workers cannot write beside the output" in caplog.text and summary.priced == len(book)
+    assert_same_prices(pd.read_parquet(tmp_path / "priced.parquet"), in_process)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.parquet", "priced.parquet"]
+
+
 @pytest.mark.parametrize("form, first, parts", [("long", ["id", "scenario"], 2), ("full", ["scenario", "id"], 6)])
 def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book, tmp_path, form, first, parts):
     # the full table: workers send back the priced columns only; the client puts the slice's own columns back

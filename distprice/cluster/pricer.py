@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import time
 import warnings
@@ -42,7 +43,7 @@ from .config import ClusterConfig
 from .metrics import PricingMetrics
 from .progress import follow
 from .start import cluster_config, default_chunks, start
-from .tasks import describe_worker, run_chunk
+from .tasks import can_write, describe_worker, run_chunk
 from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
@@ -150,8 +151,8 @@ class Pricer:
         what the job did. When the workers read the portfolio (a big Parquet file, ``read_on_workers_rows``) they
         write the priced table's parts themselves: the parts of a folder, or, for a Parquet file, parts in a
         hidden folder beside it that the client joins into the file as they come, without decoding them
-        (:func:`~distprice.tables.write_joined`). The output must then be where the workers can write, at the
-        same path."""
+        (:func:`~distprice.tables.write_joined`), where every worker can write at the output's path (else the
+        client writes the file). A folder must be where they can write, at the same path."""
         inputs = {
             "portfolio": portfolio,
             "curves": curves,
@@ -170,7 +171,7 @@ class Pricer:
                         write_parts(pieces, folder)
             elif table_format(output) == "parquet":
                 with scratch_folder(output) as folder:  # the parts the workers write, for the client to join
-                    tally, pieces = self._run(portfolio, checked, watch, str(folder))
+                    tally, pieces = self._run(portfolio, checked, watch, str(folder), scratch=True)
                     if isinstance(pieces, Parts):
                         write_joined(pieces.paths, output)
                     else:
@@ -293,14 +294,26 @@ class Pricer:
             self._posted.discard(job)
             dashboard.end_job(self.client, job, error)
 
-    def _run(self, portfolio, options: JobOptions, watch: Watch, folder: str | None = None):
+    def _run(self, portfolio, options: JobOptions, watch: Watch, folder: str | None = None, scratch: bool = False):
         """Checks a portfolio job and sends its tasks; returns its tally and a generator of the pieces of the
         priced table in order (the tally is complete once the generator is exhausted), or the :class:`Parts`
-        the workers wrote into ``folder`` themselves."""
+        the workers wrote into ``folder`` themselves. A ``scratch`` folder (parts for one file) is used only where
+        every worker can write into it; otherwise the client writes the table (said in the log)."""
         workers = self._cut_for(options.precision, watch)
         read = LATTICE.read(portfolio, options, folder=folder, read_on_workers_rows=self.read_on_workers_rows)
+        if scratch and getattr(read, "folder", None) is not None and not self._workers_write(read.folder):
+            log.info("the workers cannot write beside the output (%s): the client writes it", folder)
+            read = dataclasses.replace(read, folder=None)
         watch.check()
         return self._done(LATTICE.split(read, workers), watch)
+
+    def _workers_write(self, folder: str) -> bool:
+        """Whether every worker can write into ``folder``, at the same path (each makes and removes a file)."""
+        try:
+            answers = self.client.run(can_write, folder)
+        except Exception:  # a worker gone or failing: the client writes, which never depends on them
+            return False
+        return bool(answers) and all(answers.values())
 
     def _cut_for(self, precision: str, watch: Watch) -> Workers:
         """The cluster a job is cut for: its workers now, and the device and model of the first to answer

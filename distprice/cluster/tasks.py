@@ -1,9 +1,10 @@
-"""What runs on the workers: :func:`describe_worker`, and :func:`run_chunk`, the task of every chunk a family
-cuts a job into (:class:`~distprice.families.Chunk`), on the worker's own threads and reporting what its pricing
-did (:mod:`~.metrics`)."""
+"""What runs on the workers: :func:`describe_worker`, :func:`can_write` and :func:`run_chunk`, the task of every
+chunk a family cuts a job into (:class:`~distprice.families.Chunk`), on the worker's own threads and reporting what
+its pricing did (:mod:`~.metrics`)."""
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 
 from ..cuda import device_name, device_place, gpu_available
@@ -25,6 +26,15 @@ def describe_worker(precision: str) -> dict:
         "place": device_place() if gpu else None,
         "model": model.to_json(),
     }
+
+
+def can_write(folder: str) -> bool:
+    """Whether this worker can make (and remove) a file in ``folder``."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe."):
+            return True
+    except OSError:
+        return False
 
 
 def _use_worker_threads() -> None:
