@@ -377,6 +377,37 @@ def test_a_worker_killed_mid_job_loses_no_row(processes):
     assert_same_prices(priced, expected)
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_a_worker_killed_mid_job_gives_each_row_and_scenario_once_in_the_file(processes, tmp_path, big):
+    # the long table streamed by the client, or (big) the parts the workers write, joined by the client
+    address, _ = processes
+    book = datasets.generate("R1", 12_000, seed=3)
+    path = tmp_path / "book.parquet"
+    book.to_parquet(path, row_group_size=1000)
+    options = dict(engine="cpu", shifts_bp=[-10, 0, 10])
+    with Pricer(address, read_on_workers_rows=1000 if big else None, task_seconds=0) as pricer:
+        pricer.client.wait_for_workers(2, timeout=60)
+        pids = pricer.client.run(os.getpid)
+        job = pricer._submitted.submit(pricer.run, str(path), output=tmp_path / "priced.parquet", **options)
+        deadline = time.time() + 60
+        while not any(pricer.client.processing().values()) and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        busy = [worker for worker, keys in pricer.client.processing().items() if keys]
+        assert busy and not job.done()
+        os.kill(pids[busy[0]], signal.SIGKILL)
+        summary = job.result(timeout=300)
+    priced = pd.read_parquet(tmp_path / "priced.parquet")
+    assert priced["id"].tolist() == np.repeat(book["id"].to_numpy(), 3).tolist()
+    assert priced["scenario"].astype(str).tolist() == ["-10bp", "+0bp", "+10bp"] * len(book)
+    expected = distprice.price(book, **options)
+    np.testing.assert_allclose(priced["price"], expected["price"], rtol=1e-13)
+    assert summary.prices == 3 * len(book) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "book.parquet",
+        "priced.parquet",
+    ]
+
+
 def test_unreachable_scheduler_exits_3_within_the_timeout(tmp_path, book):
     config = tmp_path / "cluster.yaml"
     config.write_text(f"cluster:\n  kind: address\n  address: tcp://127.0.0.1:{free_port()}\n  timeout: 2\n")
