@@ -5,8 +5,9 @@ A Parquet file is ``PAR1``, the row groups' pages, the footer (a Thrift compact-
 footer's length (4 bytes, little-endian) and ``PAR1``. The footer is read here as a tree of fields, by number, as
 the protocol spells them, so fields this module does not know travel unchanged; only the file offsets of the row
 groups and their column chunks (data, dictionary and index pages, bloom filters) are moved, the row groups
-renumbered and the rows summed. Files with page indexes (offsets inside pages of their own) are not joined
-here: :func:`footer` names them.
+renumbered and the rows summed. A part's :class:`Template` (its row groups encoded but for those fields) can be
+made where the part was written, so that the joining process only copies bytes and fills in numbers. Files with
+page indexes (offsets inside pages of their own) are not joined here: :func:`footer` names them.
 """
 
 from __future__ import annotations
@@ -192,6 +193,76 @@ class Footer:
     stop: int
 
 
+OFFSET, NUMBER = "offset", "number"
+SLOTS = {
+    "group": {GROUP_FILE_OFFSET: OFFSET, ORDINAL: NUMBER},
+    "chunk": {CHUNK_FILE_OFFSET: OFFSET, OFFSET_INDEX: OFFSET, COLUMN_INDEX: OFFSET},
+    "meta": dict.fromkeys(PAGE_OFFSETS, OFFSET),
+}
+"""The fields a join changes, by struct: a row group's, a column chunk's, a column chunk's metadata's."""
+INNER = {("group", COLUMNS): "chunk", ("chunk", META_DATA): "meta"}
+
+
+@dataclass(frozen=True)
+class Template:
+    """A Parquet file made ready to join (:func:`template`, on the worker that wrote it, so that the joining
+    client decodes nothing): its ``path``, where its row groups' bytes lie (``start`` to ``stop``), its ``rows``,
+    its ``schema`` (encoded), its footer but the row groups (``meta``), and each row group encoded but for the
+    fields a join changes: bytes, and between them ``(OFFSET, value)`` or ``(NUMBER, value)`` slots."""
+
+    path: str
+    start: int
+    stop: int
+    rows: int
+    schema: bytes
+    meta: Struct
+    groups: list[list]
+
+
+def _segments(value: Struct, level: str | None, out: list) -> None:
+    """``value`` encoded onto ``out`` (its last item a bytearray being filled), the fields of :data:`SLOTS`
+    left as slots."""
+    last = 0
+    for number, kind, item in value.fields:
+        if kind in (TRUE, FALSE):
+            kind = TRUE if item else FALSE
+        delta = number - last
+        out[-1] += bytes([(delta << 4) | kind]) if 0 < delta <= 15 else bytes([kind]) + _zigzag(number)
+        inner = INNER.get((level, number))
+        if number in SLOTS.get(level, {}):
+            out += [(SLOTS[level][number], item), bytearray()]
+        elif inner is not None and kind == STRUCT:
+            _segments(item, inner, out)
+        elif inner is not None and kind == LIST:
+            size = len(item.items)
+            out[-1] += bytes([(size << 4) | STRUCT]) if size < 15 else bytes([0xF0 | STRUCT]) + _varint(size)
+            for element in item.items:
+                _segments(element, inner, out)
+        elif kind not in (TRUE, FALSE):
+            out[-1] += _value(kind, item)
+        last = number
+    out[-1].append(STOP)
+
+
+def template(path) -> Template:
+    """The :class:`Template` of the Parquet file ``path`` (ValueError as :func:`footer`)."""
+    part = footer(path)
+    meta = part.meta
+    groups = []
+    for group in meta.get(ROW_GROUPS).items:
+        out: list = [bytearray()]
+        _segments(group, "group", out)
+        groups.append([bytes(s) if isinstance(s, bytearray) else s for s in out])
+    schema = encode(Struct([f for f in meta.fields if f[0] == SCHEMA]))
+    rest = Struct([list(f) for f in meta.fields if f[0] != ROW_GROUPS])
+    return Template(str(path), part.start, part.stop, meta.get(NUM_ROWS), schema, rest, groups)
+
+
+def _filled(group: list, by: int, number: int) -> bytes:
+    """A row group of a :class:`Template` with its offsets moved ``by`` bytes and its number ``number``."""
+    return b"".join(s if isinstance(s, bytes) else _zigzag(s[1] + by if s[0] == OFFSET else number) for s in group)
+
+
 def footer(path) -> Footer:
     """The footer of the Parquet file ``path``; ValueError for what is not one, or has page indexes."""
     size = os.path.getsize(path)
@@ -211,55 +282,36 @@ def footer(path) -> Footer:
     return Footer(meta, 4, size - 8 - length)
 
 
-def _moved(group: Struct, by: int, ordinal: int) -> Struct:
-    """A row group with its file offsets moved ``by`` bytes and its number ``ordinal``."""
-    for field in group.fields:
-        if field[0] == GROUP_FILE_OFFSET:
-            field[2] += by
-        elif field[0] == ORDINAL:
-            field[2] = ordinal
-    for chunk in group.get(COLUMNS).items:
-        for field in chunk.fields:
-            if field[0] == CHUNK_FILE_OFFSET:
-                field[2] += by
-        meta = chunk.get(META_DATA)
-        for field in meta.fields if meta is not None else ():
-            if field[0] in PAGE_OFFSETS:
-                field[2] += by
-    return group
-
-
 class Joined:
     """One Parquet file written part by part into the open binary ``file``: :meth:`add` copies a part's row
-    groups (and encodes their moved footer entries), :meth:`close` writes the footer. Every part must have the
-    first part's schema (ValueError)."""
+    groups and fills in their footer entries, :meth:`close` writes the footer. Every part must have the first
+    part's schema (ValueError)."""
 
     def __init__(self, file):
         self.file, self.first, self.groups, self.rows = file, None, [], 0
         file.write(MAGIC)
 
-    def add(self, path) -> None:
-        part = footer(path)
-        meta = part.meta
+    def add(self, part) -> None:
+        """Adds a part: a :class:`Template`, or the path of a Parquet file (its template made here)."""
+        part = part if isinstance(part, Template) else template(part)
         if self.first is None:
-            self.first = meta
-        elif encode(Struct([f for f in meta.fields if f[0] == SCHEMA])) != encode(
-            Struct([f for f in self.first.fields if f[0] == SCHEMA])
-        ):
-            raise ValueError(f"{path}: its schema differs from the first part's")
+            self.first = part
+        elif part.schema != self.first.schema:
+            raise ValueError(f"{part.path}: its schema differs from the first part's")
         by = self.file.tell() - part.start
-        with open(path, "rb") as source:
+        with open(part.path, "rb") as source:
             _copy(source, self.file, part.start, part.stop - part.start)
-        for group in meta.get(ROW_GROUPS).items:  # encoded now: the footer is only put together at the end
-            self.groups.append(Encoded(encode(_moved(group, by, len(self.groups)))))
-        self.rows += meta.get(NUM_ROWS)
+        for group in part.groups:
+            self.groups.append(Encoded(_filled(group, by, len(self.groups))))
+        self.rows += part.rows
 
     def close(self) -> None:
         if self.first is None:
             raise ValueError("no part to join")
-        meta = Struct([list(f) for f in self.first.fields])
+        fields = [list(f) for f in self.first.meta.fields]
+        fields.append([ROW_GROUPS, LIST, List(STRUCT, self.groups)])
+        meta = Struct(sorted(fields, key=lambda f: f[0]))
         meta.set(NUM_ROWS, self.rows)
-        meta.set(ROW_GROUPS, List(STRUCT, self.groups))
         data = encode(meta)
         self.file.write(data + struct.pack("<I", len(data)) + MAGIC)
 
@@ -286,13 +338,13 @@ def _copy(source, target, offset: int, count: int) -> None:
 
 
 def join_parquet(parts, path, remove: bool = False) -> int:
-    """The Parquet files ``parts`` (paths, in order) joined into one file at ``path``; returns its rows. With
-    ``remove`` each part is deleted once its bytes are copied."""
+    """The Parquet files ``parts`` (paths or :class:`Template` values, in order) joined into one file at
+    ``path``; returns its rows. With ``remove`` each part is deleted once its bytes are copied."""
     with open(Path(path), "wb") as file:
         joined = Joined(file)
         for part in parts:
             joined.add(part)
             if remove:
-                os.unlink(part)
+                os.unlink(part.path if isinstance(part, Template) else part)
         joined.close()
     return joined.rows

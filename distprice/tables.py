@@ -387,8 +387,9 @@ def scratch_folder(path):
 
 
 def write_joined(parts: Iterable, path) -> int:
-    """The Parquet files ``parts`` (paths, in order; taken as they come) joined into one file at ``path``,
-    atomically, without decoding them (:mod:`distprice.join`), each removed once joined; returns its rows."""
+    """The Parquet files ``parts`` (paths, or their :class:`~distprice.join.Template`, in order; taken as they
+    come) joined into one file at ``path``, atomically, without decoding them (:mod:`distprice.join`), each
+    removed once joined; returns its rows."""
     path = check_output(path)
     with _replacing(path) as tmp:
         return join_parquet(parts, tmp, remove=True)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from distprice.join import decode, encode, footer, join_parquet
+from distprice.join import decode, encode, footer, join_parquet, template
 from distprice.tables import write_part
 
 
@@ -40,6 +40,9 @@ def test_joined_parts_read_back_as_their_concatenation(tmp_path):
     # each row group still reads alone, at its moved offsets
     group = joined.read_row_group(joined.metadata.num_row_groups - 1).to_pandas()
     pd.testing.assert_frame_equal(group, frames[-1].reset_index(drop=True))
+    # the parts' templates, made where the parts were written, join into the same bytes
+    join_parquet([template(p) for p in parts], tmp_path / "templated.parquet")
+    assert (tmp_path / "templated.parquet").read_bytes() == (tmp_path / "joined.parquet").read_bytes()
 
 
 def test_the_footer_codec_gives_back_its_bytes(tmp_path):

@@ -42,6 +42,7 @@ from ..job import (
     prepare_job,
     read_risk,
 )
+from ..join import template
 from ..lattice.dated import unmatched_lines
 from ..lattice.geometry import node_steps
 from ..lattice.instruments import DUPLICATE_ID, Instruments, duplicated_ids, id_hashes, prepare
@@ -288,15 +289,17 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     if file.folder is not None:
         full = options.scenario_table == "full" and market.scenarios is not None
 
-        def paths(tallies):
-            """Each part's path as its slice is written, in the table's order (the full scenario table's parts,
-            a slice's per scenario, once all are written)."""
-            for i, part in enumerate(tallies):
-                tally.absorb(part)
-                if not full:
-                    yield os.path.join(file.folder, part_name(i))
-            for p in range(len(slices) * len(market.curve_sets) if full else 0):
-                yield os.path.join(file.folder, part_name(p))
+        def paths(written):
+            """Each part's :class:`~distprice.join.Template` as its slice is written, in the table's order (the
+            full scenario table's parts, a slice's per scenario, once all are written)."""
+            held = []
+            for part_tally, templates in written:
+                tally.absorb(part_tally)
+                if full:
+                    held += templates
+                else:
+                    yield from templates
+            yield from sorted(held, key=lambda t: t.path)
 
         again = [
             Chunk(w.name, write_read_chunk, (r, mine, file.folder, i, len(slices), w), again=True) if mine else w
@@ -462,13 +465,17 @@ def write_read_chunk(
 ) -> Metered:
     """Prices a slice read by a worker (as :func:`price_read_chunk`) and writes its priced table as part
     ``part`` of the folder being built at ``folder`` (for the ``full`` scenario table, parts ``part``,
-    ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows. ``after``: an earlier
+    ``part + parts``, ... one per curve set); the slice's tally goes back, not its rows, with each part's
+    :class:`~distprice.join.Template`, for a client that joins the parts into one file. ``after``: an earlier
     task of the job that must end first (the slice's first writing, which this one replaces)."""
     priced = _price_slice(chunk, problems, echo=True)
     tally, tables = priced.result
+    templates = []
     for s, table in enumerate(tables):
-        write_part(table, folder, part + s * parts)
-    return dataclasses.replace(priced, result=tally)
+        number = part + s * parts
+        write_part(table, folder, number)
+        templates.append(template(os.path.join(folder, part_name(number))))
+    return dataclasses.replace(priced, result=(tally, templates))
 
 
 def with_columns(piece: FileSlice, priced: pd.DataFrame) -> pd.DataFrame:

@@ -86,8 +86,9 @@ class Metered:
 
 @dataclass(frozen=True)
 class Parts:
-    """A result the workers wrote as parts of a folder being built: ``paths`` yields each part's path, in the
-    table's order, as it is written (the job's tally is complete once it is exhausted)."""
+    """A result the workers wrote as parts of a folder being built: ``paths`` yields each part, in the table's
+    order, as it is written: its :class:`~distprice.join.Template` (its path, and its footer ready to join; the
+    job's tally is complete once it is exhausted)."""
 
     paths: Iterator[str]
 
