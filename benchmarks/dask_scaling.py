@@ -4,7 +4,8 @@ overhead (time outside the pricing tasks); one job, or the rows of a scale-out t
     python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
         [--threads-per-worker T] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
         [--chunks-per-worker C] [--folder] [--rows job | all | file,folder,shifted-file,shifted-folder,mc]
-        [--mc-paths 33554432,2097152] [--scheduler tcp://HOST:PORT] [--scenario-table long|wide|full]
+        [--mc-paths 33554432,2097152] [--scheduler tcp://HOST:PORT [--scheduler-workers N]]
+        [--scenario-table long|wide|full]
 
 ``--workers`` counts GPUs (each with the cluster's worker processes per GPU, or ``--workers-per-gpu``), or
 CPU workers with ``--cpu``: a local cluster of each size is started in turn, and every job runs on each.
@@ -23,8 +24,8 @@ difference of a row's prices, on any worker count, from those on the first.
 ``--scheduler tcp://HOST:PORT`` runs the same jobs through a scheduler already started, whose workers were started
 by hand (``dask scheduler``, ``dask worker ... --preload distprice.cluster.worker``): ``--workers``, ``--cpu``,
 ``--threads-per-worker`` and ``--workers-per-gpu`` are then ignored, the table has one column group, of the workers
-the scheduler has (counted in GPUs where they have GPUs, each GPU once however many workers share it), and its
-speed-ups are 1; compare with a run on another set of workers. Its workers read the portfolio and write folders of
+the scheduler has once ``--scheduler-workers`` of them have joined (counted in GPUs where they have GPUs, each GPU
+once however many workers share it), and its speed-ups are 1; compare with a run on another set of workers. Its workers read the portfolio and write folders of
 parts themselves, so OUTPUT_DIR must be at the same path on their machines.
 
 The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
@@ -122,9 +123,10 @@ def _pricing_totals(dask_scheduler=None):
     return dask_scheduler.plugins[PLUGIN_NAME].snapshot()
 
 
-def cluster(pricer: Pricer, cpu: bool) -> Cluster:
-    """What ``pricer``'s workers are (``cpu``: CPU workers, whatever devices they have), once one has joined."""
-    pricer.client.wait_for_workers(1, timeout=120)
+def cluster(pricer: Pricer, cpu: bool, least: int = 1) -> Cluster:
+    """What ``pricer``'s workers are (``cpu``: CPU workers, whatever devices they have), once ``least`` have
+    joined."""
+    pricer.client.wait_for_workers(least, timeout=120)
     described = pricer.client.run(describe_worker, "fp64")
     gpu = not cpu and all(d["gpu"] for d in described.values())
     place = {address: d["place"] if gpu else address for address, d in described.items()}
@@ -327,6 +329,9 @@ def main(argv=None):
         "--threads-per-worker, --workers-per-gpu ignored)",
     )
     parser.add_argument(
+        "--scheduler-workers", type=int, default=1, help="with --scheduler: wait for this many workers to join"
+    )
+    parser.add_argument(
         "--scenario-table", default=None, help="the scenario table's layout (long, wide or full), passed to Pricer.run"
     )
     args = parser.parse_args(argv)
@@ -351,7 +356,7 @@ def main(argv=None):
             # workers started apart do not import this script: what it sends them travels by value
             cloudpickle.register_pickle_by_value(sys.modules[__name__])
             with Pricer(args.scheduler, chunks_per_worker=args.chunks_per_worker) as pricer:
-                yield cluster(pricer, cpu=False)
+                yield cluster(pricer, cpu=False, least=args.scheduler_workers)
             return
         for workers in (int(w) for w in args.workers.split(",")):
             config = ClusterConfig(
