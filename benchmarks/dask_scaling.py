@@ -25,8 +25,9 @@ difference of a row's prices, on any worker count, from those on the first.
 by hand (``dask scheduler``, ``dask worker ... --preload distprice.cluster.worker``): ``--workers``, ``--cpu``,
 ``--threads-per-worker`` and ``--workers-per-gpu`` are then ignored, the table has one column group, of the workers
 the scheduler has once ``--scheduler-workers`` of them have joined (counted in GPUs where they have GPUs, each GPU
-once however many workers share it), and its speed-ups are 1; compare with a run on another set of workers. Its workers read the portfolio and write folders of
-parts themselves, so OUTPUT_DIR must be at the same path on their machines.
+once however many workers share it), and its speed-ups are 1; compare with a run on another set of workers. Its
+workers read the portfolio and write folders of parts themselves, so OUTPUT_DIR must be at the same path on their
+machines.
 
 The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
 ``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it themselves.
