@@ -6,8 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import distprice
 from distprice.curves import builtin_curves, curves_from_frame
 from distprice.errors import InvalidInputError
+from distprice.priced import PRICES
 from distprice.scenarios import parse_shifts, read_scenarios, shifted
 
 
@@ -162,3 +164,23 @@ def test_parallel_shift_scales_discount_factors(base):
 def test_parse_shifts_rejects_empty_and_repeated_shifts(shifts):
     with pytest.raises(ValueError):
         parse_shifts(shifts)
+
+
+def test_the_three_scenario_tables_of_a_dated_book_hold_the_same_prices():
+    from distprice.lattice.desk import AS_OF, desk
+
+    book = desk(120, seed=2)
+    options = dict(curves=book.curves, exercise_schedule=book.exercise_schedule, as_of=AS_OF, shifts_bp=[-10, 0, 10])
+    long, wide, full = (
+        distprice.price(book.portfolio, scenario_table=form, **options) for form in ("long", "wide", "full")
+    )
+    assert list(long.columns) == ["id", "scenario", *PRICES, "dirty_price", "accrued", "clean_price", "error"]
+    assert len(long) == len(full) == 3 * len(wide) == 3 * len(book.portfolio)
+    for name in ("-10bp", "+0bp", "+10bp"):
+        of_full = full[full["scenario"] == name].reset_index(drop=True)
+        of_long = long[long["scenario"] == name].reset_index(drop=True)
+        for column in ("price", "value", "dirty_price", "clean_price"):
+            np.testing.assert_array_equal(of_long[column], of_full[column])
+            np.testing.assert_array_equal(wide[f"{column}[{name}]"], of_full[column])
+        np.testing.assert_array_equal(wide["accrued"], of_full["accrued"])
+    assert np.isfinite(long["price"]).all() and long["error"].isna().all()
