@@ -561,7 +561,13 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
 
 
 @main.command()
-@click.argument("portfolio", type=click.Path(exists=True, dir_okay=False))
+@click.argument("portfolio", type=click.Path(exists=True, dir_okay=False), required=False)
+@click.option(
+    "--portfolio",
+    "portfolio_option",
+    type=click.Path(exists=True, dir_okay=False),
+    help="The portfolio, as `run` takes it (or give it bare).",
+)
 @click.option(
     "--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one."
 )
@@ -573,9 +579,11 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
     help="Also draw the book's shape and the plan: .html, or .png (needs Chromium).",
 )
 @reports_errors
-def inspect(portfolio, curves, precision, as_json, plot):
+def inspect(portfolio, portfolio_option, curves, precision, as_json, plot):
     """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
-    inspection = api.inspect(portfolio, curves, precision=precision)
+    if (portfolio is None) == (portfolio_option is None):
+        raise click.UsageError("give the portfolio once: --portfolio PATH, or PATH alone")
+    inspection = api.inspect(portfolio or portfolio_option, curves, precision=precision)
     if plot:
         from .report import draw_shape
 

@@ -235,7 +235,9 @@ def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:
         except OSError as error:
             raise OptionError(f"{path}: cannot create its folder: {error.strerror}") from None
     if not parent.exists():
-        raise OptionError(f"{path}: the folder {parent} does not exist (create it, or ask for it to be created)")
+        raise OptionError(
+            f"{path}: the folder {parent} does not exist (create it, or pass --create-dirs; create_dirs=True in Python)"
+        )
     if not parent.is_dir():
         raise OptionError(f"{path}: {parent} is not a folder")
     if path.is_dir() and not folder:

@@ -122,6 +122,12 @@ def test_inspect_prints_shape_and_plan(tmp_path):
     assert report["shape"]["rows"] == 3000
     assert sum(part["rows"] for part in report["plan"]["parts"]) == 3000
     assert report["plan"]["predicted_seconds"] == min(report["candidates"].values())
+    # the portfolio as `run` takes it, too; given twice or not at all, a usage error
+    flagged = CliRunner().invoke(main, ["inspect", "--portfolio", str(source), "--json"])
+    assert flagged.exit_code == 0 and json.loads(flagged.output) == report
+    for args in (["inspect"], ["inspect", str(source), "--portfolio", str(source)]):
+        refused = CliRunner().invoke(main, args)
+        assert refused.exit_code == 2 and "give the portfolio once" in refused.output
 
 
 def test_auto_records_the_engine_of_each_row(mixed_portfolio):

@@ -289,7 +289,7 @@ def test_usage_errors_name_the_flag_and_exit_2(tmp_path, two_rows):
         ),
         ([*base, "--output", str(tmp_path / "o.csv"), "--as-of", "2026-13-01"], "Invalid value for --as-of"),
         ([*base, "--output", str(tmp_path / "o.csv"), "--shifts-bp", "0,0"], "Invalid value for --shifts-bp"),
-        ([*base, "--output", str(tmp_path / "missing" / "o.csv")], "does not exist"),
+        ([*base, "--output", str(tmp_path / "missing" / "o.csv")], "does not exist (create it, or pass --create-dirs"),
     ]
     for args, said in cases:
         result = CliRunner().invoke(main, args)
