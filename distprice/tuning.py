@@ -3,7 +3,8 @@
 Tuned models live in the user's configuration directory (``$DISTPRICE_CONFIG_DIR``, else
 ``$XDG_CONFIG_HOME/distprice``, else ``~/.config/distprice``), under ``tuning/``, one small JSON file per
 device name and precision. Without one, the shipped defaults (``tuning_defaults.json``: NVIDIA H100,
-NVIDIA H200, CPU) are used, and a warning says so once per process.
+NVIDIA H200, CPU) are used, and the log says so once per process where the choice of engines depends on them
+(a machine with a GPU).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import json
+import logging
 import os
 import re
 import statistics
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from .lattice.instruments import prepare
 from .precision import real_dtype
 
 CPU_DEVICE = "cpu"
+log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
 
@@ -65,26 +67,31 @@ def shipped_default(device: str, precision: str) -> CostModel:
     return CostModel(device=device, precision=precision, source=f"default ({entry['match']})", **values)
 
 
-def load_model(device: str, precision: str = "fp64") -> CostModel:
-    """The tuned model of ``device``, or the shipped default (with a warning, once per device)."""
+def load_model(device: str, precision: str = "fp64", tell: bool = True) -> CostModel:
+    """The tuned model of ``device``, or the shipped default (logged as a warning, once per device and
+    precision in a process, when ``tell``)."""
     path = model_path(device, precision)
     if path.exists():
         return CostModel.from_json(path.read_text())
     model = shipped_default(device, precision)
-    if (device, precision) not in _warned:
+    if tell and (device, precision) not in _warned:
         _warned.add((device, precision))
-        warnings.warn(
-            f"no tuning for {device} ({precision}) in {path.parent}; the inspector uses the shipped "
-            f"{model.source} figures. Run `distprice tune` to measure this machine.",
-            stacklevel=2,
+        log.warning(
+            "no tuning for %s (%s) in %s; the inspector uses the shipped %s figures to choose between engines. "
+            "Run `distprice tune` to measure this machine.",
+            device,
+            precision,
+            path.parent,
+            model.source,
         )
     return model
 
 
-def current_model(precision: str, gpu: bool) -> CostModel:
+def current_model(precision: str, gpu: bool, quiet: bool = False) -> CostModel:
     """The model for this machine: its GPU's, or without one its CPU's, as ``distprice tune`` measured it
-    (else the shipped figures, with a warning)."""
-    return load_model(device_name() if gpu else CPU_DEVICE, precision)
+    (else the shipped figures: said once, where the inspector's choice depends on them, on a machine with a GPU,
+    unless ``quiet``)."""
+    return load_model(device_name() if gpu else CPU_DEVICE, precision, tell=gpu and not quiet)
 
 
 # ---- micro-benchmarks ----

@@ -43,12 +43,13 @@ def test_tuning_file_round_trip(config):
     assert json.loads(path.read_text())["flat_node_step"] == 1.5e-12
 
 
-def test_untuned_device_uses_the_default_and_says_so_once(config):
-    with pytest.warns(UserWarning, match="no tuning for NVIDIA H100.*distprice tune"):
-        assert load_model(H100, "fp64").source == "default (H100)"
+def test_untuned_device_uses_the_default_and_says_so_once(config, caplog):
     with warnings.catch_warnings():
-        warnings.simplefilter("error")
+        warnings.simplefilter("error")  # a log line, not a warning showing where in distprice it was raised
+        assert load_model(H100, "fp64").source == "default (H100)"
         load_model(H100, "fp64")
+    said = [r.getMessage() for r in caplog.records if "no tuning" in r.getMessage()]
+    assert len(said) == 1 and "no tuning for NVIDIA H100" in said[0] and "distprice tune" in said[0]
 
 
 def test_tune_on_the_cpu_fits_and_stores(config):
@@ -71,6 +72,14 @@ def test_tune_on_the_cpu_fits_and_stores(config):
     assert shown["execution"] == f"this process: the CPU engine on {numba.get_num_threads()} threads"
 
 
-def test_without_a_gpu_the_untuned_cpu_model_says_so(config):
-    with pytest.warns(UserWarning, match="no tuning for cpu.*distprice tune"):
-        assert tuning.current_model("fp64", gpu=False).source == "default (cpu)"
+def test_without_a_gpu_the_untuned_cpu_model_is_used_silently(config, caplog, monkeypatch):
+    # without a GPU the inspector has one engine to choose: its figures change no choice, so nothing is said
+    assert tuning.current_model("fp64", gpu=False).source == "default (cpu)"
+    assert "no tuning" not in caplog.text
+    # with one, they choose between the engines: said once, unless quiet (the workers' description)
+    monkeypatch.setattr(tuning, "device_name", lambda: H100)
+    assert tuning.current_model("fp64", gpu=True, quiet=True).source == "default (H100)"
+    assert "no tuning" not in caplog.text
+    tuning.current_model("fp64", gpu=True)
+    tuning.current_model("fp64", gpu=True)
+    assert caplog.text.count("no tuning for NVIDIA H100") == 1

@@ -5,7 +5,6 @@ its pricing did (:mod:`~.metrics`)."""
 from __future__ import annotations
 
 import tempfile
-import warnings
 
 from ..cuda import device_name, device_place, gpu_available
 from ..families import Metered
@@ -17,9 +16,7 @@ def describe_worker(precision: str) -> dict:
     """The device of the worker this runs on, where it is (:func:`~distprice.cuda.device_place`; None without a
     GPU) and the inspector's model for it."""
     gpu = gpu_available()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = current_model(precision, gpu)
+    model = current_model(precision, gpu, quiet=True)
     return {
         "gpu": gpu,
         "device": device_name() if gpu else "cpu",
