@@ -82,7 +82,8 @@ def test_fit_is_determined_by_its_seed(surface):
 def test_polish_reaches_the_global_optimum(surface):
     fit = fit_surface(surface, seed=0, polish=True, engine="cpu")
     assert fit.rmse == pytest.approx(0.751553, abs=1e-6)
-    assert fit.rmse_de > fit.rmse and fit.n_evals > 2000
+    assert fit.rmse_de > fit.rmse and fit.n_evals == 2000 and fit.polish_evals > 0
+    assert (fit.status, fit.status_de) == ("converged", "max_evals_reached")
     np.testing.assert_allclose(fit.params, X_OPT, rtol=2e-4)
 
 

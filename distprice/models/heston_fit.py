@@ -45,7 +45,10 @@ class Progress:
 class HestonFit:
     """One surface's fit. ``params`` are ``(v0, theta, rho, kappa, eta)``; ``prices`` are the normalised model
     calls of its quotes (surface order); ``rmse_de`` is the RMSE differential evolution reached before any
-    polish. ``n_evals`` counts evaluations of the objective at one parameter vector (polish included)."""
+    polish. ``n_evals`` counts differential evolution's evaluations of the objective at one parameter vector
+    (at most ``max_evals``), ``polish_evals`` the polish's. ``status`` says why the fit stopped: differential
+    evolution's ``target_reached`` or ``max_evals_reached`` without a polish; with one, the polish's
+    ``converged`` or ``polish_max_evals_reached`` (``status_de``: differential evolution's, always)."""
 
     surface: str
     params: np.ndarray
@@ -58,6 +61,8 @@ class HestonFit:
     engine: str
     quadrature: str
     prices: np.ndarray
+    polish_evals: int = 0
+    status_de: str = ""
 
 
 def rmse(objective: float, n_quotes: int) -> float:
@@ -115,10 +120,10 @@ def fit_surface(
         seed=seed,
         progress=report if progress else None,
     )
-    params, objective, n_evals = found.best, found.best_value, found.n_evals
+    params, objective, status, polish_evals = found.best, found.best_value, found.status, 0
     if polish and np.isfinite(objective):
-        polished, polished_objective, polish_evals = _polish(pricer, surface, params)
-        n_evals += polish_evals
+        polished, polished_objective, polish_evals, converged = _polish(pricer, surface, params)
+        status = "converged" if converged else "polish_max_evals_reached"
         if polished_objective < objective:
             params, objective = polished, polished_objective
     prices = pricer.prices(params[None, :])[0]
@@ -128,18 +133,21 @@ def fit_surface(
         objective,
         rmse(objective, surface.size),
         rmse(found.best_value, surface.size),
-        n_evals,
+        found.n_evals,
         time.perf_counter() - started,
-        found.status,
+        status,
         pricer.name,
         quadrature,
         prices,
+        polish_evals,
+        found.status,
     )
 
 
-def _polish(pricer, surface: Surface, start: np.ndarray) -> tuple[np.ndarray, float, int]:
+def _polish(pricer, surface: Surface, start: np.ndarray) -> tuple[np.ndarray, float, int, bool]:
     """Bounded least squares on the residuals ``sqrt(w) (C - C_mkt) / vega`` from ``start`` (clipped into the
-    box): the point, its objective and the evaluations spent."""
+    box): the point, its objective, the evaluations spent and whether it converged (else it ran out of
+    evaluations)."""
     from scipy.optimize import least_squares
 
     root_weight = np.sqrt(surface.weight)
@@ -153,7 +161,7 @@ def _polish(pricer, surface: Surface, start: np.ndarray) -> tuple[np.ndarray, fl
 
     result = least_squares(residuals, np.clip(start, LOWER, UPPER), bounds=(LOWER, UPPER), method="trf", x_scale="jac")
     r = residuals(result.x)
-    return result.x, float(r @ r), evaluations
+    return result.x, float(r @ r), evaluations, bool(result.status > 0)
 
 
 def calibrate_heston(
@@ -170,7 +178,9 @@ def calibrate_heston(
     """Fit every surface of ``quotes`` (a DataFrame, or a CSV / Parquet / ``.in`` path) in this process.
 
     Returns the surfaces table (one row per surface: ``surface, v0, theta, rho, kappa, eta, rmse, objective,
-    n_evals, seconds, status, rmse_de, n_quotes, engine, quadrature``) and the quotes table (every input row and
+    n_evals, seconds, status, rmse_de, polish_evals, status_de, n_quotes, engine, quadrature``: ``n_evals``
+    differential evolution's evaluations, at most ``max_evals``; ``status`` why the fit stopped, see
+    :class:`HestonFit`) and the quotes table (every input row and
     column, plus ``market_price``, ``model_price`` in the currency of spot, and ``model_vol_error``, the
     vega-scaled error in volatility units). Each surface is fitted with the same ``seed``.
     """
@@ -204,6 +214,8 @@ def heston_tables(quotes: pd.DataFrame, surfaces: list[Surface], fits: list[Hest
             "seconds": f.seconds,
             "status": f.status,
             "rmse_de": f.rmse_de,
+            "polish_evals": f.polish_evals,
+            "status_de": f.status_de,
             "n_quotes": s.size,
             "engine": f.engine,
             "quadrature": f.quadrature,
