@@ -18,7 +18,7 @@ import pandas as pd
 
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, Problem
-from .tables import read_table
+from .tables import check_names, read_table
 
 _HULL_DAYS = np.array([3, 31, 62, 94, 185, 367, 731, 1096, 1461, 1826, 2194, 2558, 2922, 3287, 3653])
 # fmt: off
@@ -88,8 +88,9 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
     missing = [c for c in CURVE_COLUMNS if c not in table.columns]
     if "t" not in table.columns and "date" not in table.columns:
         missing.append("t")
-    if missing:
-        return curves, [
+    misspelled = check_names("curves input", table.columns, (*CURVE_COLUMNS, "t", "date", "day_count"))
+    if missing or misspelled:
+        return curves, misspelled + [
             Problem(
                 None, "curves input", col, "curves input must have this column" + (" (or date)" if col == "t" else "")
             )

@@ -22,10 +22,17 @@ import pandas as pd
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan, host_pieces
-from .lattice.dated import SCHEDULE_LABELS, ExerciseSchedule, ScheduleRuns, read_exercise_schedule, schedule_lines
+from .lattice.dated import (
+    SCHEDULE_LABELS,
+    TERM_COLUMNS,
+    ExerciseSchedule,
+    ScheduleRuns,
+    read_exercise_schedule,
+    schedule_lines,
+)
 from .lattice.engines import AUTO, resolve
 from .lattice.geometry import node_steps
-from .lattice.instruments import Instruments, Limits, Prepared, prepare
+from .lattice.instruments import DATE_COLUMNS, PORTFOLIO_COLUMNS, Instruments, Limits, Prepared, prepare
 from .lattice.measures import (
     DEFAULT_BUMP_BP,
     DEFAULT_KEY_RATES,
@@ -34,12 +41,13 @@ from .lattice.measures import (
     parse_key_rates,
     parse_measures,
 )
-from .lattice.quotes import Quotes, read_market_prices
+from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
+from .models.hull_white_fit import MODEL_COLUMNS
 from .precision import precision_name, real_dtype
 from .priced import DATED_PRICES, PRICES, SCENARIO, SCENARIO_TABLES, TREE, Priced, labels, long_table, wide_table
 from .scenarios import Market, market, parse_shifts
-from .tables import read_portfolio, read_table
+from .tables import check_names, read_portfolio, read_table
 
 ON_INVALID = ("strict", "report")
 PRICED_COLUMNS = (*PRICES, *TREE, "error")
@@ -429,9 +437,10 @@ def model_table(source) -> pd.DataFrame | None:
         return None
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
     missing = [c for c in ("model", "mean_reversion", "volatility") if c not in table.columns]
-    if missing:
-        raise InvalidInputError([Problem(None, "model table", c, "must have this column") for c in missing])
-    problems, numbers = [], {}
+    problems = check_names("model table", table.columns, MODEL_COLUMNS)
+    if missing or problems:
+        raise InvalidInputError(problems + [Problem(None, "model table", c, "must have this column") for c in missing])
+    numbers: dict[str, np.ndarray] = {}
     for column in ("mean_reversion", "volatility"):
         raw = table[column]  # a short table: its values one by one
         flags = np.array([isinstance(v, (bool, np.bool_)) for v in raw], dtype=bool)
@@ -562,14 +571,21 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)
 
 
+PORTFOLIO_READ = tuple(dict.fromkeys((*PORTFOLIO_COLUMNS, *DATE_COLUMNS, *TERM_COLUMNS, "model", *QUOTE_COLUMNS)))
+"""Every column of a portfolio distprice reads."""
+
+
 def check_columns(columns, rows: int, options: JobOptions) -> None:
     """A portfolio's columns and size, before its rows are read: :class:`InvalidInputError` for a column named
-    as one distprice writes (it would be overwritten), and for no rows at all unless ``allow_empty``."""
+    as one distprice writes (it would be overwritten), for one that misspells a column distprice reads
+    (:func:`~distprice.tables.check_names`), and for no rows at all unless ``allow_empty``."""
     risk = options.risk.columns if options.risk is not None else ()
-    taken = [c for c in (*PRICED_COLUMNS, *DATED_PRICES, *risk, SCENARIO_COLUMN) if c in columns]
+    written = (*PRICED_COLUMNS, *DATED_PRICES, *risk, SCENARIO_COLUMN)
+    taken = [c for c in written if c in columns]
     problems = [
         Problem(None, "portfolio", c, "is a column distprice writes in the priced table: rename it") for c in taken
     ]
+    problems += check_names("portfolio", [c for c in columns if c not in written], PORTFOLIO_READ)
     if rows == 0 and not options.allow_empty:
         problems.append(Problem(None, "portfolio", None, "has no rows (allow_empty prices an empty portfolio)"))
     if problems:

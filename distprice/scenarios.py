@@ -18,7 +18,7 @@ import pandas as pd
 
 from .curves import ZeroCurve, curves_from_frame, load_curves
 from .errors import InvalidInputError, OptionError, Problem, shown
-from .tables import read_table
+from .tables import check_names, read_table
 
 SCENARIO_COLUMNS = ("scenario", "curve", "t", "zero_rate")
 
@@ -32,9 +32,11 @@ def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, Ze
     """
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
     missing = [c for c in SCENARIO_COLUMNS if c not in table.columns]
-    if missing:
+    misspelled = check_names("scenarios input", table.columns, SCENARIO_COLUMNS)
+    if missing or misspelled:
         raise InvalidInputError(
-            [Problem(None, "scenarios input", col, "scenarios input must have this column") for col in missing]
+            misspelled
+            + [Problem(None, "scenarios input", col, "scenarios input must have this column") for col in missing]
         )
     if table.empty:
         raise InvalidInputError([Problem(None, "scenarios input", None, "scenarios input has no rows")])

@@ -18,8 +18,11 @@ own; the folder is built beside its target and renamed into place once complete.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
+import logging
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -37,6 +40,8 @@ import pyarrow.parquet as pq
 
 from .errors import InvalidInputError, OptionError, Problem
 from .join import join_parquet
+
+log = logging.getLogger(__name__)
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 TEXT_COLUMNS = (
@@ -125,6 +130,51 @@ def table_format(path) -> str:
 def part_name(number: int) -> str:
     """The file name of a folder's part ``number`` (from 0): parts are read in the order of their names."""
     return f"part-{number:06d}.parquet"
+
+
+NEAR = 0.8
+"""How alike (``difflib``'s ratio, 0 to 1) a column's name and a known column's must be for the first to be read
+as a misspelling of the second."""
+_listed: set[tuple[str, tuple[str, ...]]] = set()
+
+
+def _squashed(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.casefold())
+
+
+def misspelled(column, known) -> str | None:
+    """The known column that ``column`` (not one of them) misspells: the same but for case, spaces, hyphens and
+    underscores (``Day-Count``, `` coupon``), or within :data:`NEAR` of it (``calender``, ``settlement_day``);
+    None for a column like none of them."""
+    name = str(column)
+    if name in known:
+        return None
+    squashed = _squashed(name)
+    same = [k for k in known if _squashed(k) == squashed]
+    if same:
+        return same[0]
+    close = difflib.get_close_matches(name.strip().casefold(), list(known), n=1, cutoff=NEAR)
+    return close[0] if close else None
+
+
+def check_names(table: str, columns, known, log_unread: bool = True) -> list[Problem]:
+    """The problems of a table's column names: a column that misspells a known one (:func:`misspelled`) is an
+    error naming both (it would otherwise be ignored, and its rows priced on a default); the other columns
+    distprice does not read pass through, listed once per process in the log."""
+    problems, unread = [], []
+    for column in columns:
+        meant = misspelled(column, known)
+        if meant is not None:
+            problems.append(
+                Problem(None, table, str(column), f"is not a column distprice reads: did you mean {meant!r}?")
+            )
+        elif str(column) not in known:
+            unread.append(str(column))
+    key = (table, tuple(unread))
+    if unread and log_unread and not problems and key not in _listed:
+        _listed.add(key)
+        log.info("%s: columns distprice does not read, passed through: %s", table, ", ".join(unread))
+    return problems
 
 
 def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = ()) -> pd.DataFrame:

@@ -155,3 +155,68 @@ def test_unknown_engine_and_precision():
         distprice.price(pd.DataFrame([GOOD]), precision="fp16")
     with pytest.raises(ValueError, match="reference engine computes in fp64"):
         distprice.price(pd.DataFrame([GOOD]), engine="reference", precision="fp32")
+
+
+# ---- column names: a misspelling is an error, an unknown column passes through, said once ----
+
+
+def test_a_misspelled_column_is_an_error_naming_the_column_it_misspells(caplog):
+    from distprice.lattice.desk import AS_OF, desk
+
+    book = desk(4, seed=1)
+    options = dict(curves=book.curves, exercise_schedule=book.exercise_schedule, as_of=AS_OF)
+    slipped = book.portfolio.rename(columns={"day_count": "daycount"}).assign(settlement_day=1)
+    with pytest.raises(InvalidInputError) as error:
+        distprice.price(slipped, **options)
+    said = str(error.value)
+    assert "'daycount'" in said and "did you mean 'day_count'?" in said
+    assert "'settlement_day'" in said and "did you mean 'settlement_days'?" in said
+    for meant, wrong in (
+        ("calendar", "calender"),
+        ("coupon", " coupon"),
+        ("quantity", "Quantity"),
+        ("steps_per_year", "steps-per-year"),
+    ):
+        with pytest.raises(InvalidInputError, match=f"did you mean '{meant}'"):
+            distprice.price(book.portfolio.rename(columns={meant: wrong}), **options)
+    # a column like none distprice reads passes through to the priced table, and the log lists it once
+    with caplog.at_level("INFO", logger="distprice.tables"):
+        for _ in range(2):
+            priced = distprice.price(book.portfolio.assign(desk_note="x"), **options)
+    assert (priced["desk_note"] == "x").all()
+    assert caplog.text.count("columns distprice does not read, passed through: currency, desk_note") == 1
+
+
+def test_misspelled_columns_of_the_other_tables_are_errors(tmp_path):
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    book = pd.DataFrame([dict(HULL_PUT, id="a", curve="usd")])
+    curves = pd.DataFrame({"curve": ["usd", "usd"], "t": [1.0, 10.0], "zero_rate": [0.03, 0.04]})
+    with pytest.raises(InvalidInputError, match="curves input.*'zero-rate'.*did you mean 'zero_rate'"):
+        distprice.price(book, curves.rename(columns={"zero_rate": "zero-rate"}))
+    scenarios = curves.assign(scenario="up")
+    with pytest.raises(InvalidInputError, match="scenarios input.*'Scenario'.*did you mean 'scenario'"):
+        distprice.price(book, curves, scenarios=scenarios.rename(columns={"scenario": "Scenario"}))
+    models = pd.DataFrame({"model": ["m"], "mean_reversion": [0.1], "volatility": [0.01]})
+    with pytest.raises(InvalidInputError, match="model table.*'volatilty'.*did you mean 'volatility'"):
+        distprice.price(book.assign(model="m"), curves, models=models.rename(columns={"volatility": "volatilty"}))
+    from distprice.montecarlo import datasets as paths
+
+    tables = paths.large(1024)
+    tables["mc_spots"] = tables["mc_spots"].rename(columns={"spot": "Spot"})
+    with pytest.raises(InvalidInputError, match="mc_spots.*'Spot'.*did you mean 'spot'"):
+        distprice.price_mc(tables)
+    quotes = pd.DataFrame(
+        {"maturity": ["2027-01-04"], "strike": [1.0], "implied-vol": [0.2], "valuation_date": ["2026-01-02"]}
+    )
+    with pytest.raises(InvalidInputError, match="heston_quotes.*'implied-vol'.*did you mean 'implied_vol'"):
+        distprice.calibrate_heston(quotes, max_evals=40, population=40, engine="cpu")
+    # on the command line: exit 2, the table, the column and the one it misspells
+    book.rename(columns={"strike": "strikes"}).to_csv(tmp_path / "book.csv", index=False)
+    curves.to_csv(tmp_path / "curves.csv", index=False)
+    args = ["run", "--portfolio", str(tmp_path / "book.csv"), "--curves", str(tmp_path / "curves.csv")]
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "o.csv")])
+    assert result.exit_code == 2 and "'strikes'" in result.output and "did you mean 'strike'?" in result.output
+    assert not (tmp_path / "o.csv").exists()

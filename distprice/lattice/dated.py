@@ -37,7 +37,7 @@ from ..dates.registry import THIRTY_360, THIRTY_E_360
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
-from ..tables import factorized
+from ..tables import check_names, factorized
 from .events import AMERICAN, BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
 from .geometry import consecutive
 
@@ -89,8 +89,9 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     (positions in ``table``: a slice of a portfolio reads the rows of its own ids, :func:`schedule_lines`), only
     those rows are read; problems still name rows of the whole table."""
     missing = [c for c in SCHEDULE_COLUMNS[:3] if c not in table.columns]
-    if missing:
-        return ExerciseSchedule.empty(len(ids)), [
+    misspelled = check_names("exercise schedule", table.columns, SCHEDULE_COLUMNS)
+    if missing or misspelled:
+        return ExerciseSchedule.empty(len(ids)), misspelled + [
             Problem(None, "exercise schedule", c, "must have this column") for c in missing
         ]
     if lines is not None:

@@ -17,6 +17,9 @@ import pandas as pd
 from ..errors import Problem
 from .measures import MARKET_COLUMNS, PRICE_TYPES
 
+QUOTE_COLUMNS = ("market_price", "market_price_type")
+"""The portfolio's columns of market prices."""
+
 
 @dataclass(frozen=True)
 class Quotes:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InvalidInputError, Problem
+from ..tables import check_names
 
 
 class Checks:
@@ -36,12 +37,15 @@ class Checks:
         mask[np.asarray(positions, dtype=np.int64)] = True
         self.flag(mask, column, rule)
 
-    def require(self, columns) -> bool:
-        """Whether every column in ``columns`` is present (a problem for each one missing)."""
+    def require(self, columns, known=()) -> bool:
+        """Whether every column in ``columns`` is present (a problem for each one missing) and no column misspells
+        one of them or of the optional ``known`` (:func:`~distprice.tables.check_names`)."""
         missing = [c for c in columns if c not in self.table.columns]
         for column in missing:
             self.problems.append(Problem(None, self.name, column, f"{self.name} must have this column"))
-        return not missing
+        misspelled = check_names(self.name, self.table.columns, (*columns, *known))
+        self.problems += misspelled
+        return not missing and not misspelled
 
     def number(self, column: str, default: float | None = None) -> np.ndarray:
         """The column as float64: empty cells take ``default`` (a problem if there is none); text that is not a

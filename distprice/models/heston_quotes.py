@@ -91,7 +91,7 @@ def make_surface(name: str, t, log_strike, vol, weight=None, scale=None, rows=No
 def heston_surfaces(quotes: pd.DataFrame) -> list[Surface]:
     """The surfaces of a quotes table, in order of first appearance; InvalidInputError lists every bad cell."""
     checks = Checks(TABLE, quotes, "surface")
-    if not checks.require((*QUOTE_COLUMNS, "valuation_date")):
+    if not checks.require((*QUOTE_COLUMNS, "valuation_date"), ("weight", "surface", *MARKET_DEFAULTS)):
         checks.raise_if_any()
     surface = checks.label("surface", "default")
     strike = checks.number("strike")

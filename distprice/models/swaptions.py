@@ -126,7 +126,7 @@ def swaption_sets(quotes: pd.DataFrame, curves: dict[str, ZeroCurve] | None = No
     add to (or replace) the built-in ones. InvalidInputError lists every bad cell."""
     curves = {**builtin_curves(), **(curves or {})}
     checks = Checks(TABLE, quotes, "model")
-    if not checks.require(COLUMNS):
+    if not checks.require(COLUMNS, ("strike", "weight")):
         checks.raise_if_any()
     model = checks.label("model")
     curve = checks.label("curve")

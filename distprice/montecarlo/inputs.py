@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import InvalidInputError, Problem
-from ..tables import FORMATS, TEXT_COLUMNS, read_table
+from ..tables import FORMATS, TEXT_COLUMNS, check_names, read_table
 from .finpar import read_benchmark
 
 COLUMNS = {
@@ -103,6 +103,7 @@ def complete(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
             frame = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
         frame = frame.reset_index(drop=True).copy()
         problems += [Problem(None, name, c, "required column is missing") for c in columns if c not in frame]
+        problems += check_names(name, frame.columns, (*columns, *DEFAULTS.get(name, {})))
         for column, default in DEFAULTS.get(name, {}).items():
             if column not in frame:
                 frame[column] = default
