@@ -347,9 +347,11 @@ class Job:
         for s, rows_failed in enumerate(failed):
             b[s, rows_failed] = o[s, rows_failed] = np.nan
         price = np.where(sign == 0.0, o, b + sign * o)
+        notional = canonical["notional"].to_numpy()
+        held = np.where(np.isnan(notional), canonical["quantity"].to_numpy(), notional / canonical["face"].to_numpy())
         changing = {
             "price": price,
-            "value": price * canonical["quantity"].to_numpy(),
+            "value": price * held,
             "bond_price": b,
             "option_price": o,
         }

@@ -111,7 +111,8 @@ class _Reader:
         raise ValueError(f"unknown Thrift type {kind}")
 
     def struct(self) -> Struct:
-        fields, last = [], 0
+        fields: list[list] = []
+        last = 0
         while True:
             head = self.byte()
             kind = head & 0x0F
@@ -194,13 +195,13 @@ class Footer:
 
 
 OFFSET, NUMBER = "offset", "number"
-SLOTS = {
+SLOTS: dict[str | None, dict[int, str]] = {
     "group": {GROUP_FILE_OFFSET: OFFSET, ORDINAL: NUMBER},
     "chunk": {CHUNK_FILE_OFFSET: OFFSET, OFFSET_INDEX: OFFSET, COLUMN_INDEX: OFFSET},
     "meta": dict.fromkeys(PAGE_OFFSETS, OFFSET),
 }
 """The fields a join changes, by struct: a row group's, a column chunk's, a column chunk's metadata's."""
-INNER = {("group", COLUMNS): "chunk", ("chunk", META_DATA): "meta"}
+INNER: dict[tuple[str | None, int], str] = {("group", COLUMNS): "chunk", ("chunk", META_DATA): "meta"}
 
 
 @dataclass(frozen=True)

@@ -106,11 +106,12 @@ def long_table(priced: Priced) -> pd.DataFrame:
 
 
 def wide_table(priced: Priced) -> pd.DataFrame:
-    """The ``wide`` form of ``priced`` (its ``inputs``: the portfolio's columns)."""
+    """The ``wide`` form of ``priced`` (its ``inputs``: the portfolio's columns; with scenarios)."""
+    names = priced.scenarios or []
     columns: dict[str, object] = {name: priced.inputs[name] for name in priced.inputs.columns}
     for name, values in priced.changing.items():
         if values.ndim == 2:
-            for scenario, row in zip(priced.scenarios, values):
+            for scenario, row in zip(names, values):
                 columns[f"{name}[{scenario}]"] = row
     if "accrued" in priced.changing:
         columns["accrued"] = priced.changing["accrued"]
@@ -118,7 +119,7 @@ def wide_table(priced: Priced) -> pd.DataFrame:
     columns.update(priced.tree)
     errors = dict(priced.errors)
     for r in sorted({r for unpriced in priced.unpriced for r in unpriced}):
-        said = [f"{s}: {u[r]}" for s, u in zip(priced.scenarios, priced.unpriced) if r in u]
+        said = [f"{s}: {u[r]}" for s, u in zip(names, priced.unpriced) if r in u]
         errors[r] = "; ".join(([errors[r]] if r in errors else []) + said)
     columns["error"] = messages(len(priced), errors)
     return pd.DataFrame(columns, copy=False)

@@ -220,3 +220,21 @@ def test_misspelled_columns_of_the_other_tables_are_errors(tmp_path):
     result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "o.csv")])
     assert result.exit_code == 2 and "'strikes'" in result.output and "did you mean 'strike'?" in result.output
     assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_position_by_notional_is_valued_per_face_and_never_beside_a_quantity():
+    rows = pd.DataFrame(
+        [
+            dict(HULL_PUT, id="by-quantity", quantity=3.0),
+            dict(HULL_PUT, id="by-notional", face=100.0, notional=5_000_000.0),
+            dict(HULL_PUT, id="short", face=1000.0, notional=-2_000.0),
+            dict(HULL_PUT, id="both", quantity=2.0, notional=1_000.0),
+        ]
+    )
+    with pytest.raises(InvalidInputError, match=r"row 4 \(id 'both'\), column 'notional': give quantity or notional"):
+        distprice.price(rows)
+    priced = distprice.price(rows, on_invalid="report").set_index("id")
+    assert priced.loc["by-quantity", "value"] == 3.0 * priced.loc["by-quantity", "price"]
+    assert priced.loc["by-notional", "value"] == pytest.approx(priced.loc["by-notional", "price"] / 100 * 5e6)
+    assert priced.loc["short", "value"] == pytest.approx(priced.loc["short", "price"] / 1000 * -2_000.0)
+    assert np.isnan(priced.loc["both", "value"]) and "not both" in priced.loc["both", "error"]

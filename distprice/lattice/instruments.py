@@ -71,6 +71,7 @@ FLOAT_COLUMNS = {
     "mean_reversion": (None, 0.0, True, 100.0),
     "volatility": (None, 0.0, True, 5.0),
     "quantity": (1.0, None, False, 1e15),
+    "notional": (None, None, False, 1e15),
 }
 INT_COLUMNS = {
     "exercise_frequency": (1, 1, 366),
@@ -103,11 +104,12 @@ PORTFOLIO_COLUMNS = (
     "steps_per_year",
     "curve",
     "quantity",
+    "notional",
     "valuation",
 )
 """The canonical columns; a dated row holds its redemption time (years of its tree) in ``maturity``;
 ``valuation`` is the day number of the row's valuation date (``NO_DATE`` for a time-form row priced without
-one)."""
+one); ``notional`` is NaN where the row gives a ``quantity`` (or neither)."""
 
 
 class _Checker:
@@ -538,7 +540,12 @@ def prepare(
         code[name] = _enum(raw[name], n, default, choices, name, check)
     instrument, exercise = code["instrument"], np.array(list(EXERCISE_CODES.values()))[code["exercise"]]
     has_option = instrument != INSTRUMENTS.index("bond")
-    required = {"strike": has_option & ~is_dated, "expiry": has_option & ~is_dated, "maturity": ~is_dated}
+    required = {
+        "strike": has_option & ~is_dated,
+        "expiry": has_option & ~is_dated,
+        "maturity": ~is_dated,
+        "notional": np.zeros(n, dtype=bool),
+    }
     everywhere = np.ones(n, dtype=bool)
     for name, (default, bound, strict, top) in FLOAT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, required.get(name, everywhere), present[name])
@@ -549,6 +556,7 @@ def prepare(
             high, name, f"must be at most {top:g}" if bound is not None else f"must be between {-top:g} and {top:g}"
         )
         columns[name] = values
+    check.flag(present["quantity"] & present["notional"], "notional", "give quantity or notional, not both")
     for name, (default, bound, top) in INT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, everywhere, present[name])
         fraction, low, high, columns[name] = _whole(values, bound, top, max(default, bound))

@@ -12,7 +12,8 @@ column              definition                                            unit
 dv01                ``(P(-h) - P(+h)) / 2 * (1bp / h)``                    price per 1 bp
 effective_duration  ``(P(-h) - P(+h)) / (2 P h)``                         years
 effective_convexity ``(P(-h) + P(+h) - 2 P) / (P h^2)``                   years squared
-krd_<K>y            ``(P(-h b_k) - P(+h b_k)) / (2 P h)``                 years; they sum to the duration
+krd_<K>y            ``(P(-h b_k) - P(+h b_k)) / (2 P h)``                 years; a plain bond's sum to
+                                                                          the duration, to O(h²)
 vega                ``(P(sigma + 1bp) - P(sigma - 1bp)) / 2``              price per 1 bp of sigma
 oas                 ``s`` with dirty price at settlement = market's       decimal (0.01 = 100 bp)
 =================== ===================================================== ==========================
