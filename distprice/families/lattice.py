@@ -252,10 +252,12 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     which stays where it was read, and ``inspect-chunk`` tasks send the client what it needs of each; once the
     whole file's checks pass (:func:`file_problems`), the slices are priced where they lie, in file order. The
     result is the job's :class:`~distprice.job.Tally` and a generator of the priced slices in file order (the
-    tally is complete once the generator is exhausted); with a ``folder``, the tally alone (and None): each slice
-    is priced and written as a part of that folder as soon as it is read, while the rest are checked, and a
-    slice holding ids that other slices hold is priced and written again, those rows made invalid."""
+    tally is complete once the generator is exhausted); with a ``folder``, the tally and the :class:`Parts` of
+    that folder: each slice is priced and written as a part of it as soon as it is read, while the rest are
+    checked, and a slice holding ids that other slices hold is priced and written again, those rows made
+    invalid."""
     options, market = file.options, file.market
+    full = options.scenario_table == "full" and market.scenarios is not None
     slices = table_slices(
         file.groups,
         chunk_count(file.rows, workers.count, workers.chunks_per_worker),
@@ -287,13 +289,12 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     found = [[d for d in duplicates if d.piece == i] for i in range(len(slices))]
     tally = Tally(file.rows, len(market.curve_sets))
     if file.folder is not None:
-        full = options.scenario_table == "full" and market.scenarios is not None
 
-        def paths(written):
+        def paths(results):
             """Each part's :class:`~distprice.join.Template` as its slice is written, in the table's order (the
             full scenario table's parts, a slice's per scenario, once all are written)."""
             held = []
-            for part_tally, templates in written:
+            for part_tally, templates in results:
                 tally.absorb(part_tally)
                 if full:
                     held += templates
@@ -318,7 +319,7 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
         tally.absorb(slice_tally)
         return [with_columns(slices[i], tables[0])] if market.scenarios is None else tables
 
-    if options.scenario_table == "full" and market.scenarios is not None:
+    if full:
         return Work(priced, lambda held: (tally, by_scenario(held, slices)), "pricing", figures, each=fetched)
     return Work(priced, lambda pieces: (tally, (t for (t,) in pieces)), "pricing", figures, each=fetched)
 
