@@ -14,20 +14,31 @@ import os
 # every worker of a local cluster, which inherit this) touches more new memory. Read once, when pyarrow loads.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-from .api import calibrate_heston, calibrate_hull_white, price, price_mc
-from .errors import (
-    ClusterError,
-    ConfigError,
-    DistpriceError,
-    Fp32OverflowError,
-    GpuUnavailableError,
-    InvalidInputError,
-    OptionError,
-    Problem,
-    SchedulerUnreachableError,
-)
-from .job import JobOptions
-from .lattice.instruments import Limits
+_LAZY = {
+    "price": "api",
+    "price_mc": "api",
+    "calibrate_heston": "api",
+    "calibrate_hull_white": "api",
+    "Pricer": "cluster.pricer",
+    "JobOptions": "job",
+    "Limits": "lattice.instruments",
+    **dict.fromkeys(
+        (
+            "ClusterError",
+            "ConfigError",
+            "DistpriceError",
+            "Fp32OverflowError",
+            "GpuUnavailableError",
+            "InvalidInputError",
+            "OptionError",
+            "Problem",
+            "SchedulerUnreachableError",
+        ),
+        "errors",
+    ),
+}
+"""Where each name of the package lives: imported when first asked for, so that ``import distprice`` (and the
+command line's ``--help``) does not load the engines, pandas and numba."""
 
 __all__ = [
     "price",
@@ -50,9 +61,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # the Dask runtime is imported when first asked for: pricing in this process does not need it
-    if name == "Pricer":
-        from .cluster.pricer import Pricer
+    if name in _LAZY:
+        import importlib
 
-        return Pricer
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'distprice' has no attribute {name!r}")
