@@ -14,7 +14,7 @@ import os
 # every worker of a local cluster, which inherit this) touches more new memory. Read once, when pyarrow loads.
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
-_LAZY = {
+_HOMES = {
     "price": "api",
     "price_mc": "api",
     "calibrate_heston": "api",
@@ -22,23 +22,9 @@ _LAZY = {
     "Pricer": "cluster.pricer",
     "JobOptions": "job",
     "Limits": "lattice.instruments",
-    **dict.fromkeys(
-        (
-            "ClusterError",
-            "ConfigError",
-            "DistpriceError",
-            "Fp32OverflowError",
-            "GpuUnavailableError",
-            "InvalidInputError",
-            "OptionError",
-            "Problem",
-            "SchedulerUnreachableError",
-        ),
-        "errors",
-    ),
 }
-"""Where each name of the package lives: imported when first asked for, so that ``import distprice`` (and the
-command line's ``--help``) does not load the engines, pandas and numba."""
+"""Where the package's names live, the errors (``distprice.errors``) aside: each is imported when first asked for,
+so that ``import distprice`` does not load the engines, pandas and numba."""
 
 __all__ = [
     "price",
@@ -61,10 +47,10 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
+    if name in __all__:
         import importlib
 
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        value = getattr(importlib.import_module(f".{_HOMES.get(name, 'errors')}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'distprice' has no attribute {name!r}")

@@ -357,21 +357,26 @@ def test_scheduler_and_worker_processes_price_like_this_process(processes, book,
     assert_same_prices(priced, in_process.head(4000))
 
 
+def kill_a_busy_worker(pricer, job, after: float) -> None:
+    """SIGKILLs a worker that is running a task of ``job``, ``after`` seconds into its first tasks."""
+    pids = pricer.client.run(os.getpid)
+    deadline = time.time() + 60
+    while not any(pricer.client.processing().values()) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(after)
+    busy = [worker for worker, keys in pricer.client.processing().items() if keys]
+    assert busy and not job.done()
+    os.kill(pids[busy[0]], signal.SIGKILL)
+
+
 def test_a_worker_killed_mid_job_loses_no_row(processes):
     address, _ = processes
     book = datasets.generate("R1", 30_000, seed=3)
     expected = distprice.price(book, engine="cpu")
     with Pricer(address) as pricer:
         pricer.client.wait_for_workers(2, timeout=60)
-        pids = pricer.client.run(os.getpid)
         job = pricer.submit(book, engine="cpu")
-        deadline = time.time() + 60
-        while not any(pricer.client.processing().values()) and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-        busy = [worker for worker, keys in pricer.client.processing().items() if keys]
-        assert busy and not job.done()
-        os.kill(pids[busy[0]], signal.SIGKILL)
+        kill_a_busy_worker(pricer, job, 0.3)
         priced = job.result(timeout=300)
         assert len(pricer.client.scheduler_info()["workers"]) == 1
     assert_same_prices(priced, expected)
@@ -387,15 +392,8 @@ def test_a_worker_killed_mid_job_gives_each_row_and_scenario_once_in_the_file(pr
     options = dict(engine="cpu", shifts_bp=[-10, 0, 10])
     with Pricer(address, read_on_workers_rows=1000 if big else None, task_seconds=0) as pricer:
         pricer.client.wait_for_workers(2, timeout=60)
-        pids = pricer.client.run(os.getpid)
         job = pricer._submitted.submit(pricer.run, str(path), output=tmp_path / "priced.parquet", **options)
-        deadline = time.time() + 60
-        while not any(pricer.client.processing().values()) and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)
-        busy = [worker for worker, keys in pricer.client.processing().items() if keys]
-        assert busy and not job.done()
-        os.kill(pids[busy[0]], signal.SIGKILL)
+        kill_a_busy_worker(pricer, job, 0.5)
         summary = job.result(timeout=300)
     priced = pd.read_parquet(tmp_path / "priced.parquet")
     assert priced["id"].tolist() == np.repeat(book["id"].to_numpy(), 3).tolist()
