@@ -5,7 +5,7 @@ overhead (time outside the pricing tasks); one job, or the rows of a scale-out t
         [--threads-per-worker T] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
         [--chunks-per-worker C] [--folder] [--rows job | all | file,folder,shifted-file,shifted-folder,mc]
         [--mc-paths 33554432,2097152] [--scheduler tcp://HOST:PORT [--scheduler-workers N]]
-        [--scenario-table long|wide|full]
+        [--scenario-table long|wide|full] [--measures dv01,duration,convexity,krd,vega,oas]
 
 ``--workers`` counts GPUs (each with the cluster's worker processes per GPU, or ``--workers-per-gpu``), or
 CPU workers with ``--cpu``: a local cluster of each size is started in turn, and every job runs on each.
@@ -34,7 +34,9 @@ The portfolio is ``--copies`` copies of the dataset at full size (other seeds, i
 ``--dataset desk`` takes copies of 10⁵ rows of the dated ``desk`` book, with its curves and exercise schedule
 (``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices
 every row under each parallel shift of the curves; ``--scenario-table`` passes the scenario table's layout to
-``Pricer.run`` (only when given). "job s" is ``Pricer.run`` from the file to the priced Parquet file (read, checks,
+``Pricer.run`` (only when given). ``--measures`` adds risk measures to every lattice job; with ``oas``, the
+portfolio is first priced once on the first cluster (untimed) and given a ``market_price`` 0.5 % below each row's
+clean price, so that every row's OAS is searched (as in ``benchmarks/risk.py``). "job s" is ``Pricer.run`` from the file to the priced Parquet file (read, checks,
 pricing, writing), or ``Pricer.price_mc`` from the tables to the prices, the median of ``--repeat`` runs after a
 warm-up run on each cluster (cut into ``--chunks-per-worker`` chunks per worker however small the job, so that every
 worker has its kernels compiled). From the pricing metrics:
@@ -75,6 +77,7 @@ from distprice.cluster.tasks import describe_worker
 from distprice.lattice.datasets import DEFAULT_SIZES
 from distprice.montecarlo import datasets as mc_datasets
 from distprice.scenarios import parse_shifts
+from distprice.tables import write_tables
 
 from common import save, write_copies, write_desk_copies
 
@@ -199,6 +202,19 @@ def measure(on: Cluster, row: Row, path: Path, repeat: int, output, options: dic
     figures["ns_per_s"] = middle["node_steps"] / middle["job_s"]
     priced = pd.read_parquet(output, columns=["bond_price", "option_price"])
     return figures, priced.to_numpy().T
+
+
+def quote(pricer: Pricer, path: Path, output: Path, options: dict) -> None:
+    """Gives the portfolio at ``path`` a clean ``market_price`` 0.5 % below each row's model clean price (its
+    price for a time-form row), from one untimed run of ``pricer``."""
+    pricer.run(str(path), output=output, **options)
+    priced = pd.read_parquet(output)
+    model = priced["clean_price"] if "clean_price" in priced.columns else priced["price"]
+    portfolio = pd.read_parquet(path)
+    quotes = pd.Series(model.to_numpy() * 0.995, index=priced["id"]).reindex(portfolio["id"]).to_numpy()
+    portfolio = portfolio.assign(market_price=quotes, market_price_type="clean")
+    write_tables([portfolio.iloc[i : i + 65_536] for i in range(0, len(portfolio), 65_536)], path)
+    output.unlink()
 
 
 def phases(tasks: list[dict], start: float, end: float) -> dict:
@@ -335,6 +351,7 @@ def main(argv=None):
     parser.add_argument(
         "--scenario-table", default=None, help="the scenario table's layout (long, wide or full), passed to Pricer.run"
     )
+    parser.add_argument("--measures", default=None, help="risk measures of every lattice job, e.g. dv01,oas")
     args = parser.parse_args(argv)
     shifts_bp = args.shifts_bp or (
         tuple(10.0 * (i - (args.shift_count - 1) / 2) for i in range(args.shift_count)) if args.shift_count else None
@@ -351,6 +368,7 @@ def main(argv=None):
             rows = write_copies(path, args.dataset, args.copies * size, size)
     if args.scenario_table is not None:
         options["scenario_table"] = args.scenario_table
+    quoted = args.measures is not None and "oas" in args.measures and any(r.mc_paths is None for r in rows_wanted)
 
     def clusters():
         if args.scheduler:
@@ -375,6 +393,11 @@ def main(argv=None):
     device = "cpu"
     for on in clusters():
         device = on.device
+        if quoted:
+            quote(on.pricer, path, args.output_dir / "model.parquet", options)
+            quoted = False
+        if args.measures is not None:
+            options["measures"] = args.measures
         for row in rows_wanted:
             output = f"{args.output_dir / 'priced'}/" if row.folder else args.output_dir / "priced.parquet"
             figures, prices = measure(on, row, path, args.repeat, output, options)
