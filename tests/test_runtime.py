@@ -19,6 +19,9 @@ import distprice
 from distprice.cli import main
 from distprice.cluster.pricer import Pricer
 from distprice.errors import SchedulerUnreachableError
+from distprice.families import lattice
+from distprice.families.work import Workers
+from distprice.job import JobOptions
 from distprice.lattice import datasets
 from distprice.tables import write_table
 
@@ -212,6 +215,21 @@ def test_big_parquet_is_read_by_the_workers(local, book, in_process, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["book.parquet", "held", "priced", "priced.parquet"]
     joined = pq.ParquetFile(tmp_path / "priced.parquet").metadata.num_row_groups
     assert joined == sum(pq.ParquetFile(tmp_path / "priced" / p).metadata.num_row_groups for p in parts)
+
+
+def test_a_big_file_is_checked_before_it_is_priced(book, tmp_path):
+    """A worker's tasks of a big file: each slice's checks before any read, each read before any pricing, so
+    that the whole file's checks reach the client while the slices are priced (the parts then joined meanwhile)."""
+    path = tmp_path / "book.parquet"
+    book.to_parquet(path, row_group_size=500)
+    read = lattice.read(str(path), JobOptions.of().checked(), folder=str(tmp_path), read_on_workers_rows=1000)
+    first = next(lattice.split(read, Workers(2, 3, False, "{}", 1, None)))
+    by_kind = {}
+    for chunk in (*first.chunks, *first.kept):
+        by_kind.setdefault(chunk.name.split("-")[0].split("_")[0], []).append(chunk.priority)
+    assert set(by_kind) == {"inspect", "read", "price"} and len(by_kind["read"]) == len(by_kind["inspect"]) > 1
+    assert min(by_kind["inspect"]) > max(by_kind["read"]) and min(by_kind["read"]) > max(by_kind["price"])
+    assert all(sorted(p, reverse=True) == p for p in by_kind.values())  # each in file order
 
 
 def test_a_big_file_to_one_file_where_the_workers_cannot_write(local, book, in_process, tmp_path, monkeypatch, caplog):

@@ -266,12 +266,15 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     figures = dict(
         name=file.path, rows=file.rows, chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0
     )
+    # a worker reads and checks its slices before it prices any, so that the whole file's checks end early and the
+    # client joins the parts while the rest are priced: checks first, then reads, then pricing, each in file order
+    n = len(slices)
     read = [
         Chunk(
             f"read-chunk-{i}",
             read_chunk,
             (piece, market, options, workers.model, workers.gpu, workers.gpu_processes),
-            priority=-i,
+            priority=n - i,
         )
         for i, piece in enumerate(slices)
     ]
@@ -282,7 +285,7 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
             Chunk(f"{name}-{i}", write_read_chunk, (r, [], file.folder, i, len(slices)), priority=-i)
             for i, r in enumerate(read)
         ]
-    inspected = [Chunk(f"inspect-chunk-{i}", inspect_chunk, (r,), priority=-i) for i, r in enumerate(read)]
+    inspected = [Chunk(f"inspect-chunk-{i}", inspect_chunk, (r,), priority=2 * n - i) for i, r in enumerate(read)]
     summaries = yield Work(inspected, list, "reading and checking", figures, kept=(*read, *written))
     problems, duplicates = file_problems(file.path, options, summaries, slices)
     figures = dict(figures, invalid=len({p.where for p in problems + duplicates}))
