@@ -6,6 +6,9 @@ unreachable or lost; 4 written, but some rows have an error (``--on-invalid repo
 job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose
 is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
 bar is drawn on stderr only when it is a terminal.
+
+Importing this module loads only click and the option names (:mod:`distprice.choices`), so that ``--help``
+answers at once; a command imports the engines, pandas and Dask when it runs.
 """
 
 from __future__ import annotations
@@ -22,21 +25,21 @@ import warnings
 
 import click
 
-from . import api
-from .bench import bench_lattice, bench_paths, lattice_dataset, lattice_engine, path_set
+from .choices import (
+    AUTO,
+    DATASETS,
+    ENGINE_NAMES,
+    HESTON_ENGINE_NAMES,
+    ON_INVALID,
+    PATH_ENGINE_NAMES,
+    PRECISION_NAMES,
+    SCENARIO_TABLES,
+)
 from .errors import DistpriceError, InvalidInputError, OptionError
-from .job import ON_INVALID, JobOptions
-from .lattice.datasets import DATASETS
-from .lattice.engines import AUTO, ENGINE_NAMES
-from .models.heston_fit import ENGINE_NAMES as HESTON_ENGINE_NAMES
-from .montecarlo.pricing import ENGINE_NAMES as MC_ENGINE_NAMES
-from .precision import PRECISIONS
-from .priced import SCENARIO_TABLES
-from .tables import check_output, check_place, table_format, write_table
 
 precision_option = click.option(
     "--precision",
-    type=click.Choice(list(PRECISIONS)),
+    type=click.Choice(PRECISION_NAMES),
     default="fp64",
     show_default=True,
     help="Floating-point precision of the node arithmetic.",
@@ -183,7 +186,7 @@ def _flag(flag: str, check, value):
 @click.option("--bump-bp", type=float, help="Bump of the parallel and key-rate measures, basis points [default: 10].")
 @click.option("--key-rates", help="Key-rate times in years [default: 1,2,3,5,7,10,20,30].")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), help="Pricing engine [default: auto].")
-@click.option("--precision", type=click.Choice(list(PRECISIONS)), help="Node arithmetic precision [default: fp64].")
+@click.option("--precision", type=click.Choice(PRECISION_NAMES), help="Node arithmetic precision [default: fp64].")
 @click.option(
     "--on-invalid",
     type=click.Choice(ON_INVALID),
@@ -221,6 +224,7 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
     written, but some rows have an error (--on-invalid report); 5 no workers; 6 timeout; 130 Ctrl-C; 143
     SIGTERM; 1 anything else.
     """
+    from . import api
     from .cluster.config import JobConfig, load_config
 
     start = time.perf_counter()
@@ -286,6 +290,8 @@ def _reported_form(job, explicit: bool):
 
 def _report_place(path: str, create_dirs: bool = False) -> None:
     """A job report is an HTML file in a folder that takes it."""
+    from .tables import check_place
+
     if not path.lower().endswith((".html", ".htm")):
         raise OptionError(f"{path}: the report is written as .html")
     check_place(path, create_dirs)
@@ -294,6 +300,8 @@ def _report_place(path: str, create_dirs: bool = False) -> None:
 def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
     """The options of ``run`` that can be checked before anything is read or priced, as usage errors naming
     their flag."""
+    from .tables import check_output, table_format
+
     _flag("--portfolio", table_format, portfolio)
     inputs = {
         "--portfolio": portfolio,
@@ -321,6 +329,8 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
 def _option(flag: str, **option) -> None:
     """One job option checked alone, as the job checks it (:meth:`JobOptions.checked`), its error shown as a
     usage error of ``flag``."""
+    from .job import JobOptions
+
     _flag(flag, lambda given: JobOptions.of(**given).checked(), option)
 
 
@@ -339,10 +349,10 @@ def _option(flag: str, **option) -> None:
     help="Prices to write (.csv or .parquet): one row per job and model.",
 )
 @click.option("--paths", type=click.IntRange(min=1), help="Paths of every job (default: each job's own).")
-@click.option("--precision", type=click.Choice(list(PRECISIONS)), help="fp64 or fp32 (default: each job's own).")
+@click.option("--precision", type=click.Choice(PRECISION_NAMES), help="fp64 or fp32 (default: each job's own).")
 @click.option(
     "--engine",
-    type=click.Choice(MC_ENGINE_NAMES),
+    type=click.Choice(PATH_ENGINE_NAMES),
     default="auto",
     show_default=True,
     help="auto: the GPU where there is one, else the CPU engine.",
@@ -358,6 +368,9 @@ def _option(flag: str, **option) -> None:
 def mc(inputs, output, paths, precision, engine, chunks, cluster, report):
     """Price Monte-Carlo jobs (LexiFi's generic pricer: Sobol, inverse normal, Brownian bridge, Black-Scholes
     paths, contracts) and write one row per job and model."""
+    from . import api
+    from .tables import check_output, write_table
+
     _flag("--output", check_output, output)
     if report:
         _flag("--report", _report_place, report)
@@ -423,6 +436,9 @@ def calibrate_heston_command(
     quotes, output, quotes_output, seed, max_evals, population, quadrature, polish, engine, cluster
 ):
     """Fit Heston (v0, theta, rho, kappa, eta) to each surface of option quotes by differential evolution."""
+    from . import api
+    from .tables import check_output, write_table
+
     for flag, path in (("--output", output), ("--quotes-output", quotes_output)):
         if path:
             _flag(flag, check_output, path)
@@ -478,6 +494,9 @@ def _generation_line(progress) -> None:
 @reports_errors
 def calibrate_hull_white_command(quotes, curves, output, cluster):
     """Fit Hull-White mean reversion and volatility of each model to its European swaptions."""
+    from . import api
+    from .tables import check_output, write_table
+
     _flag("--output", check_output, output)
     start = time.perf_counter()
     models = api.calibrate_hull_white(quotes, curves, cluster=cluster)
@@ -494,6 +513,8 @@ def calibrate_hull_white_command(quotes, curves, output, cluster):
 def generate(name, size, seed, output):
     """Write one of the papers' synthetic portfolios (U1 ... S2), a mixture, Hull's example book, or the dated
     desk book (with its curves and exercise schedule beside it: OUTPUT's stem plus .curves and .exercise)."""
+    from . import api
+
     made = api.generate(name, output, size=size, seed=seed)
     if made.as_of is not None:
         click.echo(
@@ -549,6 +570,8 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
     GPU engines also report the kernel time alone (CUDA events), the host layout and transfer times and the
     device memory they allocate.
     """
+    from .bench import bench_lattice, bench_paths, lattice_dataset, lattice_engine, path_set
+
     if family == "mc":
         lines = bench_paths(_flag("--dataset", path_set, dataset or "large"), size, engine, precision, repeat)
     else:
@@ -583,6 +606,8 @@ def inspect(portfolio, portfolio_option, curves, precision, as_json, plot):
     """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
     if (portfolio is None) == (portfolio_option is None):
         raise click.UsageError("give the portfolio once: --portfolio PATH, or PATH alone")
+    from . import api
+
     inspection = api.inspect(portfolio or portfolio_option, curves, precision=precision)
     if plot:
         from .report import draw_shape
@@ -601,6 +626,8 @@ def inspect(portfolio, portfolio_option, curves, precision, as_json, plot):
 @reports_errors
 def tune(precision, repeat):
     """Measure this machine (GPU and CPU engines) and store the inspector's cost model for it."""
+    from . import api
+
     model, path = api.tune(precision, repeat)
     click.echo(f"tuned {model.device} ({precision}); wrote {path}")
     click.echo(model.to_json())

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .choices import ON_INVALID, SCENARIO_TABLES
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, OptionError, Problem
 from .execute import choose_plan, host_pieces
@@ -45,11 +46,10 @@ from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .models.hull_white_fit import MODEL_COLUMNS
 from .precision import precision_name, real_dtype
-from .priced import DATED_PRICES, PRICES, SCENARIO, SCENARIO_TABLES, TREE, Priced, labels, long_table, wide_table
+from .priced import DATED_PRICES, PRICES, SCENARIO, TREE, Priced, labels, long_table, wide_table
 from .scenarios import Market, market, parse_shifts
 from .tables import check_names, read_portfolio, read_table
 
-ON_INVALID = ("strict", "report")
 PRICED_COLUMNS = (*PRICES, *TREE, "error")
 SCENARIO_COLUMN = SCENARIO
 INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0, "bond": 1.0}
@@ -78,7 +78,7 @@ class JobOptions:
     rates at ``key_rates`` years; rows with a ``market_price`` are measured at their OAS.
     ``timeout``: seconds the job may take (reading and checking included); past it the job stops with
     :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit. ``scenario_table``: the
-    form of a priced table under scenarios (:data:`~distprice.scenario_tables.SCENARIO_TABLES`): ``long`` (one
+    form of a priced table under scenarios (:data:`~distprice.choices.SCENARIO_TABLES`): ``long`` (one
     row per row and scenario: ``id``, ``scenario``, the priced columns a scenario changes, ``error``), ``wide``
     (one row per row, a column per scenario of each of those) or ``full`` (every column under every scenario).
     """

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .choices import PRECISION_NAMES
 from .errors import OptionError
 
-PRECISIONS: dict[str, np.dtype] = {"fp64": np.dtype(np.float64), "fp32": np.dtype(np.float32)}
+PRECISIONS: dict[str, np.dtype] = {name: np.dtype(f"float{name[2:]}") for name in PRECISION_NAMES}
+"""Each precision's numpy dtype: ``fpNN`` is ``floatNN``."""
 
 
 def real_dtype(precision: str) -> np.dtype:

@@ -1,7 +1,7 @@
 """A priced table's columns (:class:`Priced`: some consecutive rows of a portfolio under some curve sets) and the
 forms the table takes, all made from them without a copy per scenario of what a scenario does not change.
 
-Under scenarios, ``scenario_table`` chooses the form (:data:`SCENARIO_TABLES`):
+Under scenarios, ``scenario_table`` chooses the form (:data:`~distprice.choices.SCENARIO_TABLES`):
 
 - ``long`` (the default): one row per (portfolio row, scenario), in the portfolio's order, each row's scenarios
   together in the order they were given: ``id``, ``scenario``, then the columns that a scenario changes
@@ -25,8 +25,6 @@ import pyarrow.compute as pc
 
 from .tables import STR
 
-SCENARIO_TABLES = ("long", "wide", "full")
-"""The forms of a priced table under scenarios; the first is the default."""
 SCENARIO = "scenario"
 PRICES = ("price", "value", "bond_price", "option_price")
 DATED_PRICES = ("dirty_price", "accrued", "clean_price")

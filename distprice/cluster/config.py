@@ -20,11 +20,9 @@ from dataclasses import dataclass
 import yaml
 from dask.utils import parse_bytes
 
+from ..choices import ENGINE_NAMES, ON_INVALID, PRECISION_NAMES, SCENARIO_TABLES
 from ..errors import ConfigError, OptionError, shown
-from ..job import ON_INVALID, JobOptions, valuation_day
-from ..lattice.engines import ENGINE_NAMES
-from ..precision import PRECISIONS
-from ..priced import SCENARIO_TABLES
+from ..job import JobOptions, valuation_day
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
@@ -438,7 +436,7 @@ _CHECKS = {
         **dict.fromkeys(_JOB_PATHS, _optional(_path)),
         "shifts_bp": _optional(_job_option("shifts_bp")),
         "engine": _choice(*ENGINE_NAMES),
-        "precision": _choice(*PRECISIONS),
+        "precision": _choice(*PRECISION_NAMES),
         "on_invalid": _choice(*ON_INVALID),
         "chunks_per_worker": _integer,
         "as_of": _date,

@@ -33,15 +33,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..choices import DATASETS, MIXTURES
 from ..curves import builtin_curves
 from ..errors import OptionError
 from .desk import desk
-
-MIXTURES: dict[str, tuple[str, ...]] = {"U1+S1": ("U1", "S1"), "R1+S2": ("R1", "S2")}
-"""Concatenations of other datasets."""
-
-DATASETS: tuple[str, ...] = ("U1", "U2", "R1", "R2", "R3", "S1", "S2", "B1", *MIXTURES, "book", "desk")
-"""Names :func:`generate` knows."""
 
 DEFAULT_SIZES: dict[str, int] = {name: 100_000 for name in DATASETS} | {"U1": 3_000, "book": 6}
 """Number of rows of each dataset in the papers (``book``: one row per tree resolution)."""

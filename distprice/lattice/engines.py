@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..choices import AUTO, ENGINE_NAMES
 from ..cuda import gpu_available, require_cupy
 from ..curves import ZeroCurve
 from ..errors import GpuUnavailableError, OptionError
@@ -82,9 +83,6 @@ ENGINES: dict[str, Engine] = {
     )
 }
 GPU_ENGINES = tuple(name for name, engine in ENGINES.items() if engine.kind == GPU)
-AUTO = "auto"
-ENGINE_NAMES = (AUTO, *ENGINES)
-"""What a job may name: ``auto`` or an engine."""
 
 
 def resolve(engine: str, real=np.float64) -> str:

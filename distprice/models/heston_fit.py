@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..choices import HESTON_ENGINE_NAMES as ENGINE_NAMES
 from ..cuda import gpu_available
 from ..errors import OptionError
 from .evolution import Generation, evolve
@@ -23,8 +24,6 @@ from .heston import LOWER, PARAMETERS, UPPER
 from .heston_quotes import Surface, heston_surfaces, read_quotes
 from .heston_reference import QUADRATURES, ReferenceEngine
 
-ENGINE_NAMES = ("auto", "reference", "cpu", "gpu")
-"""What a fit may name: ``auto`` or an engine (:func:`heston_engine`)."""
 NOT_FINITE_RESIDUAL = 1e3
 """The polish reads a price the pricer could not compute as this residual (far worse than any fit)."""
 

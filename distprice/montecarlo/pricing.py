@@ -17,8 +17,6 @@ from .rules import validate, with_options
 
 ENGINES = {"reference": reference.batch_sums, "cpu": cpu.batch_sums, "gpu": gpu.batch_sums}
 """Each engine's ``batch_sums(job, first, count)``: payoff sums per model and batch, float64 [M, BATCHES]."""
-ENGINE_NAMES = ("auto", *ENGINES)
-"""What a Monte-Carlo job may name: ``auto`` or an engine."""
 
 
 def resolve_engine(engine: str, job: Job | None = None) -> str:
