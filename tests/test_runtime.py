@@ -256,9 +256,11 @@ def test_big_parquet_priced_table_is_the_whole_table_under_scenarios(local, book
     path = tmp_path / "book.parquet"
     rows.to_parquet(path, row_group_size=1500)
     options = dict(engine="cpu", shifts_bp=[-50, 0, 50], on_invalid="report", scenario_table=form)
-    with Pricer(local, read_on_workers_rows=1000) as pricer:
-        pricer.run(str(path), output=tmp_path / "priced.parquet", **options)
+    with Pricer(local, read_on_workers_rows=10_000) as pricer:  # 4 000 rows, but 12 000 prices
+        with get_task_stream(client=local) as stream:
+            pricer.run(str(path), output=tmp_path / "priced.parquet", **options)
         summary = pricer.run(str(path), output=f"{tmp_path / 'parts'}/", **options)
+    assert "read-chunk" in {t["key"].rsplit("-", 2)[0] for t in stream.data}  # the workers read the book
     write_table(distprice.price(str(path), **options), tmp_path / "here.parquet")
     got, expected = pd.read_parquet(tmp_path / "priced.parquet"), pd.read_parquet(tmp_path / "here.parquet")
     assert len(got) == 3 * len(rows) and list(got.columns[:2]) == first

@@ -56,7 +56,7 @@ class Pricer:
     :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
     it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 on a ``local-cuda``
     cluster, whose worker processes share each GPU, else 4); ``read_on_workers_rows``: Parquet portfolios of at
-    least this many rows are read by the workers, not the client (None: the lattice family's
+    least this many prices (rows × scenarios) are read by the workers, not the client (None: the lattice family's
     ``READ_ON_WORKERS_ROWS``); ``task_seconds``: the least predicted work worth a task of its own (None: each
     family's rule, e.g. :data:`~distprice.planner.TASK_SECONDS`; 0: every job cut into ``chunks_per_worker``
     chunks per worker, whatever its size); ``progress``: a progress bar of each stage on stderr, when it is a

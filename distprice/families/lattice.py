@@ -63,7 +63,7 @@ from ..tables import (
 from .work import Chunk, Family, Metered, Parts, Stages, Work, Workers
 
 READ_ON_WORKERS_ROWS = 1_000_000
-"""Parquet portfolios of at least this many rows are read by the workers, not the client."""
+"""Parquet portfolios of at least this many prices (rows × scenarios) are read by the workers, not the client."""
 TASK = "price_"
 """The beginning of a pricing task's name."""
 
@@ -95,16 +95,17 @@ def read(
     portfolio, options: JobOptions, *, folder: str | None = None, read_on_workers_rows: int | None = None
 ) -> Portfolio | BigFile:
     """Reads and checks a portfolio (a DataFrame or a CSV/Parquet path) under checked ``options``
-    (:func:`~distprice.job.prepare_job`). A Parquet one of at least ``read_on_workers_rows`` rows (None:
-    :data:`READ_ON_WORKERS_ROWS`) is left to the workers, only its columns checked here; they write the priced
-    table as parts of ``folder`` (a folder being built), when given."""
+    (:func:`~distprice.job.prepare_job`). A Parquet one of at least ``read_on_workers_rows`` prices (rows × the
+    job's scenarios; None: :data:`READ_ON_WORKERS_ROWS`) is left to the workers, only its columns checked here;
+    they write the priced table as parts of ``folder`` (a folder being built), when given."""
     parts = _parquet_parts(portfolio)
     least = READ_ON_WORKERS_ROWS if read_on_workers_rows is None else read_on_workers_rows
-    if parts is not None and sum(m.num_rows for _, m in parts) >= least:
+    market = options.market() if parts is not None else None
+    if parts is not None and sum(m.num_rows for _, m in parts) * len(market.curve_sets) >= least:
         groups = [(part, [m.row_group(g).num_rows for g in range(m.num_row_groups)]) for part, m in parts]
         rows = sum(sum(sizes) for _, sizes in groups)
         check_columns({name for _, m in parts for name in m.schema.names}, rows, options)
-        return BigFile(str(portfolio), groups, rows, options, options.market(), folder)
+        return BigFile(str(portfolio), groups, rows, options, market, folder)
     job = prepare_job(portfolio, options)
     name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
     return Portfolio(job, options.engine, name)
