@@ -252,14 +252,16 @@ def _settled():
         gc.unfreeze()
 
 
-def inspect(portfolio, curves=None, *, precision: str = "fp64") -> Inspection:
+def inspect(portfolio, curves=None, *, precision: str = "fp64", **options) -> Inspection:
     """The shape of ``portfolio`` (a DataFrame or a CSV/Parquet path) on ``curves`` (a table or path, or None
-    for the built-in ``hull``) and the plan ``engine="auto"`` follows in this process, under the tuned model of
-    this machine for ``precision``."""
-    market = load_curves(curves)
-    table = read_portfolio(portfolio)
+    for the built-in ``hull``), the rules its invalid rows break, and the plan ``engine="auto"`` follows in this
+    process, under the tuned model of this machine for ``precision``. ``options`` are the fields of
+    :class:`~distprice.job.JobOptions` that decide which rows are valid, as :func:`price` takes them
+    (``as_of``, ``exercise_schedule``, ``models``, ...); the rows are checked as in ``on_invalid="report"``."""
+    checked = JobOptions.of(curves=curves, precision=precision, **options, on_invalid="report").checked()
+    job = prepare_job(portfolio, checked)
     gpu = gpu_available()
-    return inspector.inspect(table, market, current_model(precision, gpu), gpu)
+    return inspector.inspect(job.prepared, job.market.base, current_model(precision, gpu), gpu)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Command line: ``distprice run | mc | calibrate heston | calibrate hull-white | generate | bench | inspect | tune |
-cluster-script``.
+cluster-script | config list | config show``.
 
 Exit status: 0 done; 1 any other failure; 2 invalid input or options (nothing written); 3 scheduler
 unreachable or lost; 4 written, but some rows have an error (``--on-invalid report``); 5 no workers; 6 the
-job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose
-is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
-bar is drawn on stderr only when it is a terminal.
+job's timeout; 7 the output cannot be written (a full disk, no permission; nothing written); 130 interrupted
+(Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose is shown as its message, never as
+a traceback; logs go to stderr, the summary to stdout, and the progress bar is drawn on stderr only when it is
+a terminal.
 
 Importing this module loads only click and the option names (:mod:`distprice.choices`), so that ``--help``
 answers at once; a command imports the engines, pandas and Dask when it runs.
@@ -37,6 +38,27 @@ from .choices import (
 )
 from .errors import DistpriceError, InvalidInputError, OptionError
 
+
+def row_options(command):
+    """The options that decide which dated or model rows are valid, shared by ``run`` and ``inspect``."""
+    for option in (
+        click.option(
+            "--models",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
+            "`distprice calibrate hull-white` writes it.",
+        ),
+        click.option(
+            "--exercise-schedule",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.",
+        ),
+        click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column."),
+    ):
+        command = option(command)
+    return command
+
+
 precision_option = click.option(
     "--precision",
     type=click.Choice(PRECISION_NAMES),
@@ -63,8 +85,8 @@ def _terminate(signum, frame):
 
 def reports_errors(command):
     """Shows a :class:`DistpriceError` as its message and exits with its status (invalid input: 2, nothing
-    written; scheduler unreachable: 3; anything else: 1); Ctrl-C and SIGTERM end the job (its tasks
-    cancelled, no file left half-written) with 130 and 143."""
+    written; scheduler unreachable: 3; an output that cannot be written: 7; anything else: 1); Ctrl-C and
+    SIGTERM end the job (its tasks cancelled, no file left half-written) with 130 and 143."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -199,9 +221,21 @@ def _flag(flag: str, check, value):
 )
 @click.option("--allow-empty", is_flag=True, default=None, help="Price a portfolio of no rows (else an error).")
 @click.option(
+    "--allow-large-rates",
+    is_flag=True,
+    default=None,
+    help="Take zero rates beyond ±1 and coupons above 1 (else refused as percentages typed as numbers).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds the job may take; past them it stops (exit 6) and nothing is written.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="The most seconds of pricing the job may be predicted to take; a job predicted longer is refused "
+    "(exit 2) [default: 3600].",
 )
 @click.option("--create-dirs", is_flag=True, help="Create the output's (and the report's) folder if it does not exist.")
 @click.option(
@@ -256,13 +290,22 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
         **options,
     )
     summary = ran.summary
-    timings = {} if ran.ready is None else {"start": ran.ready - start}
-    timings["price"] = summary.seconds
-    click.echo(f"{summary.line(wall=time.perf_counter() - start)}, wrote {output}")
+    wall = time.perf_counter() - start
+    click.echo(f"{summary.line(wall=wall)}, wrote {output}")
     if report:
         from .report import write_report
 
-        write_report(output, report, portfolio=portfolio, summary=summary, timings=timings, workers=ran.workers)
+        write_report(
+            output,
+            report,
+            portfolio=portfolio,
+            summary=summary,
+            timings=_phases(wall, summary.seconds, None if ran.ready is None else ran.ready - start),
+            workers=ran.workers,
+            plan=ran.plan,
+            chunks=ran.chunks,
+            chunk_seconds=ran.chunk_seconds,
+        )
         click.echo(f"wrote the job report {report}")
     if summary.priced < summary.rows:
         click.echo(
@@ -271,6 +314,16 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
             err=True,
         )
         sys.exit(EXIT_ROW_ERRORS)
+
+
+def _phases(wall: float, job: float, started: float | None) -> dict[str, float]:
+    """The phases of a ``run`` of ``wall`` seconds in all, for its report (they add up to ``wall``): the cluster's
+    start (``started`` seconds from the command's start; None in this process), the job's ``job`` seconds, and the
+    rest (a cluster's stop; in this process, start-up and reading the portfolio before the job)."""
+    phases = {} if started is None else {"start": started}
+    phases["job"] = job
+    phases["stop" if started is not None else "other"] = max(0.0, wall - sum(phases.values()))
+    return phases
 
 
 def _reported_form(job, explicit: bool):
@@ -594,6 +647,7 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
 @click.option(
     "--curves", type=click.Path(exists=True, dir_okay=False), help="Zero curves table, if the portfolio needs one."
 )
+@row_options
 @precision_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.option(
@@ -602,8 +656,9 @@ def bench(family, dataset, size, seed, engine, precision, repeat, peer, peer_siz
     help="Also draw the book's shape and the plan: .html, or .png (needs Chromium).",
 )
 @reports_errors
-def inspect(portfolio, portfolio_option, curves, precision, as_json, plot):
-    """Shape statistics of a portfolio and the plan `--engine auto` would follow on this machine."""
+def inspect(portfolio, portfolio_option, curves, precision, as_json, plot, **rows):
+    """Shape statistics of a portfolio, the rules its invalid rows break, and the plan `--engine auto` would
+    follow on this machine."""
     if (portfolio is None) == (portfolio_option is None):
         raise click.UsageError("give the portfolio once: --portfolio PATH, or PATH alone")
     from . import api

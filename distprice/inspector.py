@@ -50,9 +50,11 @@ import pandas as pd
 from .lattice.batch import PACK_THREADS
 from .lattice.geometry import node_steps
 from .lattice.groups import instrument_groups, shared_node_steps
-from .lattice.instruments import prepare
+from .lattice.instruments import Prepared
 from .lattice.layouts import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps, shape_sample
 
+INVALID_RULES_SHOWN = 5
+"""Rules of the invalid rows that ``distprice inspect`` names, the most broken first."""
 FLAT_SAMPLE = 2048
 """Rows packed to estimate the flat kernel's share of idle nodes."""
 OUTER_THREADS_PER_SM = 448
@@ -272,8 +274,8 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu
 @dataclass(frozen=True)
 class Inspection:
     """A portfolio as the inspector sees it: the trees of its valid rows (``width``, ``height``), the ``plan``
-    that prices them in this process, and ``figures``: its shape, invalid rows, where it would be priced, its
-    trees shared, the model and the plan (what ``distprice inspect --json`` prints)."""
+    that prices them in this process, and ``figures``: its shape, invalid rows and the rules they break, where it
+    would be priced, its trees shared, the model and the plan (what ``distprice inspect --json`` prints)."""
 
     width: np.ndarray
     height: np.ndarray
@@ -287,6 +289,13 @@ class Inspection:
             f"rows {shape['rows']} ({self.figures['invalid_rows']} invalid), node-steps {shape['node_steps']:.3e} "
             f"({shared['node_steps']:.3e} computed with shared trees, {shared['groups']} tree groups)"
         )
+        broken = self.figures["invalid_rules"]
+        for rule in broken[:INVALID_RULES_SHOWN]:
+            column = f"{rule['column']}: " if rule["column"] else ""
+            rows = rule["rows"]
+            yield f"  invalid: {rows} row{'s' * (rows != 1)}, {column}{rule['rule']} (first: {rule['first']})"
+        if len(broken) > INVALID_RULES_SHOWN:
+            yield f"  invalid: ... and {len(broken) - INVALID_RULES_SHOWN} more rules (--json lists them all)"
         for name in ("width", "height"):
             q = shape[name]
             if q:
@@ -294,7 +303,8 @@ class Inspection:
         yield f"model: {chosen.model.device}, {chosen.model.precision}, {chosen.model.source}"
         yield (
             f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
-            f"such workers prices it in about 1/n of that, plus its start)"
+            f"such machines or GPUs prices it in about 1/n of that, plus its start; workers that share a machine's "
+            f"cores or a GPU share its speed)"
         )
         for part in self.figures["plan"]["parts"]:
             extra = ", ".join(
@@ -309,10 +319,24 @@ class Inspection:
         )
 
 
-def inspect(portfolio: pd.DataFrame, market, model: CostModel, gpu: bool) -> Inspection:
-    """The inspection of a portfolio table on ``market`` (curves by id): its valid rows' shape and trees shared,
-    and the plan that prices them in this process under ``model``, with or without a ``gpu``."""
-    prepared = prepare(portfolio, market)
+def invalid_rules(prepared: Prepared) -> list[dict]:
+    """The rules a checked portfolio's invalid rows break, the most broken first: each rule's ``column``,
+    ``rule``, the ``rows`` that break it and the ``first`` of them (a row breaking several rules counts in
+    each)."""
+    rules: dict[tuple, dict] = {}
+    for problem in prepared.problems:
+        rule = rules.setdefault(
+            (problem.column, problem.rule), {"column": problem.column, "rule": problem.rule, "rows": 0}
+        )
+        rule["rows"] += 1
+        rule.setdefault("first", problem.where)
+    return sorted(rules.values(), key=lambda rule: -rule["rows"])
+
+
+def inspect(prepared: Prepared, market, model: CostModel, gpu: bool) -> Inspection:
+    """The inspection of a checked portfolio (:func:`~distprice.lattice.instruments.prepare`) on ``market``
+    (curves by id): its valid rows' shape and trees shared, the rules its invalid rows break, and the plan that
+    prices the valid rows in this process under ``model``, with or without a ``gpu``."""
     valid = prepared.valid
     width, height = prepared.geometry.width[valid], prepared.geometry.height[valid]
     groups = instrument_groups(prepared.instruments(), market)

@@ -3,8 +3,6 @@ calibrate_hull_white, a cluster fitting surfaces and models at once, and a portf
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,20 +14,7 @@ from distprice.cli import main
 from distprice.cluster.pricer import Pricer
 from distprice.models import read_quotes
 
-from utils import HULL_PUT
-
-QUOTES = Path(__file__).parent / "data" / "heston" / "1062_quotes.in"
-SWAPTIONS = pd.DataFrame(
-    {
-        "model": ["USD"] * 4,
-        "curve": "hull",
-        "expiry": [1.0, 2.0, 3.0, 5.0],
-        "tenor": [5.0, 5.0, 4.0, 5.0],
-        "fixed_frequency": 2,
-        "volatility": [0.0095, 0.0092, 0.009, 0.0086],
-        "volatility_type": "normal",
-    }
-)
+from utils import HESTON_QUOTES as QUOTES, HULL_PUT, SWAPTIONS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -1,10 +1,15 @@
-"""Cluster and job configs: the ready files in configs/, defaults, and the messages of bad configs."""
+"""Cluster and job configs: the ready files in configs/ (shipped with the package, found by name), defaults, and
+the messages of bad configs."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from distprice.cluster.config import (
@@ -15,6 +20,7 @@ from distprice.cluster.config import (
     Security,
     load_config,
     parse_config,
+    shipped_configs,
 )
 from distprice.errors import ConfigError
 from distprice.scenarios import parse_shifts
@@ -406,3 +412,99 @@ def test_dask_security_names_a_missing_file(tmp_path):
     )
     with pytest.raises(ConfigError, match=f"^cluster.security.key_file: no such file: {tmp_path / 'node-key.pem'}$"):
         cluster.dask_security()
+
+
+# ---- the shipped configs, found by name ----
+
+
+def test_the_shipped_configs_are_the_repositorys():
+    shipped = shipped_configs()
+    assert list(shipped) == sorted(p.stem for p in CONFIGS.glob("*.yaml"))
+    for name, path in shipped.items():
+        assert path.read_text() == (CONFIGS / f"{name}.yaml").read_text()
+
+
+def test_a_shipped_config_is_found_by_name_from_any_folder(tmp_path, monkeypatch):
+    from distprice.cluster.start import cluster_config
+
+    monkeypatch.chdir(tmp_path)
+    local = load_config(CONFIGS / "local-cpu.yaml")
+    for name in ("local-cpu", "local-cpu.yaml"):
+        by_name = load_config(name)
+        assert (by_name.cluster, by_name.job) == (local.cluster, local.job)
+        assert by_name.source == str(shipped_configs()["local-cpu"])
+    assert cluster_config("local-cpu") == local.cluster  # what distprice.Pricer("local-cpu") starts
+    assert cluster_config("local-cuda").kind == "local-cuda"
+    # a file that exists is read first, whatever its name
+    (tmp_path / "local-cpu.yaml").write_text("cluster:\n  kind: local\n  n_workers: 3\n")
+    assert load_config("local-cpu.yaml").cluster.n_workers == 3 and load_config("local-cpu").cluster.n_workers is None
+
+
+def test_a_name_that_is_no_file_nor_shipped_config_lists_the_shipped_ones(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = "address, compose, local-cpu, local-cuda, pbs, slurm-gpu, tls, tls-local"
+    with pytest.raises(ConfigError) as caught:
+        load_config("local-gpu")
+    assert str(caught.value) == (
+        f"local-gpu: no such config file, nor a config shipped with distprice; the shipped ones, by name: {names} "
+        "(distprice config show NAME prints one)"
+    )
+    with pytest.raises(ConfigError, match=r"^configs/local-cpu.yaml: .* \(did you mean local-cpu, the shipped one\?\)"):
+        load_config("configs/local-cpu.yaml")  # the docs' old path, outside the checkout
+
+
+def test_the_config_commands_and_cluster_find_shipped_configs_by_name(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    shown = runner.invoke(main, ["config", "show", "local-cpu"])
+    assert shown.exit_code == 0 and shown.output == (CONFIGS / "local-cpu.yaml").read_text()
+    listed = runner.invoke(main, ["config", "list"])
+    assert listed.exit_code == 0 and [line.split()[0] for line in listed.output.splitlines()] == list(shipped_configs())
+    assert (
+        "local-cpu    A Dask cluster on this machine's CPU cores: distprice run --cluster local-cpu\n" in listed.output
+    )
+    unknown = runner.invoke(main, ["config", "show", "nightly"])
+    assert unknown.exit_code == 2 and "the shipped ones, by name: address, compose, local-cpu" in unknown.output
+    pd.DataFrame({"id": ["a"], "instrument": ["bond"], "maturity": [5.0]}).to_csv("book.csv", index=False)
+    run = runner.invoke(main, ["run", "--cluster", "nightly", "--portfolio", "book.csv", "--output", "o.csv"])
+    assert run.exit_code == 2 and "nightly: no such config file, nor a config shipped" in run.output
+    assert not (tmp_path / "o.csv").exists()
+    pytest.importorskip("dask_jobqueue")
+    script = runner.invoke(main, ["cluster-script", "slurm-gpu"])
+    assert script.exit_code == 0 and "#SBATCH --gres=gpu:4\n" in script.output
+
+
+@pytest.mark.slow
+def test_an_installed_distprice_ships_its_configs(tmp_path):
+    """The package as setuptools installs it (a build of this checkout's pyproject.toml), imported from a folder
+    outside the checkout: its configs come with it and are found by name."""
+    built = tmp_path / "lib"
+    subprocess.run(
+        [sys.executable, "-c", "import setuptools; setuptools.setup()", "-q"]
+        + ["egg_info", "--egg-base", str(tmp_path), "build_py", "--build-lib", str(built)],
+        cwd=CONFIGS.parent,
+        check=True,
+        capture_output=True,
+    )
+    code = (
+        "from distprice.cluster.config import load_config, shipped_configs\n"
+        "print(shipped_configs()['local-cpu'].parent)\n"
+        "print(load_config('local-cuda').cluster.kind)\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(built)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines() == [str(built / "distprice" / "configs"), "local-cuda"]
+    for path in CONFIGS.glob("*.yaml"):
+        assert (built / "distprice" / "configs" / path.name).read_text() == path.read_text()

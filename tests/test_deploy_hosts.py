@@ -1,11 +1,15 @@
-"""The systemd units of deploy/hosts, and every Dask command line deploy/ starts (compose services, operator
-pods, units) against the options the Dask commands take."""
+"""The systemd units of deploy/hosts, every Dask command line deploy/ starts (compose services, operator
+pods, units) against the options the Dask commands take, and the dashboard's reverse proxy."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 import shlex
+import shutil
+import subprocess
+
+import pytest
 
 from utils import DEPLOY
 
@@ -72,3 +76,45 @@ def test_every_deployed_worker_starts_with_the_worker_preload(compose, manifests
     assert len(workers) == 7  # compose: two GPU services and the CPU one; the operator's three pods; the unit
     for words in workers:
         assert words[words.index("--preload") + 1] == PRELOAD == "distprice.cluster.worker", words
+
+
+NGINX_SITE = DEPLOY / "hosts" / "dashboard-nginx.conf"
+
+
+def test_the_dashboard_proxy_asks_a_password_and_passes_websockets_to_loopback():
+    text = NGINX_SITE.read_text()
+    lines = {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    assert "listen 443 ssl;" in lines and "auth_basic_user_file /etc/nginx/distprice.htpasswd;" in lines
+    assert "proxy_pass http://127.0.0.1:8787;" in lines  # the dashboard stays on loopback, as configs keep it
+    assert {"proxy_http_version 1.1;", "proxy_set_header Upgrade $http_upgrade;"} <= lines
+    assert (
+        "proxy_set_header Connection $distprice_connection;" in lines
+        and "map $http_upgrade $distprice_connection {" in lines
+    )
+
+
+def test_nginx_takes_the_dashboard_proxy(tmp_path):
+    if shutil.which("nginx") is None or shutil.which("openssl") is None:
+        pytest.skip("needs nginx and openssl")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"]
+        + ["-subj", "/CN=localhost", "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")],
+        check=True,
+        capture_output=True,
+    )
+    (tmp_path / "htpasswd").write_text("alice:$apr1$x$y\n")
+    site = (
+        NGINX_SITE.read_text()
+        .replace("/etc/nginx/tls/risk-host.pem", str(tmp_path / "cert.pem"))
+        .replace("/etc/nginx/tls/risk-host-key.pem", str(tmp_path / "key.pem"))
+        .replace("/etc/nginx/distprice.htpasswd", str(tmp_path / "htpasswd"))
+    )
+    (tmp_path / "site.conf").write_text(site)
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nevents {{}}\n"
+        f"http {{\n  access_log off;\n  include {tmp_path}/site.conf;\n}}\n"
+    )
+    done = subprocess.run(
+        ["nginx", "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "test is successful" in done.stderr, done.stderr

@@ -1,8 +1,8 @@
 """The documentation: the site builds without a warning, and every code block of the guide (docs/) and of the
 README runs as written, so that neither can drift from the code.
 
-A page's code blocks run in page order, in a temporary folder of their own that holds a link to the repository's
-``configs/`` (a reader at the repository root has it):
+A page's code blocks run in page order, in a temporary folder of their own, outside the repository (the configs
+that ship with distprice are found by name there, as by a user of the installed package):
 
 - a block named after a file (reST ``:caption: book.csv``, Markdown info string ``csv book.csv``) is written to
   that file; a YAML file, and every YAML file a page includes with ``literalinclude``, must load as a
@@ -11,6 +11,8 @@ A page's code blocks run in page order, in a temporary folder of their own that 
   ``output`` right after one lists lines its output must hold, in order (``...`` stands for any text);
 - ``python`` blocks run with ``exec`` in one namespace per page, as ``__main__``; ``pycon`` blocks are doctests
   in that namespace;
+- a file of ``deploy/`` that a page includes (an nginx site, say) is checked by the deployment tests
+  (``tests/test_deploy_*.py``), not run here;
 - a few setup commands cannot run inside a test (creating and activating a virtual environment, ``pip
   install``, the test suite itself): they are checked instead (:data:`SETUP`), and the README's install line
   must be the one CI runs.
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from utils import DEPLOY
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -269,7 +273,6 @@ def check_config(path: Path, where: str) -> None:
 def run_blocks(blocks: list[Block], folder: Path, where: str) -> None:
     """Runs a page's blocks in ``folder`` (the working directory), one after the other."""
     namespace = {"__name__": "__main__"}
-    (folder / "configs").symlink_to(ROOT / "configs")
     last_output = None
     for block in blocks:
         label = f"{where} {block}"
@@ -279,6 +282,8 @@ def run_blocks(blocks: list[Block], folder: Path, where: str) -> None:
             last_output = None
             continue
         last_output = None
+        if block.source is not None and DEPLOY in block.source.parents:
+            continue  # checked by tests/test_deploy_*.py
         if FILE_NAME.fullmatch(block.name):
             target = block.source or folder / block.name  # an included repository file is read where it is
             if block.source is None:

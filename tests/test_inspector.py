@@ -9,14 +9,18 @@ import pytest
 from click.testing import CliRunner
 
 import distprice
+from distprice import api
 from distprice.cli import main
 from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.execute import fixed_plan
 from distprice.inspector import describe, plan
 from distprice.lattice import datasets
+from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.instruments import prepare
 from distprice.tuning import CPU_DEVICE, shipped_default
+
+from utils import random_portfolio
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -128,6 +132,57 @@ def test_inspect_prints_shape_and_plan(tmp_path):
     for args in (["inspect"], ["inspect", str(source), "--portfolio", str(source)]):
         refused = CliRunner().invoke(main, args)
         assert refused.exit_code == 2 and "give the portfolio once" in refused.output
+
+
+def test_inspect_checks_dated_rows_as_run_does_and_says_why_rows_are_invalid(tmp_path):
+    book = desk(60, seed=4)
+    undated = book.portfolio.drop(columns="valuation_date")
+    undated.to_csv(tmp_path / "book.csv", index=False)
+    book.curves.to_csv(tmp_path / "curves.csv", index=False)
+    book.exercise_schedule.to_csv(tmp_path / "calls.csv", index=False)
+    common = ["inspect", str(tmp_path / "book.csv"), "--curves", str(tmp_path / "curves.csv")]
+    # without a valuation date no dated row can be priced, and inspect says so, rule by rule
+    result = CliRunner().invoke(main, common)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("rows 0 (60 invalid), node-steps 0.000e+00")
+    first = undated["id"].iloc[0]
+    assert lines[1] == (
+        "  invalid: 60 rows, valuation_date: is required: give the job's valuation date (as_of) or this column "
+        f"(first: row 1 (id '{first}'))"
+    )
+    # --as-of as run takes it: the bermudan rows whose dates the exercise schedule gives still lack them
+    result = CliRunner().invoke(main, [*common, "--as-of", AS_OF, "--json"])
+    figures = json.loads(result.stdout)
+    scheduled = int(undated["id"].isin(book.exercise_schedule["id"]).sum())
+    assert figures["invalid_rows"] == scheduled > 0
+    assert [(rule["column"], rule["rows"]) for rule in figures["invalid_rules"]] == [
+        ("expiry_date", scheduled),
+        ("strike", scheduled),
+    ]
+    # with it every row is valid, and the shape is that of the book valued by its own column
+    schedule = ["--exercise-schedule", str(tmp_path / "calls.csv")]
+    result = CliRunner().invoke(main, [*common, "--as-of", AS_OF, *schedule])
+    assert result.stdout.startswith("rows 60 (0 invalid)") and "invalid:" not in result.stdout
+    result = CliRunner().invoke(main, [*common, "--as-of", AS_OF, *schedule, "--json"])
+    own = api.inspect(book.portfolio, book.curves, exercise_schedule=book.exercise_schedule)
+    assert json.loads(result.stdout)["shape"] == json.loads(json.dumps(own.figures["shape"]))
+    assert own.figures["invalid_rules"] == [] and own.figures["shape"]["node_steps"] > 0
+    refused = CliRunner().invoke(main, [*common, "--as-of", "2026-02-30"])
+    assert refused.exit_code == 2 and "Invalid value for --as-of" in refused.output
+
+
+def test_inspect_names_the_five_most_broken_rules_and_counts_the_others():
+    book = random_portfolio(np.random.default_rng(1), 8, max_steps_per_year=12)
+    broken = {"strike": -1.0, "volatility": -0.01, "mean_reversion": -0.1, "maturity": -1.0, "face": -5.0}
+    for row, (column, value) in enumerate(broken.items()):
+        book.loc[row, column] = value
+    book.loc[5:6, "steps_per_year"] = 0
+    lines = list(api.inspect(book).lines())
+    assert lines[0].startswith("rows 1 (7 invalid)")
+    assert lines[1] == "  invalid: 2 rows, steps_per_year: must be >= 1 (first: row 6 (id 'ins-5'))"
+    assert lines[2] == "  invalid: 1 row, strike: must be >= 0 (first: row 1 (id 'ins-0'))"
+    assert lines[6] == "  invalid: ... and 2 more rules (--json lists them all)" and lines[7].startswith("width")
 
 
 def test_auto_records_the_engine_of_each_row(mixed_portfolio):

@@ -26,6 +26,20 @@ SLURM_CPU = {
     "jobqueue": {"cores": 1, "memory": "2GiB", "interface": "lo", "start_timeout": 60},
 }
 """A SLURM cluster config of one-core CPU jobs on the loopback interface, no dashboard."""
+HESTON_QUOTES = ROOT / "tests" / "data" / "heston" / "1062_quotes.in"
+"""The Heston benchmark's surface: 1062 option quotes."""
+SWAPTIONS = pd.DataFrame(
+    {
+        "model": ["USD"] * 4,
+        "curve": "hull",
+        "expiry": [1.0, 2.0, 3.0, 5.0],
+        "tenor": [5.0, 5.0, 4.0, 5.0],
+        "fixed_frequency": 2,
+        "volatility": [0.0095, 0.0092, 0.009, 0.0086],
+        "volatility_type": "normal",
+    }
+)
+"""Four normal-volatility swaption quotes of one Hull-White model on the built-in curve."""
 
 HULL_PUT = dict(
     instrument="bond_option",

@@ -1,4 +1,5 @@
-"""Cluster and job settings read from YAML; ready files are in ``configs/``.
+"""Cluster and job settings read from YAML; ready files ship with the package (``configs/`` of the repository,
+installed as ``distprice.configs``) and are found by name (:func:`shipped_configs`).
 
 A config file has two sections, both optional: ``cluster`` (where to price, :class:`ClusterConfig`) and
 ``job`` (what to price, :class:`JobConfig`); a setting left out takes the default of its dataclass.
@@ -11,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import difflib
+import importlib.resources
 import math
 import numbers
 import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import yaml
 from dask.utils import parse_bytes
@@ -220,18 +223,45 @@ def parse_config(mapping, source: str = "<dict>", base_dir=None) -> Config:
     return Config(cluster, job, source)
 
 
-def load_config(path) -> Config:
-    """The config in the YAML file ``path``; relative paths in it are taken from the file's folder.
+def shipped_configs() -> dict[str, Path]:
+    """The ready configs that ship with distprice, by name (``local-cpu`` for ``local-cpu.yaml``): the installed
+    package data ``distprice.configs``, or ``configs/`` beside the package in a source checkout."""
+    try:
+        folder = Path(str(importlib.resources.files("distprice.configs")))
+    except ModuleNotFoundError:
+        folder = Path(__file__).resolve().parents[2] / "configs"
+    return {path.stem: path for path in sorted(folder.glob("*.yaml"), key=lambda path: path.stem)}
 
-    Raises :class:`ConfigError` for a missing or unreadable file, a YAML syntax error (with its line) and
-    every problem :func:`parse_config` finds.
+
+def config_file(path_or_name) -> str:
+    """The config file ``path_or_name`` names: a file that exists, else a shipped config by name (``local-cpu``
+    or ``local-cpu.yaml``). Raises :class:`ConfigError` listing the shipped names when it is neither."""
+    source = os.fspath(path_or_name)
+    if os.path.exists(source):
+        return source
+    shipped = shipped_configs()
+    name = source.removesuffix(".yaml")
+    if name in shipped:  # a name has no folder: shipped names have none
+        return str(shipped[name])
+    stem = Path(name).name
+    hint = f" (did you mean {stem}, the shipped one?)" if stem in shipped and stem != name else ""
+    raise ConfigError(
+        f"{source}: no such config file, nor a config shipped with distprice{hint}; the shipped ones, by name: "
+        f"{', '.join(shipped)} (distprice config show NAME prints one)"
+    )
+
+
+def load_config(path) -> Config:
+    """The config in the YAML file ``path``, or the shipped config of that name (:func:`config_file`); relative
+    paths in it are taken from the file's folder.
+
+    Raises :class:`ConfigError` for a file that is neither, an unreadable file, a YAML syntax error (with its
+    line) and every problem :func:`parse_config` finds.
     """
-    source = os.fspath(path)
+    source = config_file(path)
     try:
         with open(source, "rb") as file:
             mapping = yaml.safe_load(file)
-    except FileNotFoundError:
-        raise ConfigError(f"{source}: no such config file") from None
     except OSError as error:
         raise ConfigError(f"{source}: cannot read it: {error.strerror}") from None
     except yaml.YAMLError as error:

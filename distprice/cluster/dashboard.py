@@ -91,13 +91,14 @@ _JOB_FIELDS = {
 _WAITING = ("released", "waiting", "queued", "no-worker")
 
 
-def register(client) -> str | None:
+def register(client, link: str | None = None) -> str | None:
     """Loads the page on the scheduler of ``client`` (once: a second call, or a scheduler started with the
-    preload, keeps the first) and returns its URL, or None when the scheduler serves no dashboard."""
+    preload, keeps the first) and returns its URL beside ``link``, the dashboard's URL (None: the one Dask
+    gives), or None when the scheduler serves no dashboard."""
     client.register_plugin(JobBoard())
     if not client.scheduler_info().get("services", {}).get("dashboard"):
         return None
-    return client.dashboard_link.rsplit("/", 1)[0] + PAGE
+    return (link or client.dashboard_link).rsplit("/", 1)[0] + PAGE
 
 
 def post_job(

@@ -42,7 +42,7 @@ from . import dashboard
 from .config import ClusterConfig
 from .metrics import PricingMetrics
 from .progress import follow
-from .start import cluster_config, default_chunks, start
+from .start import cluster_config, dashboard_host, default_chunks, start
 from .tasks import can_write, describe_worker, run_chunk
 from .watch import Watch, connected
 
@@ -86,9 +86,14 @@ class Pricer:
             self.client, self._cluster = start(config)
             self._owns_client = True
         self.no_workers_timeout = config.no_workers_timeout
+        self._dashboard_host = (
+            dashboard_host(config.dashboard_address)
+            if self._cluster is not None and config.dashboard_address is not None
+            else None
+        )
         with connected(self.client):
             self.client.register_plugin(PricingMetrics())
-            self.page = dashboard.register(self.client)
+            self.page = dashboard.register(self.client, self.dashboard_link)
             """The URL of the dashboard's distprice page (the current job live), or None without a dashboard."""
             workers = self.workers
             log.info(
@@ -124,8 +129,17 @@ class Pricer:
 
     @property
     def dashboard_link(self) -> str | None:
+        """The dashboard's URL, or None without one. On a cluster this pricer started, its host is the one the
+        dashboard listens on (``cluster.dashboard_address``; the machine's hostname for every interface), else
+        the scheduler's host."""
+        from distributed.utils import format_dashboard_link
+
         served = self.client.scheduler_info().get("services", {}).get("dashboard")
-        return self.client.dashboard_link if served else None
+        if not served:
+            return None
+        if self._dashboard_host is None:
+            return self.client.dashboard_link
+        return format_dashboard_link(self._dashboard_host, served)
 
     @property
     def workers(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 
 import dask
@@ -13,6 +14,8 @@ from ..cuda import gpu_available
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
 from .worker import PRELOAD
+
+log = logging.getLogger(__name__)
 
 
 def default_cluster() -> ClusterConfig:
@@ -112,6 +115,13 @@ def start(config: ClusterConfig):
             raise SchedulerUnreachableError(
                 f"cannot reach the scheduler at {config.address} within {config.timeout:g} s: {error}"
             ) from None
+    if not on_loopback(config.dashboard_address):
+        log.warning(
+            "the dashboard listens on %s, beyond this machine: anyone who reaches it sees the cluster's logs, "
+            "workers and jobs, with no password. Keep it on 127.0.0.1 (reach it by SSH tunnel) or put it "
+            "behind a reverse proxy with authentication (see the clusters guide)",
+            config.dashboard_address,
+        )
     if config.kind in JOBQUEUE_KINDS:
         from .jobqueue import build_cluster
 
@@ -174,6 +184,21 @@ def start(config: ClusterConfig):
             raise
         raise ClusterError(f"the local cluster's worker processes did not start ({error}). {advice}") from None
     return Client(cluster, security=security), cluster
+
+
+def dashboard_host(address: str) -> str:
+    """The host of a ``host:port`` dashboard address as a URL names it: the machine's hostname where it listens
+    on every interface (``0.0.0.0``, ``::`` or no host)."""
+    host = address.rpartition(":")[0].strip("[]")
+    return socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+
+
+def on_loopback(address: str | None) -> bool:
+    """Whether a dashboard at ``address`` (``host:port``; None: none) is reachable from this machine only."""
+    if address is None:
+        return True
+    host = address.rpartition(":")[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 TRIM_SETTING = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
