@@ -3,10 +3,9 @@ cluster-script | config list | config show``.
 
 Exit status: 0 done; 1 any other failure; 2 invalid input or options (nothing written); 3 scheduler
 unreachable or lost; 4 written, but some rows have an error (``--on-invalid report``); 5 no workers; 6 the
-job's timeout; 7 the output cannot be written (a full disk, no permission; nothing written); 130 interrupted
-(Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose is shown as its message, never as
-a traceback; logs go to stderr, the summary to stdout, and the progress bar is drawn on stderr only when it is
-a terminal.
+job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose
+is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
+bar is drawn on stderr only when it is a terminal.
 
 Importing this module loads only click and the option names (:mod:`distprice.choices`), so that ``--help``
 answers at once; a command imports the engines, pandas and Dask when it runs.
@@ -85,8 +84,8 @@ def _terminate(signum, frame):
 
 def reports_errors(command):
     """Shows a :class:`DistpriceError` as its message and exits with its status (invalid input: 2, nothing
-    written; scheduler unreachable: 3; an output that cannot be written: 7; anything else: 1); Ctrl-C and
-    SIGTERM end the job (its tasks cancelled, no file left half-written) with 130 and 143."""
+    written; scheduler unreachable: 3; anything else: 1); Ctrl-C and SIGTERM end the job (its tasks
+    cancelled, no file left half-written) with 130 and 143."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -151,7 +150,8 @@ def _flag(flag: str, check, value):
 @main.command()
 @click.option(
     "--cluster",
-    help="Cluster config YAML (see configs/) or a scheduler address (tcp://host:8786). "
+    help="Cluster config: a YAML file, a shipped config by name (local-cpu, local-cuda: `distprice config list`) "
+    "or a scheduler address (tcp://host:8786). "
     "Without it: a local cluster sized to this machine, or this process for small jobs.",
 )
 @click.option(
@@ -182,18 +182,7 @@ def _flag(flag: str, check, value):
     help="Under scenarios: long (id, scenario, the prices; each row's scenarios together), wide (a column per "
     "scenario) or full (every column under every scenario) [default: long].",
 )
-@click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column.")
-@click.option(
-    "--exercise-schedule",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.",
-)
-@click.option(
-    "--models",
-    type=click.Path(exists=True, dir_okay=False),
-    help="Model table (model, mean_reversion, volatility[, curve]) for rows that name a model, as "
-    "`distprice calibrate hull-white` writes it.",
-)
+@row_options
 @click.option(
     "--output",
     type=click.Path(),
@@ -221,21 +210,9 @@ def _flag(flag: str, check, value):
 )
 @click.option("--allow-empty", is_flag=True, default=None, help="Price a portfolio of no rows (else an error).")
 @click.option(
-    "--allow-large-rates",
-    is_flag=True,
-    default=None,
-    help="Take zero rates beyond ±1 and coupons above 1 (else refused as percentages typed as numbers).",
-)
-@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds the job may take; past them it stops (exit 6) and nothing is written.",
-)
-@click.option(
-    "--max-seconds",
-    type=click.FloatRange(min=0, min_open=True),
-    help="The most seconds of pricing the job may be predicted to take; a job predicted longer is refused "
-    "(exit 2) [default: 3600].",
 )
 @click.option("--create-dirs", is_flag=True, help="Create the output's (and the report's) folder if it does not exist.")
 @click.option(
@@ -290,22 +267,13 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
         **options,
     )
     summary = ran.summary
-    wall = time.perf_counter() - start
-    click.echo(f"{summary.line(wall=wall)}, wrote {output}")
+    timings = {} if ran.ready is None else {"start": ran.ready - start}
+    timings["price"] = summary.seconds
+    click.echo(f"{summary.line(wall=time.perf_counter() - start)}, wrote {output}")
     if report:
         from .report import write_report
 
-        write_report(
-            output,
-            report,
-            portfolio=portfolio,
-            summary=summary,
-            timings=_phases(wall, summary.seconds, None if ran.ready is None else ran.ready - start),
-            workers=ran.workers,
-            plan=ran.plan,
-            chunks=ran.chunks,
-            chunk_seconds=ran.chunk_seconds,
-        )
+        write_report(output, report, portfolio=portfolio, summary=summary, timings=timings, workers=ran.workers)
         click.echo(f"wrote the job report {report}")
     if summary.priced < summary.rows:
         click.echo(
@@ -314,16 +282,6 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
             err=True,
         )
         sys.exit(EXIT_ROW_ERRORS)
-
-
-def _phases(wall: float, job: float, started: float | None) -> dict[str, float]:
-    """The phases of a ``run`` of ``wall`` seconds in all, for its report (they add up to ``wall``): the cluster's
-    start (``started`` seconds from the command's start; None in this process), the job's ``job`` seconds, and the
-    rest (a cluster's stop; in this process, start-up and reading the portfolio before the job)."""
-    phases = {} if started is None else {"start": started}
-    phases["job"] = job
-    phases["stop" if started is not None else "other"] = max(0.0, wall - sum(phases.values()))
-    return phases
 
 
 def _reported_form(job, explicit: bool):
@@ -661,9 +619,10 @@ def inspect(portfolio, portfolio_option, curves, precision, as_json, plot, **row
     follow on this machine."""
     if (portfolio is None) == (portfolio_option is None):
         raise click.UsageError("give the portfolio once: --portfolio PATH, or PATH alone")
+    _option("--as-of", as_of=rows["as_of"])
     from . import api
 
-    inspection = api.inspect(portfolio or portfolio_option, curves, precision=precision)
+    inspection = api.inspect(portfolio or portfolio_option, curves, precision=precision, **rows)
     if plot:
         from .report import draw_shape
 
@@ -689,14 +648,44 @@ def tune(precision, repeat):
 
 
 @main.command("cluster-script")
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@click.argument("config")
 @reports_errors
 def cluster_script(config):
-    """Print the batch script each job of a slurm or pbs cluster config runs (nothing is submitted)."""
+    """Print the batch script each job of a slurm or pbs cluster config (a file, or a shipped config by name)
+    runs (nothing is submitted)."""
     from .cluster.config import load_config
     from .cluster.jobqueue import job_script
 
     click.echo(job_script(load_config(config).cluster), nl=False)
+
+
+@main.group("config")
+def config_group():
+    """The ready cluster configs that ship with distprice, found by name by --cluster and distprice.Pricer."""
+
+
+@config_group.command("list")
+def config_list():
+    """The shipped configs: each name and the first line of its comment."""
+    from .cluster.config import shipped_configs
+
+    for name, path in shipped_configs().items():
+        first = path.read_text().splitlines()[0]
+        click.echo(f"{name:12} {first.lstrip('# ').rstrip(':')}")
+
+
+@config_group.command("show")
+@click.argument("name")
+@reports_errors
+def config_show(name):
+    """Print a config as written, comments included, once checked: a shipped one by name (e.g. local-cpu) or a
+    file. Copy one to start a config of your own: distprice config show slurm-gpu > slurm.yaml."""
+    from .cluster.config import config_file, load_config
+
+    path = config_file(name)
+    load_config(path)
+    with open(path) as file:
+        click.echo(file.read(), nl=False)
 
 
 if __name__ == "__main__":

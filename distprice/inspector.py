@@ -303,8 +303,7 @@ class Inspection:
         yield f"model: {chosen.model.device}, {chosen.model.precision}, {chosen.model.source}"
         yield (
             f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
-            f"such machines or GPUs prices it in about 1/n of that, plus its start; workers that share a machine's "
-            f"cores or a GPU share its speed)"
+            f"such workers prices it in about 1/n of that, plus its start)"
         )
         for part in self.figures["plan"]["parts"]:
             extra = ", ".join(
@@ -350,6 +349,7 @@ def inspect(prepared: Prepared, market, model: CostModel, gpu: bool) -> Inspecti
     figures = {
         "shape": describe(width, height),
         "invalid_rows": int((~valid).sum()),
+        "invalid_rules": invalid_rules(prepared),
         "execution": execution,
         "shared": {"groups": len(groups), "node_steps": shared_node_steps(width, height, groups.group)},
         "model": {"device": chosen.model.device, "precision": chosen.model.precision, "source": chosen.model.source},
