@@ -3,9 +3,10 @@ cluster-script | config list | config show``.
 
 Exit status: 0 done; 1 any other failure; 2 invalid input or options (nothing written); 3 scheduler
 unreachable or lost; 4 written, but some rows have an error (``--on-invalid report``); 5 no workers; 6 the
-job's timeout; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose
-is shown as its message, never as a traceback; logs go to stderr, the summary to stdout, and the progress
-bar is drawn on stderr only when it is a terminal.
+job's timeout; 7 the output cannot be written (a full disk, no permission; nothing written); 130 interrupted
+(Ctrl-C); 143 terminated (SIGTERM). Every error distprice raises on purpose is shown as its message, never as
+a traceback; logs go to stderr, the summary to stdout, and the progress bar is drawn on stderr only when it is
+a terminal.
 
 Importing this module loads only click and the option names (:mod:`distprice.choices`), so that ``--help``
 answers at once; a command imports the engines, pandas and Dask when it runs.
@@ -84,8 +85,8 @@ def _terminate(signum, frame):
 
 def reports_errors(command):
     """Shows a :class:`DistpriceError` as its message and exits with its status (invalid input: 2, nothing
-    written; scheduler unreachable: 3; anything else: 1); Ctrl-C and SIGTERM end the job (its tasks
-    cancelled, no file left half-written) with 130 and 143."""
+    written; scheduler unreachable: 3; an output that cannot be written: 7; anything else: 1); Ctrl-C and
+    SIGTERM end the job (its tasks cancelled, no file left half-written) with 130 and 143."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):

@@ -35,7 +35,7 @@ class Problem:
 
     def __str__(self) -> str:
         column = f", column '{self.column}'" if self.column else ""
-        return f"{self.where}{column}: {self.rule}"
+        return printable(f"{self.where}{column}: {self.rule}")
 
 
 class InvalidInputError(DistpriceError, ValueError):
@@ -92,6 +92,25 @@ class JobTimeoutError(DistpriceError, TimeoutError):
     """A job ran past its ``timeout``; its tasks were cancelled and nothing was written."""
 
     exit_status = 6
+
+
+class OutputError(DistpriceError, OSError):
+    """The output cannot be written: a full disk or quota, a read-only file system, no permission. Nothing is
+    written under the output's name, and an earlier output there is unchanged; ``errno`` is the cause's."""
+
+    exit_status = 7
+
+    def __str__(self) -> str:
+        return str(self.strerror if self.strerror is not None else super().__str__())
+
+
+def printable(text: str) -> str:
+    """``text`` with its control and invisible characters (terminal escape codes, carriage returns, bidirectional
+    overrides) written as Python escapes (``\\x1b``, ``\\r``, ``\\u202e``): a message quoting a file shows them
+    rather than obeys them."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def shown(value) -> str:

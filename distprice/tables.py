@@ -13,17 +13,26 @@ A *folder* (a name ending in ``/``, or a folder that exists) holds a table as Pa
 ``part-000001.parquet``..., whose rows follow one another in the order of their names (the order pyarrow, pandas
 and Dask read them in). Its parts are encoded on several threads, or by the workers of a cluster job, each its
 own; the folder is built beside its target and renamed into place once complete.
+
+An output that cannot be written (a full disk, no permission) is an :class:`~distprice.errors.OutputError`
+naming it and the cause; its temporary is removed and an earlier output under its name stays as it was. A
+temporary is hidden beside its output and named for it, this host and the writing process
+(``.priced.csv.HOST.PID.RANDOM.tmp``), so that the next run for that output removes those whose process has ended
+(killed) on this host (:func:`remove_stale`).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import difflib
+import errno
 import functools
 import logging
 import os
 import re
 import shutil
+import socket
 import stat
 import tempfile
 import time
@@ -38,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from .errors import InvalidInputError, OptionError, Problem
+from .errors import DistpriceError, InvalidInputError, OptionError, OutputError, Problem, printable
 from .join import join_parquet
 
 log = logging.getLogger(__name__)
@@ -158,11 +167,12 @@ def misspelled(column, known) -> str | None:
 
 
 def check_names(table: str, columns, known, log_unread: bool = True) -> list[Problem]:
-    """The problems of a table's column names: a column that misspells a known one (:func:`misspelled`) is an
-    error naming both (it would otherwise be ignored, and its rows priced on a default); the other columns
-    distprice does not read pass through, listed once per process in the log."""
-    problems, unread = [], []
-    for column in columns:
+    """The problems of a table's column names: a name given twice is an error (which of the two is meant?), and
+    so is a column that misspells a known one (:func:`misspelled`), naming both (it would otherwise be ignored,
+    and its rows priced on a default); the other columns distprice does not read pass through, listed once per
+    process in the log."""
+    problems, unread = duplicated(table, columns), []
+    for column in dict.fromkeys(columns):
         meant = misspelled(column, known)
         if meant is not None:
             problems.append(
@@ -173,8 +183,27 @@ def check_names(table: str, columns, known, log_unread: bool = True) -> list[Pro
     key = (table, tuple(unread))
     if unread and log_unread and not problems and key not in _listed:
         _listed.add(key)
-        log.info("%s: columns distprice does not read, passed through: %s", table, ", ".join(unread))
+        log.info("%s: columns distprice does not read, passed through: %s", table, printable(", ".join(unread)))
     return problems
+
+
+def duplicated(table: str, columns) -> list[Problem]:
+    """A problem for each name of ``table``'s ``columns`` given to more than one column (which is meant?)."""
+    counts = collections.Counter(str(c) for c in columns)
+    return [
+        Problem(None, table, name, f"is the name of {count} columns: keep one, or rename the others")
+        for name, count in counts.items()
+        if count > 1
+    ]
+
+
+def schema_names(schemas) -> list[str]:
+    """The column names of a table held in Parquet files of ``schemas``, in order of first appearance, each as
+    many times as one file names it (for :func:`duplicated` to find a name given twice)."""
+    names: collections.Counter[str] = collections.Counter()
+    for schema in schemas:
+        names |= collections.Counter(schema.names)
+    return list(names.elements())
 
 
 def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -185,16 +214,41 @@ def read_table(path, text: tuple[str, ...] = TEXT_COLUMNS, labels: tuple[str, ..
     try:
         if fmt == FOLDER and not any(Path(path).glob("part-*.parquet")):
             raise ValueError("the folder holds no part-*.parquet")
-        if fmt in ("parquet", FOLDER):
-            named = text_columns(pq.read_schema(parquet_files(path)[0]), labels)
-            return to_pandas(pq.read_table(path, read_dictionary=named or None))
-        types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
-        options = pcsv.ConvertOptions(
-            null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
-        )
-        return to_pandas(pcsv.read_csv(path, convert_options=options))
+        if fmt == "csv":
+            types = dict.fromkeys(text, pa.string()) | dict.fromkeys(labels, LABEL_TYPE)
+            options = pcsv.ConvertOptions(
+                null_values=[""], strings_can_be_null=True, quoted_strings_can_be_null=True, column_types=types
+            )
+            return to_pandas(pcsv.read_csv(path, convert_options=options))
+        schema = pq.read_schema(parquet_files(path)[0])
+        twice = duplicated(str(path), schema.names)  # pyarrow would refuse them in words of its own
+        if not twice:
+            return to_pandas(pq.read_table(path, read_dictionary=text_columns(schema, labels) or None))
     except (OSError, ValueError, pa.ArrowException) as error:
-        raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {error}")]) from None
+        where = (fmt == "csv" and isinstance(error, pa.ArrowInvalid) and _bad_row(path)) or str(error)
+        raise InvalidInputError([Problem(None, str(path), None, f"cannot be read as {fmt}: {where}")]) from None
+    raise InvalidInputError(twice)
+
+
+def _bad_row(path) -> str | None:
+    """The first row of the CSV file ``path`` whose fields the header's do not match, in words: its number
+    (counting from 1 after the header, blank lines aside, as the row numbers of problems count) and its text,
+    quoted as Python quotes text (``\\x1b`` for an escape code); None where every row matches."""
+    found: list = []
+
+    def bad(row) -> str:
+        found.append(row)
+        return "error"
+
+    parse = pcsv.ParseOptions(invalid_row_handler=bad)
+    with contextlib.suppress(OSError, ValueError, pa.ArrowException):
+        pcsv.read_csv(path, read_options=pcsv.ReadOptions(use_threads=False), parse_options=parse)
+    if not found:
+        return None
+    row = found[0]
+    return (
+        f"row {row.number - 1}: {row.actual_columns} field(s) where the header has {row.expected_columns}: {row.text!r}"
+    )
 
 
 def to_pandas(table: pa.Table | pa.Array | pa.ChunkedArray):
@@ -276,7 +330,8 @@ def _same_place(a, b) -> bool:
 def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:
     """Checks, before any pricing, that a file (or with ``folder`` a folder) can be written at ``path``: a
     folder that exists (created with ``create_dirs``) and takes new files, and no folder in the way of a file.
-    :class:`OptionError` says what is wrong."""
+    :class:`OptionError` says what is wrong; :class:`OutputError` names a file system with no room left. Then
+    removes the temporaries that killed writers of ``path`` left (:func:`remove_stale`)."""
     path = Path(path)
     parent = path.parent
     if not parent.exists() and create_dirs:
@@ -293,12 +348,118 @@ def check_place(path, create_dirs: bool = False, folder: bool = False) -> Path:
     if path.is_dir() and not folder:
         raise OptionError(f"{path}: is a folder, not a file")
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
+        _beside(path, ".probe").unlink()
+        full = shutil.disk_usage(parent).free == 0
     except OSError as error:
+        if error.errno in NO_ROOM:
+            raise output_error(path, error) from None
         raise OptionError(f"{path}: cannot write in {parent}: {error.strerror}") from None
+    if full:
+        raise output_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    remove_stale(path)
     return path
+
+
+NO_ROOM = {
+    errno.ENOSPC: "free space on its file system, or write elsewhere",
+    errno.EDQUOT: "free space within your quota, or write elsewhere",
+    errno.EFBIG: "its file system takes no file this large: write a folder of parts (a name ending in /)",
+    errno.EROFS: "write elsewhere",
+}
+"""The errors (``errno``) that only writing causes, each with what to do."""
+DENIED = "write where you may: see the owner and mode of its folder"
+"""What to do about any other error of writing an output (no permission, mostly)."""
+
+
+def output_error(path, error: OSError) -> OutputError:
+    """The :class:`OutputError` of the output ``path`` for ``error``, naming its cause and what to do."""
+    cause = os.strerror(error.errno) if error.errno else str(error)
+    return OutputError(
+        error.errno,
+        f"{path}: cannot write the output: {cause} ({NO_ROOM.get(error.errno or 0, DENIED)}); nothing was written "
+        "under its name, and an earlier output there is kept",
+    )
+
+
+@contextlib.contextmanager
+def _writing(path, causes=None):
+    """Raises an :class:`OSError` of writing the output ``path`` in the block as :func:`output_error`: only
+    those of ``causes`` (errnos; every one when None), so that a failure of reading what is written passes as it
+    is. An :class:`OutputError` of a part of the output (written by a worker or a thread) is named as the
+    output's."""
+    try:
+        yield
+    except OutputError as error:
+        if error.errno is None:
+            raise
+        raise output_error(path, error) from error
+    except DistpriceError:
+        raise
+    except OSError as error:
+        if causes is not None and error.errno not in causes:
+            raise
+        raise output_error(path, error) from error
+
+
+HOST = re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname()) or "host"
+"""This host's name as the temporaries written here carry it."""
+TEMPORARIES = (".tmp", ".parts.tmp", ".old", ".probe")
+"""The endings of temporaries beside an output: a file or folder being written, a folder of parts to join, a
+folder being removed, a probe of the folder."""
+_STALE = re.compile(r"(?P<pid>[0-9]+)\.[a-z0-9_]+(" + "|".join(re.escape(t) for t in TEMPORARIES) + ")")
+
+
+def _beside(path: Path, ending: str, folder: bool = False) -> Path:
+    """A new hidden temporary file (or empty folder) beside ``path``, named for it, this host and this process:
+    ``.NAME.HOST.PID.RANDOM`` and ``ending`` (one of :data:`TEMPORARIES`)."""
+    prefix = f".{path.name}.{HOST}.{os.getpid()}."
+    if folder:
+        return Path(tempfile.mkdtemp(prefix=prefix, suffix=ending, dir=path.parent))
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=ending, dir=path.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` of this host may be running (True where that cannot be told)."""
+    if os.name != "posix" or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
+def remove_stale(path) -> list[Path]:
+    """Removes the temporaries beside the output ``path`` that writers of it killed on this host left (their
+    name carries this host and their process, which is no longer running: :func:`_beside`), each logged;
+    returns them. A running writer's temporaries, another host's, and any not named so are left alone."""
+    path = Path(path)
+    prefix = f".{path.name}.{HOST}."
+    removed: list[Path] = []
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return removed
+    for name in names:
+        found = _STALE.fullmatch(name[len(prefix) :])
+        if found is None or _running(int(found["pid"])):
+            continue
+        stale = path.parent / name
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+        if not os.path.lexists(stale):
+            removed.append(stale)
+            log.info(
+                "removed %s, left by process %s of this host, which ended while writing %s", stale, found["pid"], path
+            )
+    return removed
 
 
 def _read_umask() -> int:
@@ -323,16 +484,20 @@ def _new_file_mode(path: Path, new: int = 0o666) -> int:
 @contextlib.contextmanager
 def _replacing(path: Path):
     """Yields the name of an empty temporary file beside ``path``, which replaces ``path`` (with the mode of
-    :func:`_new_file_mode`) when the block ends, or is removed when it raises."""
+    :func:`_new_file_mode`) when the block ends, or is removed when it raises (an error of writing it as
+    :class:`OutputError`, :func:`_writing`)."""
     mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    with _writing(path):
+        tmp = str(_beside(path, ".tmp"))
     try:
-        yield tmp
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        with _writing(path, NO_ROOM):
+            yield tmp
+        with _writing(path):
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
 
 
@@ -429,13 +594,16 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
 
 @contextlib.contextmanager
 def scratch_folder(path):
-    """An empty hidden folder beside ``path`` for the time of the block, then removed with what it holds."""
+    """An empty hidden folder beside ``path`` for the time of the block, then removed with what it holds (an
+    error of writing in it as :class:`OutputError`, :func:`_writing`)."""
     path = check_output(path)
-    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".parts.tmp", dir=path.parent))
+    with _writing(path):
+        folder = _beside(path, ".parts.tmp", folder=True)
     try:
-        yield folder
+        with _writing(path, NO_ROOM):
+            yield folder
     finally:
-        _discard(folder)
+        _discard(folder, path)
 
 
 def write_joined(parts: Iterable, path) -> int:
@@ -451,34 +619,51 @@ def write_joined(parts: Iterable, path) -> int:
 def new_folder(path):
     """A folder of parts built for ``path``: yields an empty hidden folder beside it, which replaces ``path``
     once the block ends (an older folder of parts there is removed), or is removed with whatever it holds when
-    the block raises."""
+    the block raises (an error of writing it as :class:`OutputError`, :func:`_writing`; the older folder kept)."""
     path = check_output(path)
     mode = _new_file_mode(path, 0o777)
-    building = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    with _writing(path):
+        building = _beside(path, ".tmp", folder=True)
     try:
-        yield building
-        os.chmod(building, mode)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old)
-            os.replace(building, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(building, path)
+        with _writing(path, NO_ROOM):
+            yield building
+        with _writing(path):
+            os.chmod(building, mode)
+            _put_folder(building, path)
     except BaseException:
-        _discard(building)
+        _discard(building, path)
         raise
 
 
-def _discard(folder: Path) -> None:
-    """Removes a folder being built, also while late writers (the tasks of a job that failed) still add parts
-    to it: it is renamed away first, so that no part can be put at its name any more."""
-    trash = Path(tempfile.mkdtemp(prefix=folder.name, suffix=".old", dir=folder.parent))
+def _put_folder(building: Path, path: Path) -> None:
+    """The folder ``building`` renamed to ``path``, in place of the folder there (removed), which is put back
+    when the rename fails."""
+    if not path.exists():
+        os.replace(building, path)
+        return
+    old = _beside(path, ".old", folder=True)
+    os.replace(path, old)
     try:
-        os.replace(folder, trash)
+        os.replace(building, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _discard(folder: Path, path: Path) -> None:
+    """Removes a folder being built for the output ``path``, also while late writers (the tasks of a job that
+    failed) still add parts to it: it is renamed away first, so that no part can be put at its name any more."""
+    try:
+        trash = _beside(path, ".old", folder=True)
     except OSError:
-        trash.rmdir()
         trash = folder
+    else:
+        try:
+            os.replace(folder, trash)
+        except OSError:
+            trash.rmdir()
+            trash = folder
     for _ in range(DISCARD_TRIES):
         shutil.rmtree(trash, ignore_errors=True)
         if not trash.exists():

@@ -214,3 +214,23 @@ def test_an_output_may_not_be_one_of_the_jobs_inputs(tmp_path):
     with pytest.raises(OptionError, match=r"is the job's input \(curves\)"):
         check_output(f"{tmp_path}/parts/", inputs={"portfolio": None, "curves": tmp_path / "parts"})
     check_output(tmp_path / "priced.csv", inputs={"portfolio": str(tmp_path / "book.csv"), "models": object()})
+
+
+def test_a_row_that_breaks_the_csv_form_is_named_and_shown_escaped(tmp_path):
+    """The bad row's text is quoted with its control characters written out: a terminal shows an escape code or
+    a bidirectional override, it does not obey it."""
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    path = tmp_path / "book.csv"
+    path.write_text("id,strike,expiry\na,63,3\n\nb,\x1b[31m64\u202e,3,9\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError) as caught:
+        read_table(path)
+    said = str(caught.value)
+    assert (
+        f"{path}: cannot be read as csv: row 2: 4 field(s) where the header has 3: 'b,\\x1b[31m64\\u202e,3,9'" in said
+    )
+    assert "\x1b" not in said and "\u202e" not in said
+    result = CliRunner().invoke(main, ["run", "--portfolio", str(path), "--output", str(tmp_path / "o.csv")])
+    assert result.exit_code == 2 and "row 2: 4 field(s)" in result.output and "\\x1b[31m64\\u202e" in result.output

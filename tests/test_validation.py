@@ -222,6 +222,69 @@ def test_misspelled_columns_of_the_other_tables_are_errors(tmp_path):
     assert not (tmp_path / "o.csv").exists()
 
 
+def twice(table: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``table`` with a second column named ``column``."""
+    return pd.concat([table, table[[column]]], axis=1)
+
+
+def test_a_name_given_to_two_columns_is_an_error_naming_the_table_and_the_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+    from distprice.families import lattice
+    from distprice.job import JobOptions
+    from distprice.lattice.desk import AS_OF, desk
+    from distprice.montecarlo import datasets as paths
+
+    rule = "is the name of 2 columns: keep one, or rename the others"
+    book = pd.DataFrame([dict(HULL_PUT, id="a", curve="usd")])
+    noted = book.assign(desk_note="x")  # a column passed through: twice, it could not be written
+    curves = pd.DataFrame({"curve": ["usd", "usd"], "t": [1.0, 10.0], "zero_rate": [0.03, 0.04]})
+    for table, call in (
+        ("portfolio", lambda: distprice.price(twice(book, "strike"), curves)),
+        ("portfolio", lambda: distprice.price(twice(noted, "desk_note"), curves)),
+        ("curves input", lambda: distprice.price(book, twice(curves, "zero_rate"))),
+        ("scenarios input", lambda: distprice.price(book, curves, scenarios=twice(curves.assign(scenario="up"), "t"))),
+    ):
+        with pytest.raises(InvalidInputError) as caught:
+            call()
+        column = str(caught.value.problems[0].column)
+        assert [str(p) for p in caught.value.problems] == [f"{table}, column '{column}': {rule}"]
+    models = pd.DataFrame({"model": ["m"], "mean_reversion": [0.1], "volatility": [0.01]})
+    with pytest.raises(InvalidInputError, match=f"model table, column 'volatility': {rule}"):
+        distprice.price(book.assign(model="m"), curves, models=twice(models, "volatility"))
+    dated = desk(2, seed=1)
+    with pytest.raises(InvalidInputError, match=f"exercise schedule, column 'price': {rule}"):
+        distprice.price(
+            dated.portfolio, dated.curves, exercise_schedule=twice(dated.exercise_schedule, "price"), as_of=AS_OF
+        )
+    tables = paths.large(1024)
+    tables["mc_spots"] = twice(tables["mc_spots"], "spot")
+    with pytest.raises(InvalidInputError, match=f"mc_spots, column 'spot': {rule}"):
+        distprice.price_mc(tables)
+    quotes = pd.DataFrame(
+        {"maturity": ["2027-01-04"], "strike": [1.0], "implied_vol": [0.2], "valuation_date": ["2026-01-02"]}
+    )
+    with pytest.raises(InvalidInputError, match=f"heston_quotes, column 'strike': {rule}"):
+        distprice.calibrate_heston(twice(quotes, "strike"), max_evals=40, population=40, engine="cpu")
+    # a CSV file on the command line: exit 2, no traceback
+    twice(book, "strike").to_csv(tmp_path / "book.csv", index=False)
+    curves.to_csv(tmp_path / "curves.csv", index=False)
+    args = ["run", "--portfolio", str(tmp_path / "book.csv"), "--curves", str(tmp_path / "curves.csv")]
+    result = CliRunner().invoke(main, [*args, "--output", str(tmp_path / "o.csv")])
+    assert result.exit_code == 2 and f"portfolio, column 'strike': {rule}" in result.output, result.output
+    assert "Traceback" not in result.output and not (tmp_path / "o.csv").exists()
+    # a Parquet file (pyarrow would refuse to read it in words of its own), also one the workers would read
+    arrow = pa.Table.from_pandas(book, preserve_index=False)
+    pq.write_table(arrow.append_column("strike", arrow.column("strike")), tmp_path / "book.parquet")
+    with pytest.raises(InvalidInputError, match=f"book.parquet, column 'strike': {rule}"):
+        distprice.price(str(tmp_path / "book.parquet"), curves)
+    with pytest.raises(InvalidInputError, match=f"portfolio, column 'strike': {rule}"):
+        lattice.read(str(tmp_path / "book.parquet"), JobOptions.of(curves=curves).checked(), read_on_workers_rows=1)
+
+
 def test_a_position_by_notional_is_valued_per_face_and_never_beside_a_quantity():
     rows = pd.DataFrame(
         [

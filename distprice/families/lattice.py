@@ -55,6 +55,7 @@ from ..tables import (
     LABEL_COLUMNS,
     parquet_files,
     part_name,
+    schema_names,
     table_format,
     text_columns,
     to_pandas,
@@ -104,7 +105,7 @@ def read(
     if parts is not None and sum(m.num_rows for _, m in parts) * len(market.curve_sets) >= least:
         groups = [(part, [m.row_group(g).num_rows for g in range(m.num_row_groups)]) for part, m in parts]
         rows = sum(sum(sizes) for _, sizes in groups)
-        check_columns({name for _, m in parts for name in m.schema.names}, rows, options)
+        check_columns(schema_names(m.schema for _, m in parts), rows, options)
         return BigFile(str(portfolio), groups, rows, options, market, folder)
     job = prepare_job(portfolio, options)
     name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
