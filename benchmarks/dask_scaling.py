@@ -36,10 +36,10 @@ The portfolio is ``--copies`` copies of the dataset at full size (other seeds, i
 every row under each parallel shift of the curves; ``--scenario-table`` passes the scenario table's layout to
 ``Pricer.run`` (only when given). ``--measures`` adds risk measures to every lattice job; with ``oas``, the
 portfolio is first priced once on the first cluster (untimed) and given a ``market_price`` 0.5 % below each row's
-clean price, so that every row's OAS is searched (as in ``benchmarks/risk.py``). "job s" is ``Pricer.run`` from the file to the priced Parquet file (read, checks,
-pricing, writing), or ``Pricer.price_mc`` from the tables to the prices, the median of ``--repeat`` runs after a
-warm-up run on each cluster (cut into ``--chunks-per-worker`` chunks per worker however small the job, so that every
-worker has its kernels compiled). From the pricing metrics:
+clean price, so that every row's OAS is searched (as in ``benchmarks/risk.py``). "job s" is ``Pricer.run`` from the
+file to the priced Parquet file (read, checks, pricing, writing), or ``Pricer.price_mc`` from the tables to the
+prices, the median of ``--repeat`` runs after a warm-up run on each cluster (cut into ``--chunks-per-worker`` chunks
+per worker however small the job, so that every worker has its kernels compiled). From the pricing metrics:
 "kernel s", each GPU's kernel time, the GPU kernel times of all the worker processes (CUDA events) summed and divided
 by the GPUs (a GPU's processes launch in turns, so their kernels do not overlap; on CPU workers, the longest worker's
 time in the CPU engine's pricing loops), and "tasks s", per worker, the longest sum of its pricing tasks' own time
