@@ -211,6 +211,12 @@ def _flag(flag: str, check, value):
 )
 @click.option("--allow-empty", is_flag=True, default=None, help="Price a portfolio of no rows (else an error).")
 @click.option(
+    "--allow-large-rates",
+    is_flag=True,
+    default=None,
+    help="Take zero rates beyond ±1 and coupons above 1 (else refused as percentages typed as numbers).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds the job may take; past them it stops (exit 6) and nothing is written.",

@@ -6,6 +6,10 @@ the day count ``ACT/365F`` (the default) or 360 for ``ACT/360``, and the curve o
 :meth:`ZeroCurve.at` it. The day count also sets the years of the trees priced on the curve: a date d is
 ``t(d) = (d - V) / D`` there. A curve set maps a curve id to a :class:`ZeroCurve`; the built-in curve ``hull``
 (Hull's Table 30.2 example) is always available unless the curves input defines a curve of that name itself.
+
+Zero rates are decimals: one beyond ±:data:`MAX_RATE` is refused as a percentage typed as a number unless
+``allow_large_rates``. A curve by date is anchored on its valuation date: a row is refused when its curve has
+no knot after the row's valuation date, or one before it (:func:`~distprice.lattice.instruments.prepare`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,18 @@ CURVE_COLUMNS = ("curve", "zero_rate")
 """Columns every curves input has, besides ``t`` or ``date`` (and the optional ``day_count``)."""
 DAYS_PER_YEAR = {"ACT/365F": 365, "ACT/360": 360}
 """The curve day counts and their D: a curve year is D calendar days."""
+MAX_RATE = 1.0
+"""The largest size of a zero rate (and of a coupon) taken as given: 1 is 100 % a year. A larger one is almost
+always a percentage typed as a number (3.86 for 3.86 %); ``allow_large_rates`` takes it."""
+
+
+def percent_slip(value: float, what: str = "a zero rate", beyond: str = "beyond ±1") -> str:
+    """The rule a rate ``value`` outside its bounds breaks (``what`` names the rate, ``beyond`` where it lies),
+    with the decimal it most likely stands for."""
+    rule = f"{what} is a decimal: 0.05 is 5 %; {beyond} it needs allow_large_rates, --allow-large-rates"
+    if abs(value) <= 100:
+        return f"{value:g} looks like a percentage: write {value / 100:g} ({rule})"
+    return f"{value:g} is not a rate ({rule})"
 
 
 @dataclass(frozen=True)
@@ -77,12 +93,15 @@ def builtin_curves() -> dict[str, ZeroCurve]:
     return {"hull": ZeroCurve(*HULL_CURVE)}
 
 
-def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[Problem]]:
+def curves_from_frame(
+    table: pd.DataFrame, allow_large_rates: bool = False
+) -> tuple[dict[str, ZeroCurve], list[Problem]]:
     """Build a curve set (built-ins included) from a ``curve, t | date, zero_rate[, day_count]`` table, with the
     problems found.
 
     Problems name the 1-based row of the curves input, the column and the rule broken; curves with a
-    problem are left out of the set so that instruments naming them are reported too.
+    problem are left out of the set so that instruments naming them are reported too. A zero rate beyond
+    ±:data:`MAX_RATE` is a problem unless ``allow_large_rates``.
     """
     curves = builtin_curves()
     missing = [c for c in CURVE_COLUMNS if c not in table.columns]
@@ -126,6 +145,9 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
     flag(dated & np.isfinite(t), "t", "give t or date, not both")
     flag(~dated & np.isfinite(t) & (t < 0), "t", "must be >= 0")
     flag(~np.isfinite(z), "zero_rate", "must be a finite number")
+    large = np.isfinite(z) & (np.abs(z) > MAX_RATE) & (not allow_large_rates)
+    for r in rows[large]:
+        problems.append(Problem(None, f"curves row {r}", "zero_rate", percent_slip(float(z[r - 1]))))
     flag(
         ~pd.Series(day_count).isin(list(DAYS_PER_YEAR)).to_numpy(),
         "day_count",
@@ -135,6 +157,7 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
         (dated ^ np.isfinite(t))
         & ~(~dated & (t < 0))
         & np.isfinite(z)
+        & ~large
         & pd.Series(day_count).isin(list(DAYS_PER_YEAR)).to_numpy()
     )
     bad_curves = set(ids[~good].dropna().astype(str))
@@ -179,18 +202,27 @@ def curves_from_frame(table: pd.DataFrame) -> tuple[dict[str, ZeroCurve], list[P
     return curves, problems
 
 
-def load_curves(curves) -> dict[str, ZeroCurve]:
+def load_curves(curves, allow_large_rates: bool = False) -> dict[str, ZeroCurve]:
     """A curve set from None (built-ins only), a path, a curves table (see :func:`curves_from_frame`) or a dict
     of :class:`ZeroCurve` (built-ins added).
 
-    Raises :class:`InvalidInputError` when the curves input breaks a rule (every problem, by row).
+    Raises :class:`InvalidInputError` when the curves input breaks a rule (every problem, by row; a dict's
+    zero rates beyond ±:data:`MAX_RATE` by curve and knot, unless ``allow_large_rates``).
     """
     if curves is None:
         return builtin_curves()
     if isinstance(curves, dict):
+        problems = [
+            Problem(None, f"curve {name!r} knot {k + 1}", "zero_rate", percent_slip(float(rate)))
+            for name, curve in curves.items()
+            for k, rate in enumerate(curve.zero_rate)
+            if abs(rate) > MAX_RATE and not allow_large_rates
+        ]
+        if problems:
+            raise InvalidInputError(problems)
         return {**builtin_curves(), **curves}
     table = curves if isinstance(curves, pd.DataFrame) else read_table(curves)
-    curve_set, problems = curves_from_frame(table)
+    curve_set, problems = curves_from_frame(table, allow_large_rates)
     if problems:
         raise InvalidInputError(problems)
     return curve_set

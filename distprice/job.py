@@ -73,6 +73,8 @@ class JobOptions:
     before pricing when more rows than that are invalid. ``models``: a model table (or path) from which rows
     naming a ``model`` take their Hull-White a and sigma (see :func:`distprice.calibrate_hull_white`).
     ``base_scenario``: with ``scenarios``, the base curves are priced too, first, as the scenario ``base``.
+    ``allow_large_rates`` takes zero rates beyond ±1 and coupons above 1 (100 % a year), else refused as
+    percentages typed as numbers (3.86 for 3.86 %).
     ``measures`` (names of :data:`~distprice.lattice.measures.MEASURES`, a list or ``"dv01,duration,krd"``)
     adds risk columns, computed in fp64 on the base curves with bumps of ``bump_bp`` basis points and key
     rates at ``key_rates`` years; rows with a ``market_price`` are measured at their OAS.
@@ -101,6 +103,7 @@ class JobOptions:
     bump_bp: float = DEFAULT_BUMP_BP
     key_rates: object = DEFAULT_KEY_RATES
     scenario_table: str = SCENARIO_TABLES[0]
+    allow_large_rates: bool = False
 
     @classmethod
     def of(cls, **options) -> JobOptions:
@@ -161,7 +164,7 @@ class JobOptions:
 
     def market(self) -> Market:
         """The market these options name (curves read and checked)."""
-        return market(self.curves, self.scenarios, self.shifts_bp, self.base_scenario)
+        return market(self.curves, self.scenarios, self.shifts_bp, self.base_scenario, self.allow_large_rates)
 
 
 @dataclass(frozen=True)
@@ -360,6 +363,23 @@ class Job:
             changing["dirty_price"] = np.stack([d["dirty_price"] for d in dated])
             changing["accrued"] = dated[0]["accrued"]
             changing["clean_price"] = np.stack([d["clean_price"] for d in dated])
+        below = [self._below_zero(changing, s, start) for s in range(k)]
+        if any(below) and self.on_invalid == "strict":
+            names = self.market.scenarios
+            raise InvalidInputError(
+                [
+                    p if names is None else dataclasses.replace(p, where=f"{p.where} under scenario {names[s]!r}")
+                    for s, found in enumerate(below, first_set)
+                    for p in found
+                ]
+            )
+        for s, found in enumerate(below):  # such a price is no output: the row's error under that curve set
+            at = [p.position - start for p in found]
+            for values in changing.values():
+                if values.ndim == 2:
+                    values[s, at] = np.nan
+            for values in measures.values():  # measures come without scenarios: of curve set 0
+                values[at] = np.nan
         long = self.market.scenarios is not None and self.scenario_table == "long"
         echoed = (["id"] if long else list(self.table.columns)) if echo else []
         steps = np.where(valid, node_steps(geometry.width[span], geometry.height[span]), 0.0)
@@ -376,10 +396,11 @@ class Job:
             },
             errors=errors,
             unpriced=[
-                {int(r): p.rule for r, p in zip(rows_failed, self._unpriced(start + rows_failed))}
-                if len(rows_failed)
-                else {}
-                for rows_failed in failed
+                {
+                    **{int(r): p.rule for r, p in zip(rows_failed, self._unpriced(start + rows_failed))},
+                    **{p.position - start: str(p) for p in found},
+                }
+                for rows_failed, found in zip(failed, below)
             ],
             node_steps=steps,
         )
@@ -390,8 +411,33 @@ class Job:
         rule = f"could not be priced: its tree's values left the {fp} range" + (
             " (price it in fp64)" if fp == "fp32" else ""
         )
-        ids = self.prepared.table["id"].to_numpy()
-        return [Problem(int(r), f"row {r + 1} (id {ids[r]!r})", None, rule) for r in rows]
+        return [Problem(int(r), self._row(r), None, rule) for r in rows]
+
+    def _row(self, r: int) -> str:
+        """How a message names row ``r`` of the portfolio."""
+        return f"row {r + 1} (id {self.prepared.table['id'].iat[r]!r})"
+
+    def _below_zero(self, changing: dict[str, np.ndarray], s: int, start: int) -> list[Problem]:
+        """Problems of the rows of ``changing`` (some rows from ``start``, under their curve set ``s``) priced below
+        zero: a ``price``, or a dated row's ``clean_price`` (its dirty price less the accrued interest). No bond
+        has such a price: it comes of zero rates or coupons too large, most likely percentages typed as
+        numbers."""
+        price = changing["price"][s]
+        clean = changing["clean_price"][s] if "clean_price" in changing else price
+        below = (price < 0) | (clean < 0)
+        if not below.any():  # the usual case: one pass over the prices
+            return []
+        hint = "a price is never below zero; check the curve's zero rates and the coupon (decimals: 0.05 is 5 %)"
+        problems = []
+        for r in np.flatnonzero(below).tolist():
+            if price[r] < 0:
+                column, said = "price", f"{price[r]:.6g}"
+            else:
+                dirty, accrued = changing["dirty_price"][s, r], changing["accrued"][r]
+                column = "clean_price"
+                said = f"{clean[r]:.6g} (dirty {dirty:.6g} less accrued {accrued:.6g})"
+            problems.append(Problem(start + r, self._row(start + r), column, f"{said}: {hint}"))
+        return problems
 
     def _dated_prices(self, price: np.ndarray, curves, span: slice) -> dict[str, np.ndarray]:
         """``dirty_price = price / P(0, t(S))`` (the value at settlement), ``accrued`` (at settlement) and
@@ -538,6 +584,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
             exercise_schedule=schedule.result,
             curve_sets=chosen.curve_sets,
             models=model_table(options.models),
+            allow_large_rates=options.allow_large_rates,
         )
         schedule.result()  # its problems, also where no row is dated
     prepared, quotes = read_risk(table, prepared, options.risk)

@@ -23,12 +23,15 @@ from .tables import check_names, read_table
 SCENARIO_COLUMNS = ("scenario", "curve", "t", "zero_rate")
 
 
-def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, ZeroCurve]]:
+def read_scenarios(
+    source, base: dict[str, ZeroCurve], allow_large_rates: bool = False
+) -> dict[str, dict[str, ZeroCurve]]:
     """Scenario name -> curve set from a path (CSV or Parquet) or DataFrame, in order of first appearance.
 
     Each set is ``base`` with the curves the scenario lists replacing (or adding) those of the same name;
     base curves the scenario does not list are kept as they are. Scenario names are cast with ``str``.
-    Raises :class:`InvalidInputError` listing every problem, rows numbered 1-based in the scenarios input.
+    Raises :class:`InvalidInputError` listing every problem, rows numbered 1-based in the scenarios input (zero
+    rates are bounded as a curves input's, :func:`~distprice.curves.curves_from_frame`).
     """
     table = source if isinstance(source, pd.DataFrame) else read_table(source)
     missing = [c for c in SCENARIO_COLUMNS if c not in table.columns]
@@ -51,7 +54,7 @@ def read_scenarios(source, base: dict[str, ZeroCurve]) -> dict[str, dict[str, Ze
     for name in pd.unique(names[~blank]):
         positions = np.flatnonzero((names == name) & ~blank)
         group = table.iloc[positions].reset_index(drop=True)
-        curves, problems = curves_from_frame(group)
+        curves, problems = curves_from_frame(group, allow_large_rates)
         for p in problems:  # curves_from_frame labels rows "curves row r", r 1-based within the group
             r = positions[int(p.where.removeprefix("curves row ")) - 1] + 1
             found.append((r, Problem(None, f"scenarios row {r} (scenario '{name}')", p.column, p.rule)))
@@ -122,15 +125,20 @@ BASE_SCENARIO = "base"
 
 
 def market(
-    curves=None, scenarios=None, shifts_bp: tuple[float, ...] | None = None, base_scenario: bool = True
+    curves=None,
+    scenarios=None,
+    shifts_bp: tuple[float, ...] | None = None,
+    base_scenario: bool = True,
+    allow_large_rates: bool = False,
 ) -> Market:
     """The market of a job: base ``curves`` (see :func:`~distprice.curves.load_curves`), and either
     ``scenarios`` (a ``scenario, curve, t, zero_rate`` table or path; with ``base_scenario`` the base curves
     come first as the scenario ``base``) or ``shifts_bp`` (parallel shifts of every base curve, basis points,
-    as :func:`parse_shifts` gives them; the shift 0 is the base)."""
-    base = load_curves(curves)
+    as :func:`parse_shifts` gives them; the shift 0 is the base). The zero rates of the curves and scenarios
+    inputs lie within ±1 unless ``allow_large_rates``; a shift is taken as given."""
+    base = load_curves(curves, allow_large_rates)
     if scenarios is not None:
-        sets = read_scenarios(scenarios, base)
+        sets = read_scenarios(scenarios, base, allow_large_rates)
         if base_scenario:
             if BASE_SCENARIO in sets:
                 raise InvalidInputError(

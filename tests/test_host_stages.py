@@ -61,7 +61,7 @@ def curve_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
 def curve_sets():
     """The base curve set and a shifted one (``curve_sets`` of :func:`prepare`)."""
     years, dated = curve_tables()
-    base = {**load_curves(years), **load_curves(dated)}
+    base = {**load_curves(years, allow_large_rates=True), **load_curves(dated)}
     up = {name: curve.shifted(0.5) for name, curve in base.items()}
     return base, [base, up]
 
@@ -298,7 +298,8 @@ def cases():
     sets = [{**builtin_curves(), **s} for s in sets]
     as_of = int(day_numbers([AS_OF])[0])
     book = desk(150, seed=3)
-    common = dict(limits=LIMITS, as_of=as_of, curve_sets=sets)
+    # rates and coupons beyond 1 are taken, as when the data was frozen: its bounds are those of the float range
+    common = dict(limits=LIMITS, as_of=as_of, curve_sets=sets, allow_large_rates=True)
     noisy = {
         name: noisy_book(seed, **options)
         for name, seed, options in (

@@ -369,6 +369,7 @@ def read_chunk(
         models=model_table(options.models),
         first_row=piece.first_row,
         unique_ids=False,
+        allow_large_rates=options.allow_large_rates,
     )
     prepared, quotes = read_risk(table, prepared, options.risk, piece.first_row)
     job = Job(table, prepared, market, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..curves import ZeroCurve, builtin_curves
-from ..dates import NO_DATE, parse_dates
+from ..curves import MAX_RATE, ZeroCurve, builtin_curves, percent_slip
+from ..dates import NO_DATE, parse_dates, to_iso
 from ..errors import Problem
 from ..stopwatch import stage
 from ..tables import STR, factorized
@@ -134,9 +134,25 @@ class _Checker:
 
     def flag(self, mask: np.ndarray, column: str, rule: str) -> None:
         mask = np.asarray(mask, dtype=bool)
-        if mask.any():
-            self.invalid |= mask
-            self._found.append((np.flatnonzero(mask), column, rule))
+        if mask.any():  # the usual case, no row flagged: one pass
+            self.flag_at(np.flatnonzero(mask), column, rule)
+
+    def flag_at(self, positions: np.ndarray, column: str, rule: str) -> None:
+        """:meth:`flag` of the rows at ``positions`` (increasing)."""
+        if len(positions):
+            self.invalid[positions] = True
+            self._found.append((positions, column, rule))
+
+    def flag_each(self, mask: np.ndarray, values: np.ndarray, column: str, rule_of) -> None:
+        """:meth:`flag` of the rows of ``mask``, each with the rule ``rule_of(value)`` of its value in ``values``
+        (one message per distinct value)."""
+        if not mask.any():
+            return
+        positions = np.flatnonzero(mask)
+        distinct, which = np.unique(values[positions], return_inverse=True)
+        order = np.argsort(which, kind="stable")
+        for value, group in zip(distinct, np.split(positions[order], np.cumsum(np.bincount(which))[:-1])):
+            self.flag_at(group, column, rule_of(value))
 
     def add(self, problems: list[Problem]) -> None:
         """Problems found elsewhere, unless this checker named the same row and column already."""
@@ -499,6 +515,7 @@ def prepare(
     models: pd.DataFrame | None = None,
     first_row: int = 0,
     unique_ids: bool = True,
+    allow_large_rates: bool = False,
 ) -> Prepared:
     """Canonical columns of ``portfolio``, every rule it breaks row by row, and each row's tree geometry.
 
@@ -511,7 +528,9 @@ def prepare(
     curve, when they name none). For a slice of a larger portfolio, ``first_row`` is the position
     of its first row there (problems name rows by their number in the whole portfolio), and
     ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
-    (:func:`duplicated_ids`).
+    (:func:`duplicated_ids`). A coupon above :data:`~distprice.curves.MAX_RATE` (a percentage typed as a number)
+    is refused unless ``allow_large_rates``; so is a row whose curve has knots by date none of which lies after
+    the row's valuation date, or one before it (:func:`_check_knot_dates`).
 
     Each column is read once, as numpy or Arrow arrays; text columns are matched by their distinct values, and
     a problem's message is written for the rows that break a rule only.
@@ -549,12 +568,16 @@ def prepare(
     everywhere = np.ones(n, dtype=bool)
     for name, (default, bound, strict, top) in FLOAT_COLUMNS.items():
         values = _number(raw[name], n, default, name, check, required.get(name, everywhere), present[name])
-        low, high = _outside(values, -np.inf if bound is None else bound, strict, top)
+        slip = name == "coupon" and not allow_large_rates  # a coupon above 1: most likely a percentage
+        low, high = _outside(values, -np.inf if bound is None else bound, strict, MAX_RATE if slip else top)
         if bound is not None:
             check.flag(low, name, f"must be {'>' if strict else '>='} {bound:g}")
-        check.flag(
-            high, name, f"must be at most {top:g}" if bound is not None else f"must be between {-top:g} and {top:g}"
-        )
+        if slip:
+            check.flag_each(high & ~low, values, name, lambda coupon: percent_slip(coupon, "a coupon", "above 1"))
+        else:
+            check.flag(
+                high, name, f"must be at most {top:g}" if bound is not None else f"must be between {-top:g} and {top:g}"
+            )
         columns[name] = values
     check.flag(present["quantity"] & present["notional"], "notional", "give quantity or notional, not both")
     for name, (default, bound, top) in INT_COLUMNS.items():
@@ -648,6 +671,7 @@ def prepare(
         "curve",
         "has knots by date: give the job's valuation date (as_of) to price a row in years on it",
     )
+    _check_knot_dates(check, curve, known_label, curves, curve_sets or [curves], c["valuation"])
 
     geometry = tree_geometry(
         np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
@@ -782,6 +806,48 @@ def _check_rates(check: _Checker, curve: _Curves, known: np.ndarray, curve_sets,
             "curve",
             f"has zero rates too large for the row's life: |rate| x years reaches more than {MAX_RATE_YEARS:g}",
         )
+
+
+def _check_knot_dates(check: _Checker, curve: _Curves, known: np.ndarray, base, curve_sets, valuation) -> None:
+    """A row priced on a curve with knots by date (``base``, or a scenario's in ``curve_sets``) is refused when
+    the curve has no knot after the row's valuation date (a stale curve: it would be extrapolated flat over the
+    row's whole life) or a knot before it (a curve is anchored on its valuation date: such a knot says it is an
+    earlier day's curve); ``known``: which of ``curve.labels`` the curves input has."""
+    valued = valuation != NO_DATE
+    for j, name in enumerate(curve.labels):
+        if not known[j]:
+            continue
+        spans = {}  # (first, last) knot day -> how the curve is named; the base curve first
+        for curves in [base, *curve_sets]:
+            dates = curves[name].dates
+            if dates is not None:
+                spans.setdefault((int(dates[0]), int(dates[-1])), "curve" if curves is base else "scenario curve")
+        if not spans:
+            continue
+        rows = valued & (curve.codes == j)
+        for (first, last), what in spans.items():
+            stale = rows & (valuation >= last)
+            early = rows & (valuation > first) & ~stale
+            first_day, last_day = to_iso([first, last])
+            check.flag_each(
+                stale,
+                valuation,
+                "curve",
+                lambda day: (
+                    f"{what} {name!r} has no knot after the valuation date {to_iso([day])[0]}: its last "
+                    f"knot is {last_day} (a stale curve; give the curve of the valuation date)"
+                ),
+            )
+            check.flag_each(
+                early,
+                valuation,
+                "curve",
+                lambda day: (
+                    f"{what} {name!r} has a knot before the valuation date {to_iso([day])[0]}: its first "
+                    f"knot is {first_day} (a curve's knots start on its valuation date; give the curve of that date, "
+                    "or leave out the knots before it)"
+                ),
+            )
 
 
 def _aligned(n: int, rows: np.ndarray, part: DatedRows) -> DatedRows:
