@@ -356,6 +356,23 @@ def test_outer_followers_on_their_leaders_alphas_equal_their_own_bit_for_bit(out
     assert np.max(np.abs(shared[1] - option) / np.abs(bond)) < tolerance
 
 
+def test_outer_kernel_prices_trees_never_cut_as_the_cpu_engine(outer_on_host):
+    """A mean reversion near zero (the Ho-Lee limit): trees that fan out to their last step (jmax = height),
+    in the outer kernel built on the host, as the CPU engine prices them; rows of one model but different
+    heights are trees of different widths, each its own group."""
+    real, price = outer_on_host
+    rows = random_portfolio(np.random.default_rng(55), 24).assign(mean_reversion=1e-12)
+    instruments = instruments_of(rows)
+    assert (instruments.geometry.jmax == instruments.geometry.height).all()
+    batch = pack(instruments, builtin_curves(), np.float64 if real == "double" else np.float32)
+    bond, option = price(batch, batch_groups(batch).leader_of)
+    cpu_bond, cpu_option = price_cpu(batch)
+    tolerance = 1e-13 if real == "double" else 1e-4
+    assert np.max(np.abs(bond - cpu_bond) / np.abs(cpu_bond)) < tolerance
+    assert np.max(np.abs(option - cpu_option) / np.abs(cpu_bond)) < tolerance
+    assert (cpu_option > 1e-3).sum() > 10
+
+
 # ---- the GPU launches, laid out on the host ----
 
 

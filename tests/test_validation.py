@@ -50,8 +50,9 @@ GOOD = dict(HULL_PUT, id="good")
             "(--curves, or curves=); the built-in curve is 'hull'",
         ),
         (dict(quantity="many"), "quantity", "must be a number"),
-        (dict(mean_reversion=1e-5), "mean_reversion", "gives a tree wider than 32769 nodes"),
-        (dict(mean_reversion=1e-300), "mean_reversion", "gives a tree wider than 32769 nodes"),  # a dt vanishes
+        # a low mean reversion: a tree never cut, as wide as its 18000 steps allow
+        (dict(mean_reversion=1e-5, steps_per_year=2000), "mean_reversion", "gives a tree wider than 32769 nodes"),
+        (dict(mean_reversion=1e-300, steps_per_year=2000), "mean_reversion", "gives a tree wider than 32769 nodes"),
         (dict(maturity=100.0, steps_per_year=2500), "maturity", "gives a tree taller than 200000 steps"),
     ],
 )

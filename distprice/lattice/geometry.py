@@ -2,7 +2,8 @@
 
 Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
 halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height
-``n = max(1, round(T * spy))`` steps for a redemption at T years.
+``n = max(1, round(T * spy))`` steps for a redemption at T years. ``jmax`` is Hull and White's cut, except for
+a mean reversion so low that the cut lies beyond :data:`CUT_LIMIT`: that tree is never cut, ``jmax = n``.
 The geometry is computed once, when a portfolio is validated, and travels with its rows.
 """
 
@@ -15,9 +16,12 @@ import numpy as np
 
 JMAX_FACTOR = 0.184
 """Hull and White's choice: ``jmax`` is the smallest integer above ``0.184 / |M|``."""
-WIDEST = 2**40
-"""``jmax`` of a mean reversion so small that ``a dt`` vanishes against 1 (M = 0): a tree no engine builds, whose
-width validation refuses."""
+CUT_LIMIT = 16384
+"""The widest cut (``jmax``) of a tree: a tree whose Hull-White cut lies beyond it (a mean reversion below about
+``0.184 steps_per_year / 16384``, down to 0) is not cut at all but fans out to its last step, ``jmax = height``
+(no node beyond ``|j| = height`` is ever reached, so this changes no price: the tree is the one it would be with
+any cut above its height, and it is QuantLib's tree, which is never cut). Validation refuses such a tree taller
+than its limit of width allows."""
 
 
 def to_step(t, steps_per_year):
@@ -25,6 +29,11 @@ def to_step(t, steps_per_year):
     NaN or 1e308, gives some int64 without a warning)."""
     with np.errstate(over="ignore", invalid="ignore"):
         return np.floor(np.asarray(t, dtype=np.float64) * steps_per_year + 0.5).astype(np.int64)
+
+
+def tree_height(maturity, steps_per_year):
+    """The height of a tree whose redemption is ``maturity`` years away: ``max(1, round(T * spy))`` steps."""
+    return np.maximum(to_step(maturity, steps_per_year), 1)
 
 
 @dataclass(frozen=True)
@@ -72,20 +81,25 @@ def consecutive(positions):
     return positions
 
 
-def tree_geometry(mean_reversion, volatility, maturity, steps_per_year) -> TreeGeometry:
+def tree_geometry(mean_reversion, volatility, maturity, steps_per_year, height=None) -> TreeGeometry:
     """Geometry of the Hull-White tree of each instrument (Hull and White 1994) whose redemption is ``maturity``
-    years away; arguments are arrays or scalars."""
+    years away, or ``height`` steps where given (a dated row's, counted in days); arguments are arrays or
+    scalars, ``mean_reversion`` > 0.
+
+    The step's variance ``sigma^2 (1 - exp(-2 a dt)) / (2 a)`` and ``M = exp(-a dt) - 1`` are computed with
+    ``expm1``, exact to rounding however small ``a dt`` is (the variance tends to ``sigma^2 dt``, Ho-Lee's)."""
     a = np.asarray(mean_reversion, dtype=np.float64)
     sigma = np.asarray(volatility, dtype=np.float64)
     spy = np.asarray(steps_per_year, dtype=np.float64)
     dt = 1.0 / spy
-    with np.errstate(over="ignore", invalid="ignore"):  # sigma or a of 1e308 (refused by validation): no warning
-        variance = sigma**2 * (1.0 - np.exp(-2.0 * a * dt)) / (2.0 * a)
+    x = 2.0 * a * dt
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a or sigma of 1e308 (refused): no warning
+        variance = sigma**2 * dt * np.where(x > 0, -np.expm1(-x) / x, 1.0)
+        M = np.expm1(-a * dt)
+        cut = np.ceil(np.where(M < 0, -JMAX_FACTOR / M, np.inf))
     dr = np.sqrt(3.0 * variance)
-    M = np.exp(-a * dt) - 1.0
-    with np.errstate(divide="ignore"):
-        jmax = np.minimum(np.ceil(np.where(M < 0, -JMAX_FACTOR / M, np.inf)), WIDEST).astype(np.int64)
-    height = np.maximum(to_step(maturity, spy), 1)
+    height = tree_height(maturity, spy) if height is None else np.asarray(height, dtype=np.int64)
+    jmax = np.where(cut <= CUT_LIMIT, cut, height).astype(np.int64)
     return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
 
 

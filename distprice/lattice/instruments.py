@@ -26,7 +26,7 @@ from ..stopwatch import stage
 from ..tables import STR, factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
-from .geometry import TreeGeometry, consecutive, tree_geometry
+from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
 OPTION_TYPES = ("call", "put")
@@ -673,22 +673,16 @@ def prepare(
     )
     _check_knot_dates(check, curve, known_label, curves, curve_sets or [curves], c["valuation"])
 
+    height = tree_height(np.nan_to_num(c["maturity"]), c["steps_per_year"])
+    if dated is not None:
+        height = np.where(is_dated, dated.steps(dated.redemption_day, c["steps_per_year"]), height)
     geometry = tree_geometry(
         np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
         np.where(c["volatility"] > 0, c["volatility"], 1.0),
         np.nan_to_num(c["maturity"]),
         c["steps_per_year"],
+        height,
     )
-    if dated is not None:
-        heights = dated.steps(dated.redemption_day, c["steps_per_year"])
-        geometry = TreeGeometry(
-            geometry.dt,
-            geometry.dr,
-            geometry.M,
-            geometry.jmax,
-            geometry.width,
-            np.where(is_dated, heights, geometry.height),
-        )
     check.flag(
         (c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),
         "mean_reversion",

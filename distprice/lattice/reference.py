@@ -130,7 +130,7 @@ def _dated_events_by_step(ins, rows: DatedRows, r: int, curve: ZeroCurve) -> dic
 def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, float]]], n: int) -> tuple[float, float]:
     """``(bond_price, option_price)`` of one instrument (a row with the canonical columns) on a tree of ``n``
     steps, its ``events`` by step."""
-    g = tree_geometry(ins.mean_reversion, ins.volatility, ins.maturity, ins.steps_per_year)
+    g = tree_geometry(ins.mean_reversion, ins.volatility, ins.maturity, ins.steps_per_year, n)
     dt, dr, jmax = float(g.dt), float(g.dr), int(g.jmax)
     j = np.arange(-jmax, jmax + 1)
     pu, pm, pd_ = branching(jmax, float(g.M))

@@ -291,6 +291,7 @@ def _vega(
         sigma,
         np.tile(table["maturity"].to_numpy(), 2),
         np.tile(table["steps_per_year"].to_numpy(), 2),
+        np.tile(instruments.geometry.height[rows], 2),
     )
     assert np.array_equal(geometry.jmax, np.tile(instruments.geometry.jmax[rows], 2))  # sigma leaves jmax alone
     price = values.prices(both, np.zeros(1), np.tile(spread[rows], 2)[:, None, None], sigma, geometry.dr)[:, 0]
