@@ -18,7 +18,7 @@ from .cuda import device_name, gpu_available
 from .curves import load_curves
 from .errors import JobTimeoutError
 from .execute import price_plan
-from .inspector import CostModel, Inspection
+from .inspector import CostModel, Inspection, Plan
 from .job import Job, JobOptions, Summary, Tally, prepare_job
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
@@ -65,13 +65,13 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
 
         with Pricer(cluster, progress=progress) as pricer:
             return pricer.price(portfolio, curves, **options)
-    job, priced = _priced(portfolio, checked, progress)
+    job, priced, _ = _priced(portfolio, checked, progress)
     return job.table_of(priced)
 
 
-def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced]:
-    """Prices a portfolio job in this process (``checked``: its checked options): the job, and its priced table
-    as columns (:meth:`~distprice.job.Job.priced_columns`)."""
+def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced, Plan]:
+    """Prices a portfolio job in this process (``checked``: its checked options): the job, its priced table as
+    columns (:meth:`~distprice.job.Job.priced_columns`) and the plan it followed."""
     deadline = None if checked.timeout is None else time.monotonic() + checked.timeout
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
@@ -85,7 +85,7 @@ def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced
 
         bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
     engines = plan.engine_of_rows(len(instruments))
-    return job, job.priced_columns(bond, option, engines, measured=job.measure(bond[0], option[0]))
+    return job, job.priced_columns(bond, option, engines, measured=job.measure(bond[0], option[0])), plan
 
 
 def price_mc(
@@ -179,12 +179,18 @@ IN_PROCESS_ROWS = 20_000
 @dataclass(frozen=True)
 class Run:
     """What :func:`run` did: the job's ``summary``; ``ready``, the :func:`time.perf_counter` at which its cluster
-    was up (None: priced in this process); ``workers``, with ``per_worker``, what each of the cluster's workers
-    priced (:func:`~distprice.cluster.dashboard.job_workers`, for the job report), else None."""
+    was up (None: priced in this process); with ``per_worker``, for the job report, else None: ``workers``,
+    what each of the cluster's workers priced (:func:`~distprice.cluster.dashboard.job_workers`), ``plan``, the
+    plan of the valid rows (on a cluster, its chunks' plans joined), ``chunks``, the valid rows of each chunk
+    (positions), and ``chunk_seconds``, each chunk's predicted and actual seconds of pricing on its worker
+    (:class:`~distprice.families.work.Outline`; a big file read by the workers tells none of these three)."""
 
     summary: Summary
     ready: float | None = None
     workers: dict | None = None
+    plan: Plan | None = None
+    chunks: list | None = None
+    chunk_seconds: list[tuple[float, float]] | None = None
 
 
 def run(
@@ -209,7 +215,7 @@ def run(
     if table_format(portfolio) in ("csv", FOLDER):
         portfolio = read_portfolio(portfolio)  # read once: the size test and the job share it
     if cluster is not None or not (in_process or _small(portfolio)):
-        from .cluster.dashboard import job_workers
+        from .cluster.dashboard import job_chunks, job_workers
         from .cluster.pricer import Pricer
         from .cluster.start import one_line_logs
 
@@ -218,15 +224,23 @@ def run(
             ready = time.perf_counter()
             with _settled():
                 summary = pricer.run(portfolio, output=output, **options)
-            workers = (job_workers(pricer.client, pricer.last_job) or None) if per_worker else None
-        return Run(summary, ready, workers)
+            outline = pricer.last_outline if per_worker else None
+            ran = Run(
+                summary,
+                ready,
+                (job_workers(pricer.client, pricer.last_job) or None) if per_worker else None,
+                None if outline is None else outline.plan,
+                None if outline is None else outline.chunks,
+                None if outline is None else outline.times(job_chunks(pricer.client, pricer.last_job)),
+            )
+        return ran
     log.info("pricing in this process")
     tick = time.perf_counter()
     with _settled():
-        job, priced = _priced(portfolio, JobOptions.of(**options).checked(), progress)
+        job, priced, plan = _priced(portfolio, JobOptions.of(**options).checked(), progress)
         tally = Tally(len(job.table), priced.sets)
         write_table(job.table_of(tally.add(priced)), output)
-    return Run(tally.summary(time.perf_counter() - tick, 0))
+    return Run(tally.summary(time.perf_counter() - tick, 0), plan=plan if per_worker else None)
 
 
 def _small(portfolio) -> bool:

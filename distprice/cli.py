@@ -274,13 +274,22 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
         **options,
     )
     summary = ran.summary
-    timings = {} if ran.ready is None else {"start": ran.ready - start}
-    timings["price"] = summary.seconds
-    click.echo(f"{summary.line(wall=time.perf_counter() - start)}, wrote {output}")
+    wall = time.perf_counter() - start
+    click.echo(f"{summary.line(wall=wall)}, wrote {output}")
     if report:
         from .report import write_report
 
-        write_report(output, report, portfolio=portfolio, summary=summary, timings=timings, workers=ran.workers)
+        write_report(
+            output,
+            report,
+            portfolio=portfolio,
+            summary=summary,
+            timings=_phases(wall, summary.seconds, None if ran.ready is None else ran.ready - start),
+            workers=ran.workers,
+            plan=ran.plan,
+            chunks=ran.chunks,
+            chunk_seconds=ran.chunk_seconds,
+        )
         click.echo(f"wrote the job report {report}")
     if summary.priced < summary.rows:
         click.echo(
@@ -289,6 +298,16 @@ def run(cluster, progress, in_process, create_dirs, report, portfolio, output, *
             err=True,
         )
         sys.exit(EXIT_ROW_ERRORS)
+
+
+def _phases(wall: float, job: float, started: float | None) -> dict[str, float]:
+    """The phases of a ``run`` of ``wall`` seconds in all, for its report (they add up to ``wall``): the cluster's
+    start (``started`` seconds from the command's start; None in this process), the job's ``job`` seconds, and the
+    rest (a cluster's stop; in this process, start-up and reading the portfolio before the job)."""
+    phases = {} if started is None else {"start": started}
+    phases["job"] = job
+    phases["stop" if started is not None else "other"] = max(0.0, wall - sum(phases.values()))
+    return phases
 
 
 def _reported_form(job, explicit: bool):

@@ -303,7 +303,8 @@ class Inspection:
         yield f"model: {chosen.model.device}, {chosen.model.precision}, {chosen.model.source}"
         yield (
             f"plan: predicted {chosen.seconds:.4g} s for pricing in {self.figures['execution']} (a cluster of n "
-            f"such workers prices it in about 1/n of that, plus its start)"
+            f"such machines or GPUs prices it in about 1/n of that, plus its start; workers that share a machine's "
+            f"cores or a GPU share its speed)"
         )
         for part in self.figures["plan"]["parts"]:
             extra = ", ".join(

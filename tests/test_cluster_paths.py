@@ -80,6 +80,12 @@ def test_run_with_a_report_on_a_cluster(local, small_book, small_priced, tmp_pat
     assert int(figure("rows")) == int(figure("rows_priced")) == len(small_book)
     assert float(figure("start_seconds")) > 0 and float(figure("kernel_seconds")) > 0  # the cluster's start and work
     assert float(figure("total_value")) == pytest.approx(small_priced["value"].sum(), rel=1e-12)
+    total = float(re.search(r"([0-9.]+) s in all", done.output).group(1))
+    phases = sum(float(figure(f"{p}_seconds")) for p in ("start", "job", "stop"))
+    assert f"{float(figure('wall_seconds')):.2f}" == f"{total:.2f}" and phases == pytest.approx(total, abs=0.006)
+    chunks = int(figure("chunks"))  # the chunks the client cut, each with its actual seconds on its worker
+    assert chunks >= 1 and float(figure("chunk_actual_seconds")) > 0
+    assert len(re.findall(r'<table class="data" data-key="chunks">', page)) == 1 and '"plan part 0: cpu"' in page
 
 
 # ---- the dashboard's address ----

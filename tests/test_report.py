@@ -4,7 +4,9 @@ facts named, a report of 10⁶ rows under 10 MB, and the page in a real headless
 
 from __future__ import annotations
 
+import html
 import io
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -17,7 +19,9 @@ from distprice.errors import OptionError
 from distprice.inspector import CostModel, plan
 from distprice.report import draw_shape, render_report, write_report
 from distprice.report.browser import chromium, render_page
+from distprice.report.document import shown
 from distprice.report.problems import parse_problems
+from distprice.report.shape import MAX_BINS, bins
 
 DATA = Path(__file__).resolve().parent / "data" / "optionpricing"
 needs_browser = pytest.mark.skipif(chromium() is None, reason="no Chromium installed (apt-get install chromium)")
@@ -123,6 +127,93 @@ def test_each_section_holds_the_jobs_own_numbers(job, tmp_path):
     text = path.read_text()
     assert "book.parquet" in text
     assert "<script src=" not in text and "<link " not in text  # self-contained: BokehJS inlined, nothing fetched
+
+
+def test_an_in_process_run_reports_its_whole_time_and_the_plan_it_followed(small_book, tmp_path):
+    from click.testing import CliRunner
+
+    from distprice.cli import main
+
+    small_book.to_csv(tmp_path / "book.csv", index=False)
+    args = ["run", "--in-process", "--portfolio", str(tmp_path / "book.csv"), "--output", str(tmp_path / "out.csv")]
+    done = CliRunner().invoke(main, [*args, "--report", str(tmp_path / "r.html")])
+    assert done.exit_code == 0, done.output
+    total = float(re.search(r"([0-9.]+) s in all", done.output).group(1))
+    text = (tmp_path / "r.html").read_text()
+    page = Page(text)
+    job = page.figures["job"]
+    assert f"{float(job['wall_seconds']):.2f}" == f"{total:.2f}"  # the CLI's total, to the digit it prints
+    assert float(job["job_seconds"]) + float(job["other_seconds"]) == pytest.approx(float(job["wall_seconds"]))
+    (part,) = page.table("shape/plan")
+    assert part[1] == "cpu" and int(part[2]) == len(small_book) and float(part[4]) > 0
+    assert '"plan part 0: cpu"' in text and "Solid boxes" in text and "Dashed boxes" not in text  # no chunks here
+
+
+def test_the_chunks_are_drawn_with_their_predicted_and_actual_seconds(job):
+    width, height, chosen = _plan_of(job)
+    chunks = [np.arange(0, 100), np.arange(100, 200), np.arange(200, 295)]
+    times = [(0.5, 0.75), (0.5, 0.5), (0.25, float("nan"))]
+    text = render_report(job, plan=chosen, chunks=chunks, chunk_seconds=times)
+    page = Page(text)
+    shape = page.figures["shape"]
+    assert int(shape["chunks"]) == 3 and float(shape["chunk_predicted_seconds"]) == 1.25
+    assert float(shape["chunk_actual_seconds"]) == 1.25  # the chunk without its time is left out of the sum
+    rows = page.table("shape/chunks")
+    assert [int(r[1]) for r in rows] == [100, 100, 95]
+    assert [r[4:] for r in rows] == [["0.5", "0.75", "1.5"], ["0.5", "0.5", "1.0"], ["0.25", "", ""]]
+    assert '"chunks"' in text and '"plan part 0: cpu"' in text  # the legends of the outlines drawn
+    assert "Dashed boxes" in text and "Solid boxes" in text and "predicted and actual seconds" in text
+    with pytest.raises(OptionError, match="chunk_seconds has 2 pairs for 3 chunks"):
+        render_report(job, chunks=chunks, chunk_seconds=times[:2])
+    with pytest.raises(OptionError, match="chunk_seconds needs the chunks themselves"):
+        render_report(job, chunks=3, chunk_seconds=times)
+
+
+def test_the_shape_bins_sit_on_the_lattice_of_widths_and_heights():
+    widths = np.arange(7, 512, 2)  # 253 widths, every other integer
+    edges = bins(widths)
+    assert len(edges) - 1 <= MAX_BINS
+    counts, _ = np.histogram(widths, edges)
+    per_bin = counts[0]  # 4 would leave one width in the last bin, 5 leaves three
+    assert per_bin == 5 and (counts[:-1] == per_bin).all() and counts[-1] == 3  # no stripes
+    assert np.allclose(np.diff(edges), 2 * per_bin) and edges[0] == 6.0
+    assert not np.isin(widths, edges).any()  # each width inside a bin, never on an edge
+    heights = np.arange(13, 1201)  # 1 188 heights: 15 a bin would leave 3 in the last, 17 leaves 15
+    assert (np.histogram(heights, bins(heights))[0] == [17] * 69 + [15]).all()
+    few = bins(np.array([3, 5, 9, 21]))
+    assert np.array_equal(few, np.arange(2, 23, 2))  # one bin per lattice value when they are few
+
+
+def test_values_carry_their_currency(job):
+    def total(frame):
+        text = render_report(frame)
+        return Page(text).figures["values"], html.unescape(re.search(r'data-key="total_value[^>]*>([^<]*)<', text)[1])
+
+    figures, shown = total(job)  # curve ``hull`` names no currency
+    assert shown.endswith("(in the portfolio's currency)") and float(figures["total_value"]) == pytest.approx(
+        job["value"].sum(), rel=1e-12
+    )
+    figures, shown = total(job.assign(curve="USD"))
+    assert shown == f"{job['value'].sum():,.2f} USD"
+    two = job.assign(currency=np.where(np.arange(len(job)) % 2, "EUR", "USD"))
+    figures, _ = total(two)
+    priced = two[two["price"].notna()]
+    assert "total_value" not in figures
+    for name in ("EUR", "USD"):
+        mine = priced.loc[priced["currency"] == name, "value"].sum()
+        assert float(figures[f"total_value_{name}"]) == pytest.approx(mine, rel=1e-12)
+
+
+def test_one_formatter_shows_every_number():
+    assert [shown(v) for v in (3.135e10, 5e5, 25_000_000, 0.0, 1.5, 1.23e-4)] == [
+        "31,350,000,000",
+        "500,000",
+        "25,000,000",
+        "0",
+        "1.500",
+        "1.230e-04",
+    ]
+    assert shown(5248020.112, "money") == "5,248,020.11" and shown(None) == "—" and shown("cpu") == "cpu"
 
 
 def test_problem_texts_become_rows_columns_and_rules():

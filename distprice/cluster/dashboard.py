@@ -17,30 +17,41 @@ What it shows comes from three streams:
 - the client posts each job under :data:`JOB_TOPIC` with :func:`post_job`: ``{"job": id, "name": str,
   "rows": portfolio rows, "invalid": rows that failed the checks, "scenarios": curve sets, "chunks":
   pricing tasks, "node_steps": Σ 2 · width · height of the job (all scenarios), "predicted_seconds": the
-  inspector's prediction of its wall time}``; a later post of the same id updates these figures (a big
-  file's invalid rows are known once the workers have read it), and :func:`end_job` closes it;
+  inspector's prediction of its pricing time on the cluster, "cost_model": where the prediction's figures
+  come from (``default (...)``: the shipped, untuned ones; ``tuned <date>``)}``; a later post of the same id
+  updates these figures (a big file's invalid rows are known once the workers have read it), and
+  :func:`end_job` closes it;
 - the scheduler's task transitions: the job's chunks are its tasks whose key starts as a family says its
   counted chunks' names do (``Family.counted`` of :data:`~distprice.families.FAMILIES`: ``price_``,
   ``mc_paths_``) and ends with ``-<job id>`` (the Pricer's keys);
 - the pricing events each metered chunk logs (:mod:`~.metrics`: rows × scenarios, node-steps, seconds,
   kernel seconds, engine) just before it ends: each is credited to the next metered task (``Family.metered``:
   ``price_``) that ends on its worker (the event and the task's end travel on the same stream, in order), so
-  a chunk priced again after its worker was lost, or run again (:func:`again_key`), counts once.
+  a chunk priced again after its worker was lost, or run again (:func:`again_key`), counts once;
+- while a chunk is priced, its worker tells how far it is, under :data:`PIECE_TOPIC` (``{"key": its task,
+  "rows": rows × scenarios, "node_steps": node-steps priced so far}``, at most every
+  :data:`PIECE_EVENT_SECONDS`), so the page moves within a chunk; the chunk's pricing event replaces these.
 
 A chunk is *running* once the scheduler has sent it to a worker (pricing, or next in that worker's queue),
 *waiting* before.
 
-:func:`job_workers` hands a job's per-worker totals to the job report (:mod:`distprice.report`).
+:func:`job_workers` and :func:`job_chunks` hand a job's per-worker totals and each chunk's seconds of pricing to the
+job report (:mod:`distprice.report`).
 
-Estimated end: with f the share of the job's node-steps (or chunks) done after e seconds and P the
-predicted seconds, the time left is (1 - f) · max(P - e, 0) + f · e (1 - f) / f: the inspector's
-prediction at the start, the observed pace as the job advances.
+Estimated end (:func:`seconds_left`): the job's measured pace, the share of its node-steps (else of its rows,
+else of its chunks) done per second since its first progress, blended with the prediction early on. With f done
+after e seconds, the pace says the whole job takes S = 1 / pace seconds of work and the prediction says P; the
+time left is (1 - f) · (w · S + (1 - w) · P), where the pace's weight w = max(f / (f + PRIOR_SHARE), e / P), at
+most 1, grows with the work done and with the time spent: once the prediction is overrun the pace alone tells.
+Nothing done yet: P - e while e < P, else not known.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import math
+import re
 import time
 from collections import OrderedDict, defaultdict, deque
 from dataclasses import dataclass, field
@@ -52,6 +63,12 @@ from .metrics import _TOTALS as PRICING_TOTALS, TOPIC as PRICING_TOPIC
 
 PLUGIN_NAME = "distprice-dashboard"
 JOB_TOPIC = "distprice-job"
+PIECE_TOPIC = "distprice-piece"
+"""A chunk's progress while it is priced (see the module docstring)."""
+PIECE_EVENT_SECONDS = 0.5
+"""A worker tells a chunk's progress at most this often."""
+PRIOR_SHARE = 0.05
+"""The share of a job done at which its measured pace weighs as much as the prediction (:func:`seconds_left`)."""
 PAGE = "/distprice"
 """The page's path on the dashboard; the JSON state is at ``PAGE + ".json"``."""
 CHUNK_PREFIXES = tuple(prefix for family in FAMILIES for prefix in family.counted)
@@ -87,8 +104,10 @@ _JOB_FIELDS = {
     "chunks": int,
     "node_steps": float,
     "predicted_seconds": float,
+    "cost_model": str,
 }
 _WAITING = ("released", "waiting", "queued", "no-worker")
+log = logging.getLogger(__name__)
 
 
 def register(client, link: str | None = None) -> str | None:
@@ -112,6 +131,7 @@ def post_job(
     scenarios: int = 1,
     invalid: int = 0,
     name: str | None = None,
+    cost_model: str = "",
 ) -> None:
     """Tells the page that job ``job`` (the suffix of its task keys) starts, or updates its figures (see the
     module docstring). Call it before the job's tasks are submitted."""
@@ -126,6 +146,7 @@ def post_job(
             "chunks": int(chunks),
             "node_steps": float(node_steps),
             "predicted_seconds": float(predicted_seconds),
+            "cost_model": str(cost_model),
         },
     )
 
@@ -140,6 +161,40 @@ def job_workers(client, job: str) -> dict[str, dict]:
     ``node_steps``, ``seconds`` and ``kernel_seconds`` that :func:`distprice.report.write_report` takes as
     ``workers``; empty for a job the page does not know."""
     return client.run_on_scheduler(_job_workers, str(job))
+
+
+def seconds_left(points: list[tuple[float, float]], elapsed: float, predicted: float) -> float | None:
+    """The estimated seconds to a job's end from ``points``, (seconds since its start, share of it done) in time
+    order, ``elapsed`` seconds after its start, and the ``predicted`` seconds of the whole job (0: none); None
+    while nothing tells (see the module docstring)."""
+    share = points[-1][1] if points else 0.0
+    if share >= 1.0:
+        return 0.0
+    first = next(((t, f) for t, f in points if f > 0), None)
+    if first is None or elapsed <= 0:
+        return predicted - elapsed if predicted > elapsed else None
+    since, at_first = first
+    # the pace since the first progress, which leaves out the job's start (tasks sent, engines compiled)
+    pace = (share - at_first) / (elapsed - since) if share > at_first and elapsed > since else share / elapsed
+    whole = 1.0 / pace
+    if predicted > 0:
+        weight = min(1.0, max(share / (share + PRIOR_SHARE), elapsed / predicted))
+        whole = weight * whole + (1.0 - weight) * predicted
+    return (1.0 - share) * whole
+
+
+def job_chunks(client, job: str) -> dict[str, float]:
+    """The seconds of pricing of each metered chunk of job ``job`` (its pricing event's), by the chunk's name
+    (:attr:`~distprice.families.Chunk.name`: its task key without the job's id); empty for a job the page does
+    not know."""
+    return client.run_on_scheduler(_job_chunks, str(job))
+
+
+def _job_chunks(job: str, dask_scheduler=None) -> dict[str, float]:
+    board = dask_scheduler.plugins.get(PLUGIN_NAME)
+    progress = board.jobs.get(job) if board is not None else None
+    timed = progress.timed.items() if progress is not None else ()
+    return {key.removesuffix(f"-{job}"): seconds for key, seconds in timed}
 
 
 def _job_workers(job: str, dask_scheduler=None) -> dict[str, dict]:
@@ -170,11 +225,14 @@ class JobProgress:
     chunks: int = 0
     node_steps: float = 0.0
     predicted_seconds: float = 0.0
+    cost_model: str = ""
     ended: float | None = None
     error: str | None = None
     chunk_states: dict[str, str] = field(default_factory=dict)
     credited: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Rows × scenarios and node-steps priced, per chunk key."""
+    timed: dict[str, float] = field(default_factory=dict)
+    """Seconds of pricing, per chunk key (its last pricing's)."""
     done: list[float] = field(default_factory=lambda: [0.0, 0.0])
     """Σ of ``credited``: rows × scenarios, node-steps."""
     workers: dict[tuple[str, str], dict[str, float]] = field(
@@ -213,14 +271,22 @@ class JobProgress:
 
     def credit(self, key: str, event: dict, now: float) -> None:
         """A pricing event of chunk ``key``; a chunk priced again replaces its earlier credit."""
-        rows, steps = float(event["rows"]), float(event["node_steps"])
+        totals = self.workers[(str(event["worker"]), str(event["engine"]))]
+        for name in totals:
+            totals[name] += float(event[name])
+        self.timed[key] = float(event["seconds"])
+        self._priced(key, float(event["rows"]), float(event["node_steps"]), now)
+
+    def piece(self, key: str, event: dict, now: float) -> None:
+        """How far chunk ``key`` is, while it is priced (nothing once it is done)."""
+        if self.chunk_states.get(key) != "done":
+            self._priced(key, float(event["rows"]), float(event["node_steps"]), now)
+
+    def _priced(self, key: str, rows: float, steps: float, now: float) -> None:
         old_rows, old_steps = self.credited.get(key, (0.0, 0.0))
         self.credited[key] = (rows, steps)
         self.done[0] += rows - old_rows
         self.done[1] += steps - old_steps
-        totals = self.workers[(str(event["worker"]), str(event["engine"]))]
-        for name in totals:
-            totals[name] += float(event[name])
         self.history.append((now - self.started, self.done[0], self.done[1]))
         if len(self.history) > MAX_POINTS:
             self.history = self.history[:-1:2] + self.history[-1:]
@@ -244,17 +310,21 @@ class JobProgress:
             return min(1.0, self.done[1] / self.node_steps)
         return min(1.0, self.counts()["done"] / self.chunks) if self.chunks else 0.0
 
+    def shares(self, now: float) -> list[tuple[float, float]]:
+        """(seconds since the start, share done) over time: of the job's node-steps when they were posted, else
+        of its rows × scenarios, else (a job whose chunks tell nothing but their end) of its chunks, now."""
+        if self.node_steps > 0:
+            return [(t, min(1.0, steps / self.node_steps)) for t, _, steps in self.history]
+        if self.expected > 0 and self.done[0] > 0:
+            return [(t, min(1.0, rows / self.expected)) for t, rows, _ in self.history]
+        return [(0.0, 0.0), (now - self.started, self.share_done())]
+
     def seconds_left(self, now: float) -> float | None:
-        """The estimated seconds to the end (see the module docstring; the pace alone without a prediction);
-        0 once the job is over, None while nothing tells."""
+        """The estimated seconds to the end (:func:`seconds_left`); 0 once the job is over, None while nothing
+        tells."""
         if self.status() != "running":
             return 0.0
-        elapsed, share = now - self.started, self.share_done()
-        pace = elapsed * (1 - share) / share if share > 0 else None
-        if self.predicted_seconds <= 0:
-            return pace
-        predicted = max(self.predicted_seconds - elapsed, 0.0)
-        return predicted if pace is None else (1 - share) * predicted + share * pace
+        return seconds_left(self.shares(now), now - self.started, self.predicted_seconds)
 
     def state(self, now: float) -> dict:
         """The job as plain values (the JSON of ``/distprice.json``)."""
@@ -270,6 +340,7 @@ class JobProgress:
             chunks=self.chunks,
             node_steps=self.node_steps,
             predicted_seconds=self.predicted_seconds,
+            cost_model=self.cost_model,
             started=self.started,
             elapsed=(self.ended or now) - self.started,
             done_rows=self.done[0],
@@ -323,6 +394,10 @@ class JobBoard(SchedulerPlugin):
             job.post(msg, self.clock())
         elif topic == PRICING_TOPIC:
             self._pending[msg["worker"]].append(msg)
+        elif topic == PIECE_TOPIC:
+            job = self.job_of(msg["key"])
+            if job is not None:
+                job.piece(_chunk_of(msg["key"]), msg, self.clock())
 
     def transition(self, key, start, finish, *args, **kwargs) -> None:
         if (
@@ -368,6 +443,9 @@ def _serve(scheduler, board: JobBoard) -> None:
     dashboards = [app for app in applications if hasattr(app, "app_paths")]  # Dask's Bokeh server
     if not dashboards:
         return
+    tornado_log = logging.getLogger("tornado.application")
+    if not any(isinstance(f, RefusedSocket) for f in tornado_log.filters):
+        tornado_log.addFilter(RefusedSocket())
     from distributed.dashboard.core import BokehApplication
     from distributed.dashboard.scheduler import template_variables
     from tornado.ioloop import IOLoop
@@ -388,6 +466,27 @@ def _serve(scheduler, board: JobBoard) -> None:
             self.write(board.state())
 
     scheduler.http_application.add_handlers(r".*", [(rf"{prefix}{PAGE}\.json", State)])
+
+
+class RefusedSocket(logging.Filter):
+    """Bokeh refuses a websocket of a dashboard page that comes without a valid session token by raising in the
+    socket's ``open``, which tornado logs as ``Uncaught exception GET /status/ws`` with a traceback, on the
+    scheduler's stderr (a local cluster's is the job's). It happens to a page left open past its session's life
+    (Bokeh's default: 5 minutes) that reconnects after its connection dropped, and to a client that is no
+    Bokeh page; nothing on the scheduler is wrong, and the page only needs a reload. This filter of tornado's
+    log turns exactly that record into one line on this module's log."""
+
+    REQUEST = re.compile(r"Uncaught exception GET (\S*/ws)\b")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from bokeh.protocol.exceptions import ProtocolError
+
+        error = record.exc_info[1] if record.exc_info else None
+        found = self.REQUEST.match(record.getMessage()) if isinstance(error, ProtocolError) else None
+        if found is None:
+            return True
+        log.info("the dashboard refused a page's websocket %s (%s): reload the page", found.group(1), error)
+        return False
 
 
 def _page(scheduler, extra, doc) -> None:
@@ -441,8 +540,8 @@ class JobView:
                 node_steps_per_second=[],
             )
         )
-        done = figure(
-            title="Rows × scenarios priced (dashed: the inspector's prediction)",
+        self.rows_plot = done = figure(
+            title=progress_title(False),
             height=300,
             sizing_mode="stretch_width",
             tools="pan,wheel_zoom,box_zoom,reset",
@@ -514,7 +613,11 @@ class JobView:
         self.headline.text = headline(job)
         t, rows, steps = zip(*job["history"])
         self.progress.data = dict(t=list(t), rows=list(rows), node_steps=list(steps))
-        self.predicted.data = dict(t=[0.0, job["predicted_seconds"]], rows=[0, job["expected"]])
+        predicted = job["predicted_seconds"] > 0
+        self.rows_plot.title.text = progress_title(predicted)
+        self.predicted.data = (
+            dict(t=[0.0, job["predicted_seconds"]], rows=[0, job["expected"]]) if predicted else dict(t=[], rows=[])
+        )
         self.chunks.data = dict(self.chunks.data, count=[job["chunk_counts"][s] for s in self.COLORS])
         workers = job["workers"]
         labels = [f"{w['worker']} {w['engine']}" for w in workers]
@@ -536,6 +639,11 @@ class JobView:
         self.jobs.text = jobs_table(state["jobs"])
 
 
+def progress_title(predicted: bool) -> str:
+    """The title of the plot of rows priced over time (the dashed line is drawn only with a prediction)."""
+    return "Rows × scenarios priced" + (" (dashed: the inspector's prediction)" if predicted else "")
+
+
 def headline(job: dict) -> str:
     """The job's figures as HTML."""
     counts = job["chunk_counts"]
@@ -543,13 +651,19 @@ def headline(job: dict) -> str:
     per = f" × {job['scenarios']} scenarios" if job["scenarios"] > 1 else ""
     if job["predicted_seconds"] > 0:
         at = time.strftime("%H:%M:%S", time.localtime(job["started"] + job["predicted_seconds"]))
-        predicted = f"predicted {job['predicted_seconds']:.1f} s (end {at})"
+        over = ", overrun" if job["status"] == "running" and job["elapsed"] > job["predicted_seconds"] else ""
+        predicted = f"predicted {job['predicted_seconds']:.1f} s (end {at}{over})"
+        if str(job.get("cost_model", "")).startswith("default"):
+            predicted += (
+                " by the untuned default cost model (<code>distprice tune</code> on the workers' machine "
+                "measures its own)"
+            )
     else:
         predicted = "no prediction"
     if job["status"] != "running":
         end = f"took {job['elapsed']:.1f} s"
     elif job["seconds_left"] is None:
-        end = "end not known yet"
+        end = "end not known until some work is done"
     else:
         at = time.strftime("%H:%M:%S", time.localtime(job["estimated_end"]))
         end = f"estimated end {at} (in {job['seconds_left']:.1f} s)"

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..errors import NoWorkersError
 from ..families import HESTON, HULL_WHITE, LATTICE, PATHS, Chunk, Family, Parts, Stages, Work, Workers
+from ..families.work import Outline
 from ..job import JobOptions, Summary
 from ..tables import (
     FOLDER,
@@ -43,7 +44,7 @@ from .config import ClusterConfig
 from .metrics import PricingMetrics
 from .progress import follow
 from .start import cluster_config, dashboard_host, default_chunks, start
-from .tasks import can_write, describe_worker, run_chunk
+from .tasks import can_write, describe_worker, pricing_share, run_chunk
 from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,9 @@ class Pricer:
             )
         self.last_job: str | None = None
         """The id of the latest job (:func:`.dashboard.job_workers` gives what each worker did of it)."""
+        self.last_outline: Outline | None = None
+        """How the latest job's rows were cut and planned (:class:`~distprice.families.work.Outline`; None when its
+        family does not tell: :func:`.dashboard.job_chunks` gives what each chunk took)."""
         self._posted: set[str] = set()
         self.chunks_per_worker = chunks_per_worker or default_chunks(config)
         self.read_on_workers_rows = read_on_workers_rows
@@ -255,6 +259,8 @@ class Pricer:
         its own chunks."""
         if work.figures is not None:
             self._post(watch.job, **work.figures)
+        if work.outline is not None:
+            self.last_outline = work.outline
         self._send(work.kept, sent, watch)
         futures = self._send(work.chunks, sent, watch)
         self._show_progress(futures, work.label)
@@ -287,7 +293,7 @@ class Pricer:
     def _watched(self, timeout: float | None = None):
         """The :class:`~.watch.Watch` of one job; whatever stops the job (an error, Ctrl-C) cancels its tasks."""
         watch = Watch(self.client, self.no_workers_timeout, timeout)
-        self.last_job = watch.job
+        self.last_job, self.last_outline = watch.job, None
         try:
             with connected(self.client):
                 yield watch
@@ -331,8 +337,8 @@ class Pricer:
 
     def _cut_for(self, precision: str, watch: Watch) -> Workers:
         """The cluster a job is cut for: its workers now, and the device and model of the first to answer
-        (it speaks for all) with ``gpu_processes``, the most workers that share one GPU; waits up to
-        ``no_workers_timeout`` seconds for one to join."""
+        (it speaks for all) with ``gpu_processes``, the most workers that share one GPU, and the
+        :func:`~.tasks.pricing_share` of them all; waits up to ``no_workers_timeout`` seconds for one to join."""
         if precision not in self._workers:
             try:
                 self.client.wait_for_workers(1, timeout=self.no_workers_timeout)
@@ -344,7 +350,11 @@ class Pricer:
             watch.check()
             described = list(self.client.run(describe_worker, precision).values())
             places = collections.Counter(d["place"] for d in described if d["place"] is not None)
-            self._workers[precision] = {**described[0], "gpu_processes": max(places.values(), default=1)}
+            self._workers[precision] = {
+                **described[0],
+                "gpu_processes": max(places.values(), default=1),
+                "pricing_share": pricing_share(described),
+            }
         worker = self._workers[precision]
         return Workers(
             self.workers,
@@ -353,6 +363,7 @@ class Pricer:
             worker["model"],
             worker["gpu_processes"],
             self.task_seconds,
+            worker["pricing_share"],
         )
 
     def _show_progress(self, futures, label: str) -> None:

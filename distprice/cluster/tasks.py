@@ -4,17 +4,27 @@ its pricing did (:mod:`~.metrics`)."""
 
 from __future__ import annotations
 
+import math
+import os
+import socket
 import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
 
 from ..cuda import device_name, device_place, gpu_available
 from ..families import Metered
+from ..families.work import watched_by
 from ..tuning import current_model
+from .dashboard import PIECE_EVENT_SECONDS, PIECE_TOPIC
 from .metrics import log_pricing
 
 
-def describe_worker(precision: str) -> dict:
-    """The device of the worker this runs on, where it is (:func:`~distprice.cuda.device_place`; None without a
-    GPU) and the inspector's model for it."""
+def describe_worker(precision: str, dask_worker=None) -> dict:
+    """The device of ``dask_worker`` (``Client.run`` hands it over), where it is
+    (:func:`~distprice.cuda.device_place`; None without a GPU), the inspector's model for it, its host, the cores
+    its process may run on and its threads."""
     gpu = gpu_available()
     model = current_model(precision, gpu, quiet=True)
     return {
@@ -22,7 +32,26 @@ def describe_worker(precision: str) -> dict:
         "device": device_name() if gpu else "cpu",
         "place": device_place() if gpu else None,
         "model": model.to_json(),
+        "host": socket.gethostname(),
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+        "threads": dask_worker.state.nthreads if dask_worker is not None else 1,
     }
+
+
+def pricing_share(described: list[dict]) -> float:
+    """What each of the workers :func:`describe_worker` described prices at once, on average, in pricings in one
+    process on all of a machine (:attr:`~distprice.families.Workers.pricing_share`): with GPUs, the GPUs (each
+    counted once, however many workers share it) over the workers; without, the share of each host's cores its
+    workers' threads take, summed over the hosts, over the workers."""
+    if not described:
+        return 1.0
+    if described[0]["gpu"]:
+        return max(1, len({d["place"] for d in described if d["place"]})) / len(described)
+    hosts: defaultdict[str, list[int]] = defaultdict(lambda: [0, 1])
+    for d in described:
+        hosts[d["host"]][0] += d["threads"]
+        hosts[d["host"]][1] = max(hosts[d["host"]][1], d["cores"])
+    return sum(min(1.0, threads / cores) for threads, cores in hosts.values()) / len(described)
 
 
 def can_write(folder: str) -> bool:
@@ -56,8 +85,34 @@ def run_chunk(run, *args):
     """``run(*args)``, one chunk of a job, on this worker's threads; a :class:`~distprice.families.Metered`
     result is reported to the scheduler's metrics and handed on as its result alone."""
     _use_worker_threads()
-    result = run(*args)
+    with watched_by(_progress_teller()):
+        result = run(*args)
     if isinstance(result, Metered):
         log_pricing(result.rows, result.node_steps, result.seconds, result.kernel_seconds, result.engine)
         return result.result
     return result
+
+
+def _progress_teller() -> Callable[[float, float], None] | None:
+    """What tells the dashboard's page how far the chunk that this thread's task prices is
+    (:data:`~.dashboard.PIECE_TOPIC`, at most every :data:`~.dashboard.PIECE_EVENT_SECONDS`); None outside a
+    worker's task."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker
+        return None
+    key = worker.active_threads.get(threading.get_ident())
+    if not isinstance(key, str):
+        return None
+    told = -math.inf
+
+    def tell(rows: float, node_steps: float) -> None:
+        nonlocal told
+        now = time.monotonic()
+        if now - told >= PIECE_EVENT_SECONDS:
+            told = now
+            worker.log_event(PIECE_TOPIC, {"key": key, "rows": float(rows), "node_steps": float(node_steps)})
+
+    return tell

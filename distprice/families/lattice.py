@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ import pandas as pd
 
 from ..errors import InvalidInputError, Problem
 from ..execute import choose_plan, fixed_plan, price_parts
-from ..inspector import CostModel
+from ..inspector import CostModel, Part, Plan
 from ..job import (
     Job,
     JobOptions,
@@ -61,7 +62,7 @@ from ..tables import (
     to_pandas,
     write_part,
 )
-from .work import Chunk, Family, Metered, Parts, Stages, Work, Workers
+from .work import Chunk, Family, Metered, Outline, Parts, Stages, Work, Workers, chunk_progress
 
 READ_ON_WORKERS_ROWS = 1_000_000
 """Parquet portfolios of at least this many prices (rows × scenarios) are read by the workers, not the client."""
@@ -168,11 +169,22 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
         scenarios=len(sets),
         chunks=len(pieces) * len(blocks),
         node_steps=instruments.node_steps * len(sets),
-        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / min(max(workers.count, 1), len(pieces)),
+        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / workers.at_once(len(pieces)),
+        cost_model=model.source,
+    )
+    names = [
+        [f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}" for b in range(len(blocks))]
+        for i, plan in enumerate(plans)
+    ]
+    outline = Outline(
+        joined(plans, firsts),
+        [np.arange(f.start, f.stop) for f in firsts],
+        names,
+        [plan.seconds * len(sets) / workers.pricing_share for plan in plans],
     )
     priced = [
         Chunk(
-            f"{task_name([p.engine for p in plan.parts], job.real)}-{b}-{i}",
+            names[i][b],
             price_chunk,
             (
                 piece,
@@ -187,7 +199,22 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
         for b, block in enumerate(blocks)
         for i, (piece, plan, f) in enumerate(zip(pieces, plans, firsts))
     ]
-    return Work(priced, lambda results: (tally, tables(job, results, runs, blocks, tally)), "pricing", figures)
+    return Work(
+        priced, lambda results: (tally, tables(job, results, runs, blocks, tally)), "pricing", figures, outline=outline
+    )
+
+
+def joined(plans: list[Plan], firsts: list[range]) -> Plan:
+    """The plans of a job's chunks of rows (``firsts``: each chunk's valid rows) as one plan of its valid rows,
+    a part per engine; its seconds are the chunks' plans' together, in one process."""
+    rows: defaultdict[str, list[np.ndarray]] = defaultdict(list)
+    seconds: defaultdict[str, float] = defaultdict(float)
+    for plan, first in zip(plans, firsts):
+        for part in plan.parts:
+            rows[part.engine].append(np.asarray(part.rows) + first.start)
+            seconds[part.engine] += part.seconds
+    parts = [Part(e, np.sort(np.concatenate(r)), seconds[e], "the chunks' plans joined") for e, r in rows.items()]
+    return Plan(parts, sum(p.seconds for p in plans), next((p.model for p in plans if p.model is not None), None))
 
 
 LATTICE = Family(read, split, counted=(TASK,), metered=(TASK,))
@@ -228,9 +255,11 @@ def price_chunk(
     instruments: Instruments, curve_sets, parts, real, risk: Risk | None = None, quotes: Quotes | None = None
 ) -> Metered:
     """Prices the ``instruments`` of a chunk as ``parts`` say: bond, option (curve sets x rows), engines, and the
-    chunk's risk measures (on the first curve set, the base; None without ``risk``), metered."""
+    chunk's risk measures (on the first curve set, the base; None without ``risk``), metered; tells how far it
+    is as it goes (:func:`~.work.chunk_progress`)."""
     tick = time.perf_counter()
-    bond, option, kernel_seconds = price_parts(instruments, curve_sets, parts, real)
+    progress = chunk_progress(len(instruments) * len(curve_sets), instruments.node_steps * len(curve_sets))
+    bond, option, kernel_seconds = price_parts(instruments, curve_sets, parts, real, progress)
     engines = np.empty(len(instruments), dtype=object)
     for part in parts:
         engines[part.rows] = part.engine

@@ -11,9 +11,17 @@ it never looks inside a chunk's arguments or results.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import math
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..inspector import Plan
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,9 @@ class Workers:
     first worker to answer said of them all: ``gpu`` (whether it has one), ``model`` (the inspector's cost model
     for its device and the job's precision, as JSON) and ``gpu_processes`` (the most workers that share a GPU).
     ``task_seconds``: the least predicted work worth a task (None: the family's own rule); 0 cuts every job
-    into ``chunks_per_worker`` chunks per worker, whatever its size."""
+    into ``chunks_per_worker`` chunks per worker, whatever its size. ``pricing_share``: what a worker prices at
+    once, in pricings in one process on all of its machine (what the cost model predicts): 1 for a worker with a
+    GPU or a machine's cores of its own, 1/n for each of n workers that share them."""
 
     count: int
     chunks_per_worker: int
@@ -30,6 +40,12 @@ class Workers:
     model: str
     gpu_processes: int = 1
     task_seconds: float | None = None
+    pricing_share: float = 1.0
+
+    def at_once(self, chunks: int) -> float:
+        """The pricings in one process whose work the workers do at once on a job of ``chunks`` chunks: the cost
+        model's seconds of the whole job over this are its predicted seconds on the cluster."""
+        return self.pricing_share * max(1, min(self.count, chunks))
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,7 +75,7 @@ class Work:
 
     ``kept``: chunks sent first, before the stage's own, whose results later stages take: they stay on the
     workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
-    that stage is over."""
+    that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told)."""
 
     chunks: list[Chunk]
     combine: Callable[[Iterator], Any]
@@ -67,6 +83,27 @@ class Work:
     figures: dict | None = None
     each: Callable[[int, Any], Any] | None = None
     kept: tuple[Chunk, ...] = ()
+    outline: Outline | None = None
+
+
+@dataclass(frozen=True)
+class Outline:
+    """How a job's rows were cut and planned, for its report: ``plan``, the plans of its chunks joined (a
+    :class:`~distprice.inspector.Plan` of the job's valid rows in table order, a part per engine); ``chunks``,
+    each chunk of rows as positions among the valid rows; ``names``, the names of the chunks (:attr:`Chunk.name`)
+    that price each chunk of rows (one per block of scenarios); ``predicted``, each chunk of rows' predicted
+    seconds of pricing on its worker (every scenario; its plan's seconds over the worker's
+    :attr:`~Workers.pricing_share`)."""
+
+    plan: Plan
+    chunks: list[np.ndarray]
+    names: list[list[str]]
+    predicted: list[float]
+
+    def times(self, actual: dict[str, float]) -> list[tuple[float, float]]:
+        """(predicted, actual) seconds of each chunk of rows, from ``actual``, the seconds each chunk's pricing
+        took by name (NaN where one is missing)."""
+        return [(p, sum(actual.get(n, math.nan) for n in names)) for p, names in zip(self.predicted, self.names)]
 
 
 @dataclass(frozen=True)
@@ -111,3 +148,35 @@ class Family:
     split: Callable[[Any, Workers], Work | Stages]
     counted: tuple[str, ...] = ()
     metered: tuple[str, ...] = ()
+
+
+_WATCHER: contextvars.ContextVar[Callable[[float, float], None] | None] = contextvars.ContextVar(
+    "distprice_chunk_watcher", default=None
+)
+
+
+@contextlib.contextmanager
+def watched_by(tell: Callable[[float, float], None] | None):
+    """Within this block, a chunk priced in this thread tells ``tell(rows, node_steps)`` how far it is as it goes
+    (:func:`chunk_progress`): the rows (× curve sets) and node-steps priced so far (None: nobody watches)."""
+    token = _WATCHER.set(tell)
+    try:
+        yield
+    finally:
+        _WATCHER.reset(token)
+
+
+def chunk_progress(rows: float, node_steps: float) -> Callable[[float], None]:
+    """The ``progress`` of pricing a chunk of ``rows`` (× curve sets) and ``node_steps``, told the node-steps of
+    each piece as it is priced: tells the watcher of this thread (:func:`watched_by`) the node-steps priced so far
+    and the rows in proportion; does nothing unwatched."""
+    tell = _WATCHER.get()
+    done = 0.0
+
+    def priced(steps: float) -> None:
+        nonlocal done
+        done += steps
+        if tell is not None:
+            tell(rows * min(1.0, done / node_steps) if node_steps > 0 else 0.0, done)
+
+    return priced

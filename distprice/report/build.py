@@ -71,6 +71,7 @@ def write_report(
     plan=None,
     plan_seconds=None,
     chunks=None,
+    chunk_seconds=None,
     timings=None,
     summary=None,
     workers=None,
@@ -82,7 +83,9 @@ def write_report(
     or name, shown in the header. The job's facts, each optional: ``plan`` (the inspector's
     :class:`~distprice.inspector.Plan` of the valid rows in table order) and ``plan_seconds`` (the actual
     seconds of each of its parts); ``chunks`` (the client's chunks: positions among the valid rows, or their
-    count); ``timings`` (seconds by phase: ``start``, ``read``, ``checks``, ``plan``, ``price``, ``write``);
+    count) and ``chunk_seconds`` (each chunk's predicted and actual seconds of pricing on its worker);
+    ``timings`` (seconds by phase, :data:`~.inputs.PHASES`: ``start``, ``read``, ``checks``, ``plan``,
+    ``price``, ``write``, ``stop``, ``other``; the report's wall time is their sum, the whole job's);
     ``summary`` (the job's :class:`~distprice.job.Summary`); ``workers`` (per worker: ``rows``,
     ``node_steps``, ``seconds``, ``kernel_seconds`` and optionally ``device``). ``family``: ``lattice`` or
     ``montecarlo`` (``priced`` is then the table of ``price_mc``).
@@ -94,6 +97,7 @@ def write_report(
         plan=plan,
         plan_seconds=plan_seconds,
         chunks=chunks,
+        chunk_seconds=chunk_seconds,
         timings=timings,
         summary=summary,
         workers=workers,

@@ -65,23 +65,38 @@ TEMPLATE = jinja2.Environment(autoescape=True).from_string("""{% from macros imp
 """)
 
 
-def shown(value, digits: int = 4, spec: str | None = None) -> str:
-    """A number for people: by the format ``spec`` when given (``",.2f"``), else integers with thousands
-    separators and others to ``digits`` significant digits (fixed point from 0.01 to 1e9 with separators,
-    scientific beyond); text as it is; missing as ``—``."""
+STYLES: dict[str, str | int] = {
+    "money": ",.2f",
+    "price": ",.4f",
+    "seconds": ",.3f",
+    "ratio": ",.2f",
+    "precise": 6,
+}
+"""The report's number styles besides the default (:func:`shown`): amounts of money, prices per 100 of face,
+seconds, ratios (format specs, each with thousands separators) and figures worth 6 significant digits."""
+
+
+def shown(value, style: str | None = None) -> str:
+    """A number for people, the report's one formatter: in the ``style`` of :data:`STYLES` when given, else
+    whole numbers in full and others to 4 significant digits, both with thousands separators, in fixed point
+    (scientific only below 0.001 or from 10¹⁵); text as it is; missing as ``—``."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "—"
-    if spec is not None and isinstance(value, numbers.Number):
-        return format(value, spec)
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if not isinstance(value, numbers.Number) or isinstance(value, bool):
+        return str(value)
+    digits = STYLES[style] if style is not None else 4
+    if isinstance(digits, str):
+        return format(value, digits)
+    if isinstance(value, numbers.Integral) or (float(value).is_integer() and abs(value) < 1e15):
         return f"{int(value):,}"
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        size = abs(float(value))
-        if size == 0 or 1e-2 <= size < 1e9:
-            decimals = max(0, digits - 1 - math.floor(math.log10(size))) if size else 0
-            return f"{float(value):,.{decimals}f}"
-        return f"{float(value):.{digits - 1}e}"
-    return str(value)
+    size = abs(float(value))
+    if size == 0:
+        return "0"
+    if 1e-3 <= size < 1e15:
+        power = math.floor(math.log10(size))
+        rounded = round(float(value), digits - 1 - power)
+        return f"{rounded:,.{max(0, digits - 1 - power)}f}"
+    return f"{float(value):.{digits - 1}e}"
 
 
 def raw(value) -> str:
@@ -102,21 +117,21 @@ class Cell:
     number: bool
 
     @classmethod
-    def of(cls, value, spec: str | None = None) -> Cell:
+    def of(cls, value, style: str | None = None) -> Cell:
         number = isinstance(value, numbers.Number) and not isinstance(value, bool)
-        return cls(shown(value, spec=spec), raw(value), number)
+        return cls(shown(value, style), raw(value), number)
 
 
 @dataclass(frozen=True)
 class Figure:
     """A headline number (or word): ``key`` names it for machines, ``label`` for people; ``unit`` follows
-    the shown value, shown by the format ``spec`` when given (see :func:`shown`)."""
+    the shown value, shown in its ``style`` (see :func:`shown`)."""
 
     key: str
     label: str
     value: object
     unit: str = ""
-    spec: str | None = None
+    style: str | None = None
 
     @property
     def raw(self) -> str:
@@ -124,7 +139,7 @@ class Figure:
 
     @property
     def text(self) -> str:
-        return shown(self.value, spec=self.spec) + (f" {self.unit}" if self.unit else "")
+        return shown(self.value, self.style) + (f" {self.unit}" if self.unit else "")
 
 
 @dataclass(frozen=True)
@@ -135,12 +150,13 @@ class Table:
     rows: list[list[Cell]]
 
     @classmethod
-    def of(cls, key: str, title: str, frame: pd.DataFrame, specs: dict[str, str] | None = None) -> Table:
-        """A table of a DataFrame's columns (names as headers), each shown by its format in ``specs`` or
-        by :func:`shown`."""
-        specs = [(specs or {}).get(c) for c in frame.columns]
+    def of(cls, key: str, title: str, frame: pd.DataFrame, styles: dict[str, str] | None = None) -> Table:
+        """A table of a DataFrame's columns (names as headers), each shown in its style in ``styles`` (see
+        :func:`shown`)."""
+        chosen = [(styles or {}).get(c) for c in frame.columns]
         rows = [
-            [Cell.of(v, spec) for v, spec in zip(record, specs)] for record in frame.itertuples(index=False, name=None)
+            [Cell.of(v, style) for v, style in zip(record, chosen)]
+            for record in frame.itertuples(index=False, name=None)
         ]
         return cls(key, title, [str(c) for c in frame.columns], rows)
 

@@ -9,6 +9,7 @@ from the base scenario (``+0bp`` or ``base`` when there is one, else the first).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -24,31 +25,38 @@ from ..priced import full_of_wide
 from ..tables import read_table
 
 PHASES = {
-    "start": "cluster start",
+    "start": "start (the cluster's included)",
     "read": "read",
     "checks": "checks",
     "plan": "plan",
     "price": "price",
     "write": "write",
+    "job": "the job (read, checks, plan, price, write)",
+    "stop": "cluster stop",
+    "other": "the rest (start-up, reading before the job)",
 }
 """Phases of a job's wall time, in order: the keys of ``timings`` and their labels."""
 WORKER_TOTALS = ("rows", "node_steps", "seconds", "kernel_seconds")
 """Per-worker totals of the pricing metrics (see :mod:`distprice.cluster.metrics`); ``device`` may come too."""
 BASE_SCENARIOS = ("+0bp", "base")
+CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
+"""A curve id that names a currency (``USD``)."""
 
 
 @dataclass(frozen=True)
 class JobRecord:
     """A priced table and the job's facts. ``plan``: the inspector's plan of the valid rows in table order,
     ``plan_seconds``: the actual seconds of each of its parts; ``chunks``: the client's chunks, positions
-    among the valid rows (or a count: cut here as the planner cuts); ``timings``: seconds by phase
-    (:data:`PHASES`); ``workers``: totals per worker (:data:`WORKER_TOTALS`, ``device``)."""
+    among the valid rows (or a count: cut here as the planner cuts), and ``chunk_seconds``, the predicted and
+    actual seconds of pricing of each on its worker; ``timings``: seconds by phase (:data:`PHASES`), the whole
+    job's; ``workers``: totals per worker (:data:`WORKER_TOTALS`, ``device``)."""
 
     priced: pd.DataFrame
     source: str | None = None
     plan: Plan | None = None
     plan_seconds: tuple[float, ...] | None = None
     chunks: list[np.ndarray] | int | None = None
+    chunk_seconds: tuple[tuple[float, float], ...] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     summary: Summary | None = None
     workers: dict[str, dict] = field(default_factory=dict)
@@ -62,6 +70,7 @@ class JobRecord:
         plan: Plan | None = None,
         plan_seconds: Sequence[float] | None = None,
         chunks=None,
+        chunk_seconds: Sequence[tuple[float, float]] | None = None,
         timings: Mapping[str, float] | None = None,
         summary: Summary | None = None,
         workers: Mapping[str, Mapping] | None = None,
@@ -80,6 +89,10 @@ class JobRecord:
             raise OptionError(f"timings: unknown phase {unknown[0]!r}; the phases are {', '.join(PHASES)}")
         if plan is not None and plan_seconds is not None and len(plan_seconds) != len(plan.parts):
             raise OptionError(f"plan_seconds has {len(plan_seconds)} values for a plan of {len(plan.parts)} parts")
+        if chunk_seconds is not None and (isinstance(chunks, (int, np.integer)) or chunks is None):
+            raise OptionError("chunk_seconds needs the chunks themselves (their rows), not their count")
+        if chunk_seconds is not None and len(chunk_seconds) != len(chunks):
+            raise OptionError(f"chunk_seconds has {len(chunk_seconds)} pairs for {len(chunks)} chunks")
         workers = {str(w): dict(t) for w, t in (workers or {}).items()}
         for worker, totals in workers.items():
             missing = [k for k in WORKER_TOTALS if k not in totals]
@@ -93,6 +106,7 @@ class JobRecord:
             plan,
             None if plan_seconds is None else tuple(map(float, plan_seconds)),
             chunks,
+            None if chunk_seconds is None else tuple((float(p), float(a)) for p, a in chunk_seconds),
             timings,
             summary,
             workers,
@@ -116,6 +130,18 @@ class JobRecord:
         if not self.scenarios:
             return self.priced
         return self.priced[self.priced[SCENARIO_COLUMN] == self.base_scenario]
+
+    @cached_property
+    def currencies(self) -> np.ndarray | None:
+        """The currency of each row of the book: its ``currency`` column, else its curve's id where every id names a
+        currency (three capital letters, as ``USD``); None when the rows do not say."""
+        book = self.book
+        for column in ("currency", "curve"):
+            if column in book.columns:
+                names = book[column].astype("string").fillna("").to_numpy(dtype=object)
+                if column == "currency" or all(CURRENCY_CODE.match(n) for n in pd.unique(names)):
+                    return names
+        return None
 
     def column(self, name: str, frame: pd.DataFrame | None = None) -> np.ndarray | None:
         """A numeric column of ``frame`` (the book by default) as float64, NaN where missing; None if absent."""

@@ -1,6 +1,6 @@
-"""The job section of a lattice report: rows priced and invalid, scenarios, wall time by phase, kernel time,
-node-steps per second (NS/s = Σ 2 · width · height over priced rows and scenarios / seconds), workers,
-devices and the engine of each row."""
+"""The job section of a lattice report: rows priced and invalid, scenarios, the whole job's wall time and its
+phases, kernel time, node-steps per second (NS/s = Σ 2 · width · height over priced rows and scenarios / seconds),
+workers, devices and the engine of each row."""
 
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ def priced_node_steps(frame: pd.DataFrame) -> float:
 
 
 def wall_seconds(record: JobRecord) -> float | None:
-    """The job's wall time: the summary's, else the sum of the phases given, else None."""
-    if record.summary is not None:
-        return float(record.summary.seconds)
-    return float(sum(record.timings.values())) if record.timings else None
+    """The whole job's wall time: the sum of its phases when they are given (``distprice run`` gives them all,
+    its cluster's start and stop included, so this is the total it prints), else the summary's, else None."""
+    if record.timings:
+        return float(sum(record.timings.values()))
+    return float(record.summary.seconds) if record.summary is not None else None
 
 
 def devices(workers: dict[str, dict]) -> str | None:
@@ -47,13 +48,14 @@ def job_section(record: JobRecord) -> Section:
         Figure("rows_priced", "rows priced", int(priced_mask(book).sum())),
         Figure("rows_invalid", "rows invalid", int(invalid_mask(book).sum())),
         Figure("scenarios", "scenarios", max(1, len(record.scenarios))),
-        Figure("node_steps", "node-steps", steps, spec=".4g"),
+        Figure("node_steps", "node-steps", steps),
     ]
     if wall is not None:
-        figures.append(Figure("wall_seconds", "wall time", wall, "s", spec=".3f"))
-    for phase, label in PHASES.items():
+        label = "wall time (the whole job)" if record.timings else "wall time (the job's summary)"
+        figures.append(Figure("wall_seconds", label, wall, "s", style="seconds"))
+    for phase, name in PHASES.items():
         if phase in record.timings:
-            figures.append(Figure(f"{phase}_seconds", f"… {label}", record.timings[phase], "s", spec=".3f"))
+            figures.append(Figure(f"{phase}_seconds", f"… {name}", record.timings[phase], "s", style="seconds"))
     workers = record.workers
     if workers:
         figures.append(
@@ -62,13 +64,14 @@ def job_section(record: JobRecord) -> Section:
                 "kernel time (all workers)",
                 sum(w["kernel_seconds"] for w in workers.values()),
                 "s",
-                spec=".3f",
+                style="seconds",
             )
         )
-    pricing = record.timings.get("price", wall)
+    timed = next((p for p in ("price", "job") if p in record.timings), None)
+    pricing = record.timings[timed] if timed is not None else wall
     if pricing:
-        basis = "price phase" if "price" in record.timings else "wall time"
-        figures.append(Figure("node_steps_per_second", f"node-steps per second ({basis})", steps / pricing, spec=".3e"))
+        basis = f"{timed} phase" if timed is not None else "wall time"
+        figures.append(Figure("node_steps_per_second", f"node-steps per second ({basis})", steps / pricing))
     count = len(workers) or (record.summary.workers if record.summary is not None else None)
     if count is not None:
         figures.append(Figure("workers", "workers", int(count)))
@@ -108,7 +111,7 @@ def job_section(record: JobRecord) -> Section:
                 "workers",
                 "Workers (seconds in pricing tasks; rows × scenarios)",
                 table,
-                {"node_steps": ".4g", "seconds": ".3f", "kernel_seconds": ".3f", "node_steps_per_second": ".3e"},
+                {"seconds": "seconds", "kernel_seconds": "seconds"},
             )
         )
     section.notes.append(

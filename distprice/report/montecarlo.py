@@ -35,7 +35,7 @@ def paths_section(record: JobRecord) -> Section:
         Figure("jobs", "jobs", len(per_job)),
         Figure("rows", "prices (job × model)", len(table)),
         Figure("paths", "paths (all jobs)", int(per_job["paths"].sum())),
-        Figure("seconds", "seconds (all jobs)", float(per_job["seconds"].sum()), "s", spec=".3f"),
+        Figure("seconds", "seconds (all jobs)", float(per_job["seconds"].sum()), "s", style="seconds"),
     ]
     name, rate = speed(table)
     shown = table[
@@ -45,9 +45,7 @@ def paths_section(record: JobRecord) -> Section:
             if c in table.columns
         ]
     ].assign(**{name: rate})
-    section.tables.append(
-        Table.of("prices", "Prices", shown, {"price": ".6g", "stderr_batches": ".3g", "seconds": ".3f", name: ".3e"})
-    )
+    section.tables.append(Table.of("prices", "Prices", shown, {"price": "precise", "seconds": "seconds"}))
     section.plots.append(price_plot(table))
     section.notes.append(
         f"Standard errors from {BATCHES} equal batches of paths; the whiskers span ±2 standard errors. Speed: {name}."

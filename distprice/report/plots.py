@@ -4,7 +4,7 @@ stacked bar of a job's phases. Each takes plain arrays and returns a Bokeh model
 from __future__ import annotations
 
 import numpy as np
-from bokeh.models import ColumnDataSource, HoverTool, NumeralTickFormatter
+from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, NumeralTickFormatter
 from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
@@ -14,16 +14,21 @@ BAR_HEIGHT = 26
 """Pixels per bar of a horizontal bar chart."""
 COLORS = Category10_10
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+TICKS = "0,0.[00]"
+"""The numbers on the axes: with thousands separators, as the report's text shows them (never ``2.000e+4``)."""
 
 
 def plot(title: str, height: int = HEIGHT, **options):
     """An empty figure of the report's style."""
     fig = figure(title=title, width=WIDTH, height=height, tools=TOOLS, toolbar_location="right", **options)
     fig.title.text_font_size = "13px"
+    for axis in (*fig.xaxis, *fig.yaxis):
+        if type(axis) is LinearAxis:
+            axis.formatter = NumeralTickFormatter(format=TICKS)
     return fig
 
 
-def bars(labels, values, title: str, axis: str, *, counts=None, color: str = COLORS[0], money: bool = False):
+def bars(labels, values, title: str, axis: str, *, counts=None, color: str = COLORS[0]):
     """Horizontal bars of ``values`` by ``labels`` (first label on top); ``counts`` (rows) shown on hover."""
     labels = [str(label) for label in labels]
     values = np.asarray(values, dtype=np.float64)
@@ -35,8 +40,6 @@ def bars(labels, values, title: str, axis: str, *, counts=None, color: str = COL
     fig = plot(title, height=max(120, 60 + BAR_HEIGHT * len(labels)), y_range=list(reversed(labels)))
     fig.hbar(y="label", right="value", height=0.7, color=color, source=ColumnDataSource(data))
     fig.xaxis.axis_label = axis
-    if money:
-        fig.xaxis.formatter = NumeralTickFormatter(format="0,0")
     fig.ygrid.grid_line_color = None
     fig.add_tools(HoverTool(tooltips=tooltips))
     return fig
@@ -62,7 +65,6 @@ def ladder(x, y, title: str, x_axis: str, y_axis: str):
     fig.line("x", "y", source=source, line_width=2, color=COLORS[0])
     fig.scatter("x", "y", source=source, size=8, color=COLORS[0])
     fig.xaxis.axis_label, fig.yaxis.axis_label = x_axis, y_axis
-    fig.yaxis.formatter = NumeralTickFormatter(format="0,0")
     fig.add_tools(HoverTool(tooltips=[(x_axis, "@x{0,0.[00]}"), (y_axis, "@y{0,0.[00]}")]))
     return fig
 

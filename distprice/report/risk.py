@@ -88,24 +88,26 @@ def risk_section(record: JobRecord) -> Section | None:
         book_row = table[table["curve"] == ALL].iloc[0]
         for m in amounts:
             section.figures.append(
-                Figure(f"book_{m}", f"book {m} (Σ quantity × {m})", float(book_row[m]), "per bp", spec=",.2f")
+                Figure(f"book_{m}", f"book {m} (Σ quantity × {m})", float(book_row[m]), "per bp", style="money")
             )
         section.tables.append(
-            Table.of("by_curve", "DV01 and vega by curve (value per bp)", table, {m: ",.2f" for m in amounts})
+            Table.of("by_curve", "DV01 and vega by curve (value per bp)", table, dict.fromkeys(amounts, "money"))
         )
     tenors = key_rates(book.columns)
     if tenors:
         value = measure("value")
         ladder = _by_curve(book, {c: value * measure(c) * BP for c in tenors})
         total = float(ladder.loc[ladder["curve"] == ALL, list(tenors)].sum(axis=1).iloc[0])
-        section.figures.append(Figure("key_rate_dv01_sum", "Σ key-rate DV01 of the book", total, "per bp", spec=",.2f"))
+        section.figures.append(
+            Figure("key_rate_dv01_sum", "Σ key-rate DV01 of the book", total, "per bp", style="money")
+        )
         section.plots.append(ladder_plot(ladder, tenors))
         section.tables.append(
             Table.of(
                 "key_rates",
                 "Key-rate DV01 by curve (Σ value × krd × 1 bp)",
                 ladder.rename(columns={c: f"{t:g}y" for c, t in tenors.items()}),
-                {f"{t:g}y": ",.2f" for t in tenors.values()},
+                {f"{t:g}y": "money" for t in tenors.values()},
             )
         )
     spreads = {
@@ -120,7 +122,7 @@ def risk_section(record: JobRecord) -> Section | None:
         finite = values[np.isfinite(values)] * scale
         if len(finite):
             section.figures.append(
-                Figure(f"{column}_median", f"{label}, median over rows", float(np.median(finite)), unit, spec=".4g")
+                Figure(f"{column}_median", f"{label}, median over rows", float(np.median(finite)), unit)
             )
         section.plots.append(plots.histogram(finite, f"{label} over rows", f"{label} ({unit})"))
     if "oas" in book.columns:

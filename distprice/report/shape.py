@@ -1,7 +1,8 @@
-"""The book's shape: tree height against width for every valid row (a 2-D histogram, so 10⁶ rows draw as
-fast as 10³), the chunks the client cut (runs of consecutive rows of equal cost Σ width · height, so each
-chunk's box spans the shapes its rows hold) and the parts of the inspector's plan, each with its engine and
-predicted (and actual) seconds: the picture the papers' sorting and bin packing are about.
+"""The book's shape: tree height against width for every valid row (a 2-D histogram on the lattice of the
+values, so 10⁶ rows draw as fast as 10³), the chunks the client cut (runs of consecutive rows of equal cost
+Σ width · height, so each chunk's box spans the shapes its rows hold), each with its predicted and actual
+seconds of pricing on its worker, and the parts of the inspector's plan, each with its engine and predicted (and
+actual) seconds: the picture the papers' sorting and bin packing are about.
 
 :func:`shape_section` is the report's section; :func:`draw_shape` draws the same section alone, before any
 pricing, to an HTML or PNG file.
@@ -9,6 +10,7 @@ pricing, to an HTML or PNG file.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +29,31 @@ MAX_BINS = 80
 """Histogram bins per axis at most; fewer when the values are fewer."""
 
 
-def bins(values: np.ndarray) -> np.ndarray:
-    """Bin edges for integer ``values``: one bin per value step (widths step by 2) while that makes at most
-    MAX_BINS bins, else MAX_BINS equal bins."""
-    low, high = int(values.min()), int(values.max())
-    distinct = np.unique(values)
+def lattice(values: np.ndarray) -> np.ndarray:
+    """The lattice integer ``values`` lie on: from the least to the greatest by the greatest common step of their
+    differences (widths step by 2)."""
+    distinct = np.unique(np.asarray(values, dtype=np.int64))
     step = int(np.gcd.reduce(np.diff(distinct))) if len(distinct) > 1 else 1
-    count = (high - low) // step + 1
-    if count <= MAX_BINS:
-        return low - step / 2 + step * np.arange(count + 1)
-    return np.linspace(low - 0.5, high + 0.5, MAX_BINS + 1)
+    return np.arange(distinct[0], distinct[-1] + 1, step)
+
+
+def bins(values: np.ndarray) -> np.ndarray:
+    """Bin edges for integer ``values`` on their :func:`lattice`: one bin per lattice value while that makes at
+    most MAX_BINS bins, else the same whole number k of lattice values in every bin, each value halfway between
+    two edges, so that no bin holds more of the values than its neighbours (stripes). The last bin may hold fewer:
+    k is the fewest, from the fewest that make at most MAX_BINS bins to twice that, that fills it at least half
+    (else the one that fills it most), so that a handful of shapes draws no noisy edge."""
+    points = lattice(values)
+    step = int(points[1] - points[0]) if len(points) > 1 else 1
+    least = math.ceil(len(points) / MAX_BINS)
+    fill = {k: ((len(points) - 1) % k + 1) / k for k in range(least, 2 * least + 1)}
+    per_bin = next((k for k, f in fill.items() if f >= 0.5), max(fill, key=lambda k: fill[k]))
+    return points[0] - step / 2 + step * per_bin * np.arange(math.ceil(len(points) / per_bin) + 1)
+
+
+def shapes_per_bin(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The lattice values (tree widths, or heights) each bin of ``edges`` spans."""
+    return np.histogram(lattice(values), edges)[0]
 
 
 def cut(width: np.ndarray, height: np.ndarray, chunks) -> list[np.ndarray]:
@@ -66,15 +83,21 @@ def _boxes(width: np.ndarray, height: np.ndarray, groups: list[np.ndarray]) -> d
 
 
 def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], plan: Plan | None):
-    """The 2-D histogram of rows by (width, height), log colours, with chunk and plan-part outlines."""
+    """The 2-D histogram of rows by (width, height) on the lattice of the shapes (:func:`bins`), coloured by rows
+    per tree shape (log colours: a bin of fewer shapes, at the far edge, is not paler for it), with chunk and
+    plan-part outlines."""
     from bokeh.models import ColorBar, ColumnDataSource, HoverTool, LogColorMapper
     from bokeh.palettes import Viridis256
 
     x_edges, y_edges = bins(width), bins(height)
     counts, _, _ = np.histogram2d(width, height, bins=[x_edges, y_edges])
-    image = np.where(counts.T > 0, counts.T, np.nan)
+    per_shape = counts / np.outer(shapes_per_bin(width, x_edges), shapes_per_bin(height, y_edges))
+    image = np.where(counts.T > 0, per_shape.T, np.nan)
     fig = plots.plot("Rows by tree width and height", height=520)
-    mapper = LogColorMapper(palette=Viridis256, low=1, high=max(1.0, float(counts.max())), nan_color=(0, 0, 0, 0))
+    least = float(np.nanmin(image)) if np.isfinite(image).any() else 1.0
+    mapper = LogColorMapper(
+        palette=Viridis256, low=least, high=max(least, float(np.nanmax(image))), nan_color=(0, 0, 0, 0)
+    )
     fig.image(
         image=[image],
         x=x_edges[0],
@@ -83,9 +106,9 @@ def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], 
         dh=y_edges[-1] - y_edges[0],
         color_mapper=mapper,
     )
-    fig.add_layout(ColorBar(color_mapper=mapper, title="rows", width=12), "right")
+    fig.add_layout(ColorBar(color_mapper=mapper, title="rows per shape", width=12), "right")
     fig.xaxis.axis_label, fig.yaxis.axis_label = "tree width (nodes)", "tree height (steps)"
-    fig.add_tools(HoverTool(tooltips=[("width", "$x{0}"), ("height", "$y{0}"), ("rows", "@image{0,0}")]))
+    fig.add_tools(HoverTool(tooltips=[("width", "$x{0}"), ("height", "$y{0}"), ("rows per shape", "@image{0,0.[00]}")]))
     total = float((width.astype(np.float64) * height).sum()) or 1.0
     if chunks:
         data = _boxes(width, height, chunks)
@@ -128,19 +151,34 @@ def shape_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], 
     return fig
 
 
-def chunk_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray]):
-    """Rows per chunk (bars) and each chunk's share of the cost Σ width · height (line, right axis)."""
-    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
-
+def chunk_table(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray], times) -> pd.DataFrame:
+    """Each chunk's rows, share of the cost Σ width · height (%), heights and, with ``times``, its predicted and
+    actual seconds of pricing on its worker."""
     data = _boxes(width, height, chunks)
     total = sum(data["cost"]) or 1.0
-    source = ColumnDataSource(
+    table = pd.DataFrame(
         dict(
             chunk=np.arange(len(data["rows"])),
             rows=data["rows"],
-            share=[100 * c / total for c in data["cost"]],
+            cost_share=[100 * c / total for c in data["cost"]],
             heights=[f"{b + 0.5:.0f}–{t - 0.5:.0f}" for b, t in zip(data["bottom"], data["top"])],
         )
+    )
+    if times is not None:
+        table["predicted_seconds"] = [p for p, _ in times]
+        table["actual_seconds"] = [a for _, a in times]
+        table["actual_over_predicted"] = table["actual_seconds"] / table["predicted_seconds"].where(
+            table["predicted_seconds"] > 0
+        )
+    return table
+
+
+def chunk_plot(table: pd.DataFrame):
+    """Rows per chunk (bars) and each chunk's share of the cost Σ width · height (line, right axis)."""
+    from bokeh.models import ColumnDataSource, HoverTool, LinearAxis, Range1d
+
+    source = ColumnDataSource(
+        dict(chunk=table["chunk"], rows=table["rows"], share=table["cost_share"], heights=table["heights"])
     )
     fig = plots.plot("Chunks: rows (bars) and share of the cost Σ width · height (line)")
     fig.vbar(x="chunk", top="rows", width=0.7, source=source, color=plots.COLORS[0])
@@ -157,6 +195,31 @@ def chunk_plot(width: np.ndarray, height: np.ndarray, chunks: list[np.ndarray]):
                 ("cost share", "@share{0.0}%"),
                 ("heights", "@heights"),
             ]
+        )
+    )
+    return fig
+
+
+def chunk_times_plot(table: pd.DataFrame):
+    """Each chunk's predicted and actual seconds of pricing on its worker, side by side."""
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.transform import dodge
+
+    source = ColumnDataSource(
+        dict(
+            chunk=table["chunk"],
+            predicted=table["predicted_seconds"].fillna(0.0),
+            actual=table["actual_seconds"].fillna(0.0),
+        )
+    )
+    fig = plots.plot("Chunks: predicted and actual seconds of pricing on their workers")
+    for name, offset, color in (("predicted", -0.18, plots.COLORS[1]), ("actual", 0.18, plots.COLORS[0])):
+        fig.vbar(x=dodge("chunk", offset), top=name, width=0.34, source=source, color=color, legend_label=name)
+    fig.xaxis.axis_label, fig.yaxis.axis_label = "chunk (in the client's order)", "seconds"
+    fig.legend.location = "top_left"
+    fig.add_tools(
+        HoverTool(
+            tooltips=[("chunk", "@chunk"), ("predicted", "@predicted{0,0.000} s"), ("actual", "@actual{0,0.000} s")]
         )
     )
     return fig
@@ -187,18 +250,18 @@ def shape_figures(width: np.ndarray, height: np.ndarray) -> list[Figure]:
     shape = describe(width, height)
     figures = [
         Figure("shape_rows", "rows drawn (valid)", shape["rows"]),
-        Figure("shape_node_steps", "node-steps (one scenario)", shape["node_steps"], spec=".4g"),
+        Figure("shape_node_steps", "node-steps (one scenario)", shape["node_steps"]),
     ]
     for name in ("width", "height"):
         for q in ("p50", "p99", "max"):
             if q in shape[name]:
-                figures.append(Figure(f"{name}_{q}", f"{name} {q}", float(shape[name][q]), spec=".0f"))
+                figures.append(Figure(f"{name}_{q}", f"{name} {q}", float(shape[name][q])))
         if "skewness" in shape[name]:
-            figures.append(Figure(f"{name}_skewness", f"{name} skewness", shape[name]["skewness"], spec=".2f"))
+            figures.append(Figure(f"{name}_skewness", f"{name} skewness", shape[name]["skewness"], style="ratio"))
     return figures
 
 
-def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=None) -> Section:
+def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=None, chunk_seconds=None) -> Section:
     """The shape-and-plan section for trees of these widths and heights (the valid rows, in table order)."""
     width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
     if plan is not None and sum(len(p.rows) for p in plan.parts) != len(width):
@@ -212,19 +275,54 @@ def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=N
         return section
     groups = cut(width, height, chunks)
     section.figures = shape_figures(width, height)
-    if groups:
+    chunked = chunk_table(width, height, groups, chunk_seconds) if groups else None
+    if chunked is not None:
         section.figures.append(Figure("chunks", "chunks", len(groups)))
+    if chunked is not None and chunk_seconds is not None:
+        section.figures += [
+            Figure(
+                "chunk_predicted_seconds",
+                "chunks: predicted (Σ on their workers)",
+                float(chunked["predicted_seconds"].sum(min_count=1)),
+                "s",
+                style="seconds",
+            ),
+            Figure(
+                "chunk_actual_seconds",
+                "chunks: actual (Σ on their workers)",
+                float(chunked["actual_seconds"].sum(min_count=1)),
+                "s",
+                style="seconds",
+            ),
+        ]
     if plan is not None:
-        figures = [Figure("predicted_seconds", "plan: predicted (host layout included)", plan.seconds, "s", spec=".4g")]
+        figures = [
+            Figure("predicted_seconds", "plan: predicted (host layout included)", plan.seconds, "s", style="seconds")
+        ]
         if plan_seconds is not None:
-            figures.append(Figure("actual_seconds", "plan: actual (Σ parts)", sum(plan_seconds), "s", spec=".4g"))
+            figures.append(Figure("actual_seconds", "plan: actual (Σ parts)", sum(plan_seconds), "s", style="seconds"))
         if plan.model is not None:
             model = plan.model
             figures.append(Figure("model", "cost model", f"{model.device}, {model.precision}, {model.source}"))
         section.figures += figures
     section.plots.append(shape_plot(width, height, groups, plan))
-    if groups:
-        section.plots.append(chunk_plot(width, height, groups))
+    if chunked is not None:
+        section.plots.append(chunk_plot(chunked))
+        if chunk_seconds is not None:
+            section.plots.append(chunk_times_plot(chunked))
+        section.tables.append(
+            Table.of(
+                "chunks",
+                "The chunks (cost share in %; seconds of pricing on their workers)",
+                chunked,
+                {
+                    "cost_share": "ratio",
+                    "predicted_seconds": "seconds",
+                    "actual_seconds": "seconds",
+                    "actual_over_predicted": "ratio",
+                },
+            )
+        )
     if plan is not None and plan.parts:
         table = plan_table(width, height, plan, plan_seconds)
         if plan_seconds is not None:
@@ -239,18 +337,29 @@ def draw(width, height, *, plan: Plan | None = None, plan_seconds=None, chunks=N
                 title,
                 table,
                 {
-                    "node_steps": ".4g",
-                    "predicted_seconds": ".4g",
-                    "actual_seconds": ".4g",
-                    "actual_over_predicted": ".2f",
+                    "predicted_seconds": "seconds",
+                    "actual_seconds": "seconds",
+                    "actual_over_predicted": "ratio",
                 },
             )
         )
-    section.notes.append(
-        "Each cell counts the rows of that tree shape (log colours). Dashed boxes: the chunks the "
-        "client cut, sorted by decreasing height, then width, each of nearly equal cost "
-        "Σ width · height; solid boxes: the rows of each part of the inspector's plan."
-    )
+    notes = [
+        "Each cell is one tree shape (width, height), or a few neighbouring ones on the lattice of the shapes, "
+        "coloured by its rows per shape (log colours)."
+    ]
+    if groups:
+        notes.append(
+            "Dashed boxes: the chunks the client cut, runs of consecutive rows (in the table's order) of nearly "
+            "equal cost Σ width · height."
+        )
+    if chunk_seconds is not None:
+        notes.append(
+            "A chunk's predicted seconds are its plan's under the workers' cost model, over the share of a "
+            "machine (or GPU) its worker has; its actual seconds, its pricing task's."
+        )
+    if plan is not None:
+        notes.append("Solid boxes: the rows of each part of the inspector's plan.")
+    section.notes.append(" ".join(notes))
     return section
 
 
@@ -285,7 +394,14 @@ def shape_section(record: JobRecord) -> Section:
     valid = priced_mask(book)
     width = pd.to_numeric(book["width"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)[valid]
     height = pd.to_numeric(book["height"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)[valid]
-    return draw(width, height, plan=record.plan, plan_seconds=record.plan_seconds, chunks=record.chunks)
+    return draw(
+        width,
+        height,
+        plan=record.plan,
+        plan_seconds=record.plan_seconds,
+        chunks=record.chunks,
+        chunk_seconds=record.chunk_seconds,
+    )
 
 
 def draw_shape(
