@@ -163,7 +163,8 @@ def _flag(flag: str, check, value):
 @click.option(
     "--curves",
     type=click.Path(exists=True, dir_okay=False),
-    help="Zero curves table (curve, t, zero_rate); the built-in 'hull' curve needs none.",
+    help="Curves table: knots (curve, t or date, zero_rate or discount_factor) or deposit and swap quotes; "
+    "the built-in 'hull' curve needs none.",
 )
 @click.option(
     "--scenarios",
