@@ -17,9 +17,9 @@ from . import inspector
 from .cuda import device_name, gpu_available
 from .curves import load_curves
 from .errors import JobTimeoutError
-from .execute import price_plan
+from .execute import choose_plan, price_parts, stopped_by
 from .inspector import CostModel, Inspection, Plan
-from .job import Job, JobOptions, Summary, Tally, prepare_job
+from .job import Job, JobOptions, Summary, Tally, check_predicted, prepare_job
 from .lattice import datasets
 from .lattice.desk import AS_OF, desk
 from .models import calibrate_heston as fit_heston, calibrate_hull_white as fit_hull_white
@@ -55,10 +55,11 @@ def price(portfolio, curves=None, *, cluster=None, progress: bool = False, **opt
     every scenario). ``cluster`` runs the job on Dask: a cluster config file, a
     scheduler address (``tcp://host:8786``), a :class:`distributed.Client`, or None for this process (see
     :class:`distprice.Pricer` to keep one cluster across jobs). ``progress`` draws a progress bar on stderr
-    when it is a terminal. In this process the rows are priced in pieces (about a second's work, and at most
-    about 262 144 rows, whose event tables and engine arrays the next piece reuses), so Ctrl-C and ``timeout``
-    stop the job within a piece's time.
-    """
+    when it is a terminal. In this process the rows are priced in pieces (a fraction of a second's predicted
+    work, and at most about 262 144 rows, whose event tables and engine arrays the next piece reuses), so Ctrl-C
+    and ``timeout`` stop the job within a piece's time. A job predicted to take more than ``max_seconds`` of
+    pricing (one hour by default) is refused before it starts
+    (:class:`~distprice.errors.JobTooLongError`)."""
     checked = JobOptions.of(curves=curves, **options).checked()  # before a cluster is started for nothing
     if cluster is not None:
         from .cluster.pricer import Pricer
@@ -73,19 +74,22 @@ def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced
     """Prices a portfolio job in this process (``checked``: its checked options): the job, its priced table as
     columns (:meth:`~distprice.job.Job.priced_columns`) and the plan it followed."""
     deadline = None if checked.timeout is None else time.monotonic() + checked.timeout
+
+    def in_time() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
+
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
-    total = instruments.node_steps * len(job.market.curve_sets)
-    with Bar(total, STARTING, shown=progress) as bar:
-
-        def priced(node_steps: float) -> None:
-            bar.update(bar.done + node_steps, "pricing")
-            if deadline is not None and time.monotonic() > deadline:
-                raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
-
-        bond, option, plan, _ = price_plan(instruments, job.market.curve_sets, checked.engine, job.real, priced)
-    engines = plan.engine_of_rows(len(instruments))
-    return job, job.priced_columns(bond, option, engines, measured=job.measure(bond[0], option[0])), plan
+    sets = job.market.curve_sets
+    plan = choose_plan(instruments, checked.engine, job.real)
+    check_predicted(plan.seconds * len(sets), checked.max_seconds, "in this process", plan.model)
+    with stopped_by(in_time), Bar(instruments.node_steps * len(sets), STARTING, shown=progress) as bar:
+        bond, option, _ = price_parts(
+            instruments, sets, plan.parts, job.real, lambda node_steps: bar.update(bar.done + node_steps, "pricing")
+        )
+        measured = job.measure(bond[0], option[0])
+    return job, job.priced_columns(bond, option, plan.engine_of_rows(len(instruments)), measured=measured), plan
 
 
 def price_mc(

@@ -222,6 +222,12 @@ def _flag(flag: str, check, value):
     type=click.FloatRange(min=0, min_open=True),
     help="Seconds the job may take; past them it stops (exit 6) and nothing is written.",
 )
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="The most seconds of pricing the job may be predicted to take; a job predicted longer is refused "
+    "(exit 2) [default: 3600].",
+)
 @click.option("--create-dirs", is_flag=True, help="Create the output's (and the report's) folder if it does not exist.")
 @click.option(
     "--report",

@@ -94,6 +94,12 @@ class JobTimeoutError(DistpriceError, TimeoutError):
     exit_status = 6
 
 
+class JobTooLongError(DistpriceError, ValueError):
+    """A job predicted to take longer than its ``max_seconds`` of pricing; refused before anything is priced."""
+
+    exit_status = 2
+
+
 class OutputError(DistpriceError, OSError):
     """The output cannot be written: a full disk or quota, a read-only file system, no permission. Nothing is
     written under the output's name, and an earlier output there is unchanged; ``errno`` is the cause's."""

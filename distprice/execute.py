@@ -2,29 +2,43 @@
 
 A plan (:mod:`distprice.inspector`) is a list of parts, each a set of rows and the engine that prices them;
 ``auto`` asks the inspector for the cheapest plan on this machine, a named engine is a plan of one part.
+
+A job stops between pieces of its work: host parts are priced in pieces of a fraction of a second's predicted
+work (:func:`host_pieces`), GPU parts launch by launch. Python raises Ctrl-C (and SIGTERM, as the command line
+handles it) there, once the engine's native code returns; a timeout or a cancelled task is a check the caller
+hands in with :func:`stopped_by`, called at each such point (:func:`checkpoint`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import math
 import time
+from collections.abc import Callable
 
+import numba
 import numpy as np
 
 from .cuda import gpu_available, gpu_turn
 from .curves import ZeroCurve
-from .inspector import Part, Plan, plan
+from .inspector import CostModel, Part, Plan, plan
 from .lattice.batch import pack_parts
 from .lattice.engines import AUTO, ENGINES, GPU_ENGINES, HOST, Engine
-from .lattice.geometry import node_steps
+from .lattice.geometry import TreeGeometry, node_steps
 from .lattice.gpu import layout_run, start_gpu, upload
 from .lattice.instruments import Instruments
 from .planner import cut_by_cost
 from .precision import precision_name
 from .tuning import current_model
 
+PIECE_SECONDS = 0.4
+"""Predicted seconds (the cost model of the machine that prices) of a piece of a host part: a stop waits for the
+piece being priced, about this long at most (the cost model's default figures predict about twice the time the
+CPU engine takes), and each piece's fixed costs (taking its rows, its event table and layout, its forward
+passes: a few ms) stay small beside its pricing. A row predicted longer than this is priced with as few others
+as the engine has threads."""
 HOST_PIECE_MAX_ROWS = 1 << 18
 """Rows of a piece at most: each piece's event table and the engine's per-row arrays (a few tens of MB) reuse
 the memory of the piece before instead of growing with the part, so a big table's first job does not pay for
@@ -32,6 +46,28 @@ that much new memory, and the arrays stay closer to the caches."""
 GPU_IN_FLIGHT = 2
 """Launches queued on the GPU at once: enough to keep it busy while the host waits for the oldest, few
 enough that a job under many scenarios holds the device memory of two runs, not of all."""
+
+
+_STOP_CHECK: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("distprice_stop", default=None)
+
+
+@contextlib.contextmanager
+def stopped_by(check: Callable[[], None]):
+    """Within this block, pricing in this thread calls ``check()`` before each piece of a host part, each GPU
+    launch and each piece of risk measures (:func:`checkpoint`): whatever it raises (a timeout, a cancelled
+    task) stops the job there."""
+    token = _STOP_CHECK.set(check)
+    try:
+        yield
+    finally:
+        _STOP_CHECK.reset(token)
+
+
+def checkpoint() -> None:
+    """A point where a job may stop: calls the check :func:`stopped_by` set, if any."""
+    check = _STOP_CHECK.get()
+    if check is not None:
+        check()
 
 
 def fixed_plan(engine: str, n: int, turns: bool = False) -> Plan:
@@ -45,13 +81,32 @@ def choose_plan(
     instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None, gpu_processes: int = 1
 ) -> Plan:
     """The plan for ``instruments``: the inspector's for ``auto`` (with ``model``, or this machine's tuned
-    model), else :func:`fixed_plan`. ``gpu`` says whether the pricing machine has one (default: this one),
-    ``gpu_processes`` how many processes price on that GPU at once (:func:`~distprice.inspector.plan`)."""
-    if engine != AUTO:
-        return fixed_plan(engine, len(instruments), gpu_processes > 1)
+    model), else :func:`fixed_plan` with the named engine's predicted seconds (:func:`named_seconds`). ``gpu``
+    says whether the pricing machine has one (default: this one), ``gpu_processes`` how many processes price on
+    that GPU at once (:func:`~distprice.inspector.plan`)."""
     gpu = gpu_available() if gpu is None else gpu
+    if engine != AUTO:  # the model tells the time alone: tuned or not, it chooses nothing
+        named = fixed_plan(engine, len(instruments), gpu_processes > 1)
+        named.model = model or current_model(precision_name(real), gpu, quiet=True)
+        named.seconds = named_seconds(instruments, engine, named.model, gpu)
+        for part in named.parts:
+            part.seconds = named.seconds
+        return named
     geometry = instruments.geometry
     return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu, gpu_processes)
+
+
+def named_seconds(instruments: Instruments, engine: str, model: CostModel, gpu: bool) -> float:
+    """The predicted seconds of ``engine`` pricing ``instruments`` alone under one curve set on a machine of
+    ``model``: a host engine's :func:`row_seconds`, a GPU engine's candidate plan of the inspector (or its best
+    plan, where it considers none of that engine alone)."""
+    if not len(instruments):
+        return 0.0
+    if ENGINES[engine].kind == HOST:
+        return float(row_seconds(instruments.geometry, slice(None), engine, model).sum())
+    g = instruments.geometry
+    chosen = plan(g.width, g.height, model, gpu)
+    return chosen.considered.get(engine, chosen.seconds)
 
 
 def _price_on_host(
@@ -69,10 +124,11 @@ def _price_on_host(
     seconds spent in the engine, preparation excluded. ``progress`` is told the node-steps of each piece priced
     under a curve set."""
     seconds = 0.0
-    for piece in host_pieces(instruments, part.rows, part.engine):
+    for piece in host_pieces(instruments, part.rows, part.engine, this_model(real)):
         rows = instruments.take(piece)
         price = engine.prepare(rows, curve_sets[0], real)
         for s, curves in enumerate(curve_sets):
+            checkpoint()
             tick = time.perf_counter()
             bond[s, piece], option[s, piece] = price(curves)
             seconds += time.perf_counter() - tick
@@ -80,15 +136,36 @@ def _price_on_host(
     return seconds
 
 
-def host_pieces(instruments: Instruments, rows: np.ndarray, engine: str) -> list[np.ndarray]:
-    """``rows`` cut into consecutive pieces of about the :attr:`~.lattice.engines.Engine.piece_node_steps` of
-    ``engine`` each, at least its :attr:`~.lattice.engines.Engine.piece_rows` rows and at most about
-    HOST_PIECE_MAX_ROWS, so that a long job in this process shows progress and answers Ctrl-C between pieces."""
-    g = instruments.geometry
-    cost = node_steps(g.width[rows], g.height[rows])
-    host = ENGINES[engine]
+def this_model(real) -> CostModel:
+    """The cost model of this machine (its GPU's, whose CPU figures are its host's; else its CPU's) in
+    precision ``real``."""
+    return current_model(precision_name(real), gpu_available(), quiet=True)
+
+
+def row_seconds(geometry: TreeGeometry, rows, engine: str, model: CostModel) -> np.ndarray:
+    """The predicted seconds of the host ``engine`` pricing each of ``rows`` (positions of ``geometry``'s trees)
+    under one curve set on a machine of ``model``: the CPU engine's and its layout's
+    (:meth:`~distprice.inspector.CostModel.cpu_rows`, :meth:`~distprice.inspector.CostModel.pack_rows`), or the
+    engine's :attr:`~.lattice.engines.Engine.node_step_seconds`."""
+    width, height = geometry.width[rows], geometry.height[rows]
+    per_step = ENGINES[engine].node_step_seconds
+    if per_step is not None:
+        return node_steps(width, height) * per_step
+    return model.cpu_rows(width, height) + model.pack_rows(height)
+
+
+def host_pieces(
+    instruments: Instruments, rows: np.ndarray, engine: str, model: CostModel, passes: int = 1
+) -> list[np.ndarray]:
+    """``rows`` cut into consecutive pieces of about PIECE_SECONDS of ``engine``'s predicted work each
+    (:func:`row_seconds` under ``model``, times ``passes``: risk measures price each piece once per measure),
+    at least a row per thread of the engine and at most about HOST_PIECE_MAX_ROWS rows, so that a long job in
+    this process shows its progress and stops between pieces, about PIECE_SECONDS after it is asked to at most
+    (a row predicted longer: the longest row's time)."""
+    cost = row_seconds(instruments.geometry, rows, engine, model) * passes
+    threads = numba.get_num_threads() if engine == "cpu" else 1
     pieces = max(
-        min(math.ceil(cost.sum() / host.piece_node_steps), math.ceil(len(rows) / host.piece_rows)),
+        min(math.ceil(cost.sum() / PIECE_SECONDS), math.ceil(len(rows) / threads)),
         math.ceil(len(rows) / HOST_PIECE_MAX_ROWS),
     )
     return [rows[s] for s in cut_by_cost(cost, max(1, pieces))]
@@ -124,7 +201,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
     (:func:`~.cuda.gpu_turn`), laid out and uploaded before it, and waits there for its kernels.
 
     ``progress(node_steps)`` is called as each piece (host parts) or launch (GPU parts) is priced; whatever
-    it raises (a timeout, Ctrl-C) stops the pricing there.
+    it raises stops the pricing there, as does the check of :func:`stopped_by`, called before each.
     """
     shape = (len(curve_sets), len(instruments))
     bond, option = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -145,6 +222,7 @@ def price_parts(instruments: Instruments, curve_sets: list[dict[str, ZeroCurve]]
             for s, curves in enumerate(curve_sets):
                 scenario = batch.with_curves(curves) if s else batch
                 device_batch = on_device.with_curves(scenario) if s else on_device
+                checkpoint()
                 with gpu_turn() if part.turns else contextlib.nullcontext():  # unchecked: the job names such rows
                     launched = start_gpu(
                         scenario, kernel, device_batch=device_batch, layouts=layouts, check_finite=False, **block

@@ -140,15 +140,23 @@ class CostModel:
 
     def pack(self, height: np.ndarray) -> float:
         """The host layout of trees of these heights (coupon and exercise tables)."""
-        return float(len(height) * self.pack_row + height.sum() * self.pack_step)
+        return float(self.pack_rows(height).sum())
+
+    def pack_rows(self, height: np.ndarray) -> np.ndarray:
+        """The host layout of each tree of these heights."""
+        return np.asarray(height, dtype=np.float64) * self.pack_step + self.pack_row
 
     def cpu(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
         """The CPU engine on these trees."""
-        return float(
-            node_steps(width, height).sum() * self.cpu_node_step
-            + 2.0 * height.sum() * self.cpu_step
-            + len(width) * self.cpu_row
-        ), {}
+        return float(self.cpu_rows(width, height).sum()), {}
+
+    def cpu_rows(self, width: np.ndarray, height: np.ndarray) -> np.ndarray:
+        """The CPU engine's time of each tree: its share of the engine's seconds with every thread busy."""
+        return (
+            node_steps(width, height) * self.cpu_node_step
+            + 2.0 * np.asarray(height, dtype=np.float64) * self.cpu_step
+            + self.cpu_row
+        )
 
 
 @dataclass

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,8 +23,8 @@ import pandas as pd
 
 from .choices import ON_INVALID, SCENARIO_TABLES
 from .dates import NO_DATE, parse_dates
-from .errors import InvalidInputError, OptionError, Problem
-from .execute import choose_plan, host_pieces
+from .errors import InvalidInputError, JobTooLongError, OptionError, Problem
+from .execute import checkpoint, host_pieces, this_model
 from .lattice.dated import (
     SCHEDULE_LABELS,
     TERM_COLUMNS,
@@ -50,8 +52,11 @@ from .priced import DATED_PRICES, PRICES, SCENARIO, TREE, Priced, labels, long_t
 from .scenarios import Market, market, parse_shifts
 from .tables import check_names, read_portfolio, read_table
 
+MAX_SECONDS = 3600.0
+"""The most seconds of pricing a job may be predicted to take, unless its ``max_seconds`` says otherwise."""
 PRICED_COLUMNS = (*PRICES, *TREE, "error")
 SCENARIO_COLUMN = SCENARIO
+log = logging.getLogger(__name__)
 INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0, "bond": 1.0}
 """price = option (sign 0), bond - option (callable), bond + option (puttable), bond (a bond's option is 0)."""
 
@@ -79,7 +84,10 @@ class JobOptions:
     adds risk columns, computed in fp64 on the base curves with bumps of ``bump_bp`` basis points and key
     rates at ``key_rates`` years; rows with a ``market_price`` are measured at their OAS.
     ``timeout``: seconds the job may take (reading and checking included); past it the job stops with
-    :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit. ``scenario_table``: the
+    :class:`~distprice.errors.JobTimeoutError` and nothing is written. None: no limit. ``max_seconds``: the
+    most seconds of pricing the job may be predicted to take (by the cost model of what prices it: this
+    machine, or a cluster's workers sharing the job) before it starts; a job predicted longer is refused with
+    :class:`~distprice.errors.JobTooLongError`. None: no limit. ``scenario_table``: the
     form of a priced table under scenarios (:data:`~distprice.choices.SCENARIO_TABLES`): ``long`` (one
     row per row and scenario: ``id``, ``scenario``, the priced columns a scenario changes, ``error``), ``wide``
     (one row per row, a column per scenario of each of those) or ``full`` (every column under every scenario).
@@ -98,6 +106,7 @@ class JobOptions:
     max_invalid: int | None = None
     models: object = None
     timeout: float | None = None
+    max_seconds: float | None = MAX_SECONDS
     base_scenario: bool = True
     measures: object = None
     bump_bp: float = DEFAULT_BUMP_BP
@@ -127,10 +136,12 @@ class JobOptions:
             raise OptionError(
                 f"scenario_table must be one of {', '.join(SCENARIO_TABLES)}, not {self.scenario_table!r}"
             )
-        if self.timeout is not None and not (
-            isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool) and 0 < self.timeout < np.inf
-        ):
-            raise OptionError(f"timeout must be a number of seconds > 0, not {self.timeout!r}")
+        for name in ("timeout", "max_seconds"):
+            seconds = getattr(self, name)
+            if seconds is not None and not (
+                isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < np.inf
+            ):
+                raise OptionError(f"{name} must be a number of seconds > 0, not {seconds!r}")
         if self.max_invalid is not None and not (
             isinstance(self.max_invalid, (int, np.integer))
             and not isinstance(self.max_invalid, bool)
@@ -186,20 +197,20 @@ class Risk:
         """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
         ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
         the OAS search starts from when they are float64. The rows are measured in the pieces a pricing in
-        this process takes (:func:`~.execute.host_pieces`): a risk engine holds its rows' events, trees and
-        bumped values at once, so a big book's memory stays that of a piece; each row's measures are what they
-        are measured whole."""
+        this process takes (:func:`~.execute.host_pieces`), each of about the time of a pricing's piece (a
+        pricing's predicted time per measure column): a risk engine holds its rows' events, trees and bumped
+        values at once, so a big book's memory stays that of a piece, and a stop waits for one piece at most;
+        each row's measures are what they are measured whole."""
         base = None
         if bond is not None and np.dtype(real) == np.float64:
             base = price_of(instruments.table["instrument"].to_numpy(dtype=object), bond, option)
         rows = np.arange(len(instruments))
-        pieces = (
-            host_pieces(instruments, rows, "reference" if self.engine == "reference" else "cpu")
-            if len(rows)
-            else [rows]
-        )
+        engine = "reference" if self.engine == "reference" else "cpu"
+        passes = len(self.columns)
+        pieces = host_pieces(instruments, rows, engine, this_model(np.float64), passes) if len(rows) else [rows]
         out = {}
         for piece in pieces:
+            checkpoint()
             part = price_measures(
                 instruments.take(piece),
                 curves,
@@ -603,20 +614,6 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
             ]
             + prepared.problems
         )
-    work = float(prepared.geometry.node_steps[prepared.valid].sum()) * len(chosen.curve_sets)
-    if work > options.limits.max_node_steps:
-        raise InvalidInputError(
-            [
-                Problem(
-                    None,
-                    "portfolio",
-                    None,
-                    f"{work:.3g} node-steps (every row, every scenario) "
-                    f"exceed limits.max_node_steps ({options.limits.max_node_steps:.3g}): "
-                    f"{predicted(prepared, options)}",
-                )
-            ]
-        )
     return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)
 
 
@@ -641,11 +638,29 @@ def check_columns(columns, rows: int, options: JobOptions) -> None:
         raise InvalidInputError(problems)
 
 
-def predicted(prepared: Prepared, options: JobOptions) -> str:
-    """The inspector's predicted time of pricing ``prepared``'s valid rows on this machine, in words."""
-    plan = choose_plan(prepared.instruments(), AUTO, options.real)
-    hours = plan.seconds / 3600
-    return f"the inspector predicts {hours:.1f} hours on this machine; raise the limit to price it anyway"
+def check_predicted(seconds: float, max_seconds: float | None, where: str, model) -> None:
+    """Logs a job's predicted seconds of pricing (every scenario) ``where`` it is priced ("in this process",
+    "on 4 workers") under the cost ``model`` that predicts them, before it starts; a job predicted past
+    ``max_seconds`` (None: no limit) is refused: :class:`~distprice.errors.JobTooLongError`, saying both and how
+    to raise the limit."""
+    limit = "no limit" if max_seconds is None else f"limit {duration(max_seconds)}"
+    log.info("predicted pricing time %s %s (%s cost model; %s)", duration(seconds), where, model.source, limit)
+    if max_seconds is not None and seconds > max_seconds:
+        raise JobTooLongError(
+            f"the job is predicted to take {duration(seconds)} of pricing {where} ({model.device}, "
+            f"{model.source} cost model), more than its limit of {duration(max_seconds)}; nothing was priced. "
+            f"Raise the limit (--max-seconds, max_seconds= in Python or job.max_seconds in the config), price "
+            f"it on more workers, or split the portfolio"
+        )
+
+
+def duration(seconds: float) -> str:
+    """Seconds in words: ``42.5 s``, ``1377 s (23 min)``, ``9000 s (2.5 h)``."""
+    if not math.isfinite(seconds) or seconds < 100:
+        return f"{seconds:.3g} s"
+    if seconds < 7200:
+        return f"{seconds:.0f} s ({seconds / 60:.0f} min)"
+    return f"{seconds:.0f} s ({seconds / 3600:.1f} h)"
 
 
 @dataclass(frozen=True)

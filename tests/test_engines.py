@@ -227,28 +227,66 @@ def test_host_pieces_cover_the_rows_in_order_and_cap_their_size(monkeypatch):
     from types import SimpleNamespace
 
     from distprice import execute
+    from distprice.inspector import CostModel
     from distprice.lattice.datasets import generate
     from distprice.lattice.desk import desk
     from distprice.lattice.geometry import tree_geometry
 
-    n = 10_000
+    n, model = 10_000, CostModel("cpu")
     geometry = tree_geometry(np.full(n, 0.1), np.full(n, 0.01), np.full(n, 1.0), np.full(n, 4))
     table = SimpleNamespace(geometry=geometry)
     rows = np.arange(n)
-    assert len(execute.host_pieces(table, rows, "cpu")) == 1
+    assert len(execute.host_pieces(table, rows, "cpu", model)) == 1
     monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", 1_000)
-    pieces = execute.host_pieces(table, rows, "cpu")
+    pieces = execute.host_pieces(table, rows, "cpu", model)
     assert len(pieces) == 10 and max(map(len, pieces)) <= 1_001
     np.testing.assert_array_equal(np.concatenate(pieces), rows)
-    # and a job priced in such pieces is the job priced whole
+    # and a job priced in such pieces, or in pieces of any predicted time, is the job priced whole
     book, dated = generate("S1", 3_000, seed=4), desk(400, seed=3)
     whole = distprice.price(book, engine="cpu")
     dated_whole = distprice.price(
         dated.portfolio, dated.curves, engine="cpu", exercise_schedule=dated.exercise_schedule
     )
-    monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", 150)
-    pd.testing.assert_frame_equal(distprice.price(book, engine="cpu"), whole)
-    pd.testing.assert_frame_equal(
-        distprice.price(dated.portfolio, dated.curves, engine="cpu", exercise_schedule=dated.exercise_schedule),
-        dated_whole,
-    )
+    for cap, seconds in ((150, execute.PIECE_SECONDS), (execute.HOST_PIECE_MAX_ROWS, 1e-6)):
+        monkeypatch.setattr(execute, "HOST_PIECE_MAX_ROWS", cap)
+        monkeypatch.setattr(execute, "PIECE_SECONDS", seconds)
+        pd.testing.assert_frame_equal(distprice.price(book, engine="cpu"), whole)
+        pd.testing.assert_frame_equal(
+            distprice.price(dated.portfolio, dated.curves, engine="cpu", exercise_schedule=dated.exercise_schedule),
+            dated_whole,
+        )
+
+
+def test_host_pieces_are_cut_by_predicted_time_and_long_rows_are_few_a_piece():
+    """Pieces of about PIECE_SECONDS of predicted work each, so that a stop waits for one at most: rows of a
+    thousandth of that many a piece, rows predicted longer than that as few a piece as the engine has
+    threads (100-year trees at 365 steps a year)."""
+    from types import SimpleNamespace
+
+    import numba
+
+    from distprice import execute
+    from distprice.lattice.geometry import tree_geometry
+    from distprice.tuning import shipped_default
+
+    model, threads = shipped_default("cpu", "fp64"), numba.get_num_threads()  # a 2-core machine's figures
+    short, long = 20_000, 50
+    mean_reversion = np.r_[np.full(short, 0.1), np.full(long, 0.005)]
+    maturity = np.r_[np.full(short, 10.0), np.full(long, 100.0)]
+    steps = np.r_[np.full(short, 12), np.full(long, 365)]
+    table = SimpleNamespace(geometry=tree_geometry(mean_reversion, np.full(short + long, 0.01), maturity, steps))
+    rows = np.arange(short + long)
+    seconds = execute.row_seconds(table.geometry, rows, "cpu", model)
+    assert seconds[:short].max() < execute.PIECE_SECONDS / 1000 < execute.PIECE_SECONDS < seconds[short:].min()
+    pieces = execute.host_pieces(table, rows, "cpu", model)
+    np.testing.assert_array_equal(np.concatenate(pieces), rows)
+    for piece in pieces:
+        if piece[-1] < short:  # short rows only: about PIECE_SECONDS of them
+            assert 0.5 * execute.PIECE_SECONDS < seconds[piece].sum() < 1.5 * execute.PIECE_SECONDS
+        else:
+            assert (piece >= short).sum() <= max(threads, 1) or len(piece) == 1
+    assert sum(piece[0] >= short for piece in pieces) >= long // max(threads, 1)
+    # the reference engine, which the cost model does not predict, by its own seconds per node-step
+    reference = execute.host_pieces(table, rows[:short], "reference", model)
+    per_piece = [execute.ENGINES["reference"].node_step_seconds * table.geometry.node_steps[p].sum() for p in reference]
+    assert max(per_piece) < 1.5 * execute.PIECE_SECONDS

@@ -7,12 +7,15 @@ from __future__ import annotations
 import io
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 
+import numba
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -23,7 +26,7 @@ from distprice.cluster.config import ClusterConfig, parse_config
 from distprice.cluster.pricer import Pricer
 from distprice.cluster.start import start
 from distprice.cuda import gpu_available
-from distprice.errors import JobTimeoutError, NoWorkersError
+from distprice.errors import ConfigError, JobTimeoutError, NoWorkersError, OptionError
 from distprice.lattice import datasets
 from distprice.progress import Bar
 
@@ -35,11 +38,52 @@ SLOW_ROWS = 300
 """R1 rows that the reference engine prices in tens of seconds: long enough to be interrupted."""
 
 
+LONG_TREE = dict(
+    instrument="callable_bond",
+    exercise="bermudan",
+    strike=100.0,
+    expiry=100.0,
+    first_exercise=5.0,
+    exercise_frequency=1,
+    maturity=100.0,
+    coupon=0.05,
+    coupon_frequency=2,
+    face=100.0,
+    mean_reversion=0.005,
+    volatility=0.01,
+    steps_per_year=365,
+    curve="hull",
+)
+"""A 100-year callable bond on a tree of 365 steps a year and 26 871 nodes: about a second of a core's work."""
+LONG_ROWS_PER_THREAD = 100
+"""Rows of such trees per thread of the CPU engine in a book whose pricing takes minutes."""
+
+
 @pytest.fixture(scope="module")
 def slow_book(tmp_path_factory):
     path = tmp_path_factory.mktemp("slow") / "book.csv"
     datasets.generate("R1", SLOW_ROWS, seed=1).to_csv(path, index=False)
     return path
+
+
+def long_book(rows: int) -> pd.DataFrame:
+    return pd.DataFrame([dict(LONG_TREE, id=f"long-{i}") for i in range(rows)])
+
+
+@pytest.fixture(scope="module")
+def long_rows(tmp_path_factory):
+    """A book of LONG_TREE rows, LONG_ROWS_PER_THREAD for each thread of the CPU engine, and the seconds a row on
+    each thread takes here (the engine compiled first, for the processes the tests start). The book cannot be
+    priced in less than about LONG_ROWS_PER_THREAD / 2 times that: each row has a backward pass of its own, about
+    half of the rows-on-every-thread's time (which holds their shared forward pass too)."""
+    threads = numba.get_num_threads()
+    distprice.price(long_book(threads), engine="cpu")
+    tick = time.monotonic()
+    distprice.price(long_book(threads), engine="cpu")
+    seconds = time.monotonic() - tick
+    path = tmp_path_factory.mktemp("long") / "book.csv"
+    long_book(LONG_ROWS_PER_THREAD * threads).to_csv(path, index=False)
+    return path, seconds
 
 
 class Run:
@@ -82,6 +126,11 @@ class Run:
         return status, time.monotonic() - tick
 
 
+def running(client) -> int:
+    """The tasks the workers' threads run, cancelled ones included (the scheduler forgets those at once)."""
+    return sum(client.run(lambda dask_worker: len(dask_worker.active_threads)).values())
+
+
 def left_behind(folder) -> list[str]:
     """Files in ``folder`` but the inputs: outputs, temporary files."""
     return sorted(p.name for p in folder.iterdir() if p.suffix not in (".csv", ".yaml") or p.name.startswith("."))
@@ -104,27 +153,50 @@ def address_config(folder, address: str, **cluster) -> str:
 # ---- Ctrl-C and SIGTERM ----
 
 
-@pytest.mark.parametrize(
-    "sent, status, said", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
-)
-def test_a_signal_stops_a_job_in_this_process_at_once(tmp_path, slow_book, sent, status, said):
+STOPPED = {
+    signal.SIGINT: (130, "distprice: interrupted; the job was stopped and nothing was written"),
+    signal.SIGTERM: (143, "distprice: terminated; the job was stopped and nothing was written"),
+    None: (6, "distprice: the job ran past its timeout of"),
+}
+
+
+@pytest.mark.parametrize("sent", list(STOPPED), ids=["ctrl-c", "sigterm", "timeout"])
+def test_a_stop_ends_a_job_of_long_rows_in_this_process_long_before_it_could_end(tmp_path, long_rows, sent):
+    """Ctrl-C, SIGTERM and --timeout take effect between pieces of a fraction of a second, even where every
+    row's tree takes about a second: the job ends within a few rows' time (the book takes at least ~50 times
+    a row on each thread), not at the end of a piece of hundreds of rows."""
+    book, row_seconds = long_rows
+    status, said = STOPPED[sent]
     output = tmp_path / "out" / "priced.parquet"
     output.parent.mkdir()
-    run = Run("--portfolio", str(slow_book), "--output", str(output), "--engine", "reference", "--in-process")
-    run.wait_for("pricing in this process")
-    time.sleep(1.0)
-    run.process.send_signal(sent)
-    code, seconds = run.ended(timeout=30)
-    assert code == status and said in "".join(run.stderr) and "Traceback" not in "".join(run.stderr)
-    assert seconds < 15 and list(output.parent.iterdir()) == []
+    timeout = ["--timeout", f"{10 * row_seconds + 5:.1f}"] if sent is None else []
+    run = Run("--portfolio", str(book), "--output", str(output), "--engine", "cpu", "--in-process", *timeout)
+    run.wait_for("predicted pricing time")
+    if sent is None:
+        code, seconds = run.ended(timeout=600)
+        seconds -= 10 * row_seconds + 5  # past the timeout, counting from before the prediction was logged
+    else:
+        time.sleep(3 * row_seconds)  # well into the pricing
+        run.process.send_signal(sent)
+        code, seconds = run.ended(timeout=600)
+    stderr = "".join(run.stderr)
+    assert code == status and said in stderr and "Traceback" not in stderr, stderr
+    assert seconds < 10 * row_seconds < LONG_ROWS_PER_THREAD / 5 * row_seconds
+    assert list(output.parent.iterdir()) == []
 
 
-def test_sigterm_cancels_a_cluster_job_and_leaves_no_file(tmp_path, slow_book, processes):
+def test_sigterm_cancels_a_cluster_job_and_its_workers_stop_long_before_a_chunk_could_end(
+    tmp_path, long_rows, processes
+):
+    """The client returns at once and each worker stops its cancelled chunk between two pieces of its pricing:
+    a chunk of 80 long rows on a single-threaded worker takes at least ~40 times a row's time."""
     address, _ = processes
-    output = tmp_path / "out" / "priced.csv"
+    _, row_seconds = long_rows
+    book, output = tmp_path / "book.csv", tmp_path / "out" / "priced.csv"
+    long_book(640).to_csv(book, index=False)  # 8 chunks on 2 workers
     output.parent.mkdir()
-    run = Run("--cluster", address, "--portfolio", str(slow_book), "--output", str(output), "--engine", "reference")
-    run.wait_for("cluster address:")
+    run = Run("--cluster", address, "--portfolio", str(book), "--output", str(output), "--engine", "cpu")
+    run.wait_for("predicted pricing time")
     from distributed import Client
 
     with Client(address, timeout=10) as watcher:
@@ -132,15 +204,15 @@ def test_sigterm_cancels_a_cluster_job_and_leaves_no_file(tmp_path, slow_book, p
         while not any(watcher.processing().values()):
             assert time.monotonic() < deadline and run.process.poll() is None, "".join(run.stderr)
             time.sleep(0.1)
-        time.sleep(0.5)
+        time.sleep(2 * row_seconds)  # well into the chunks
         run.process.send_signal(signal.SIGTERM)
-        code, seconds = run.ended(timeout=60)
+        tick = time.monotonic()
+        code, seconds = run.ended(timeout=120)
         assert code == 143 and "terminated" in "".join(run.stderr) and "Traceback" not in "".join(run.stderr)
-        assert seconds < 20 and list(output.parent.iterdir()) == []
-        deadline = time.monotonic() + 30
-        while any(watcher.processing().values()):  # the job's tasks are gone with it
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        assert seconds < 10 * row_seconds and list(output.parent.iterdir()) == []
+        while running(watcher):  # the job's chunks stopped with it, unfinished
+            assert time.monotonic() - tick < 10 * row_seconds
+            time.sleep(0.1)
     kill(processes[1])
 
 
@@ -210,15 +282,16 @@ def test_a_lost_scheduler_ends_the_job_with_exit_3(tmp_path, slow_book, schedule
     kill(processes[1])
 
 
-def test_a_job_past_its_timeout_stops_and_its_tasks_are_cancelled(local, slow_book):
+def test_a_job_past_its_timeout_stops_and_its_tasks_are_cancelled(local, long_rows):
+    _, row_seconds = long_rows
     with Pricer(local) as pricer:
         tick = time.monotonic()
-        with pytest.raises(JobTimeoutError, match="timeout of 1 s"):
-            pricer.price(str(slow_book), engine="reference", timeout=1)
-        assert time.monotonic() - tick < 30
-        deadline = time.monotonic() + 30
-        while any(local.processing().values()):
-            assert time.monotonic() < deadline
+        with pytest.raises(JobTimeoutError, match="timeout of 3 s"):
+            pricer.price(long_book(640), engine="cpu", timeout=3)  # chunks of 80 rows: ~40 rows' time at least
+        stopped = time.monotonic()
+        assert stopped - tick < 3 + 10 * row_seconds
+        while running(local):  # each worker stopped its chunk between two pieces
+            assert time.monotonic() - stopped < 10 * row_seconds
             time.sleep(0.1)
 
 
@@ -244,6 +317,122 @@ def test_a_job_in_this_process_honours_its_timeout(tmp_path, slow_book):
     assert not (tmp_path / "o.csv").exists()
     with pytest.raises(JobTimeoutError):
         distprice.price(str(slow_book), engine="reference", timeout=0.5)
+
+
+# ---- a job's predicted time: logged before it starts, refused past max_seconds ----
+
+
+@pytest.fixture
+def shipped_cpu(monkeypatch):
+    """This process predicts with the shipped figures of a 2-core CPU machine, whatever this machine is or has
+    measured (a GPU, a tuned model), so that predictions are the same everywhere: the seconds predicted of
+    pricing ``book`` with ``engine``."""
+    from distprice import execute
+    from distprice.job import JobOptions, prepare_job
+    from distprice.tuning import shipped_default
+
+    monkeypatch.setattr(execute, "gpu_available", lambda: False)
+    monkeypatch.setattr(execute, "current_model", lambda precision, gpu, quiet=False: shipped_default("cpu", precision))
+
+    def predicted(book, engine: str = "cpu") -> float:
+        instruments = prepare_job(book, JobOptions(engine=engine).checked()).instruments()
+        return execute.choose_plan(instruments, engine, np.float64).seconds
+
+    return predicted
+
+
+def priced_at_once(monkeypatch) -> list:
+    """Pricing in this process made instant (every bond 100, every option 1); the calls it had."""
+    calls = []
+
+    def instant(instruments, curve_sets, parts, real, progress=None):
+        calls.append(len(instruments))
+        shape = (len(curve_sets), len(instruments))
+        return np.full(shape, 100.0), np.ones(shape), 0.0
+
+    monkeypatch.setattr("distprice.api.price_parts", instant)
+    return calls
+
+
+def test_a_job_predicted_past_an_hour_is_refused_unless_max_seconds_raises_it(monkeypatch, caplog, shipped_cpu):
+    from distprice.errors import JobTooLongError
+    from distprice.job import MAX_SECONDS, duration
+
+    book = long_book(6_000)  # 6 000 rows of 100-year daily trees: about 69 minutes on these figures
+    seconds = shipped_cpu(book)
+    assert MAX_SECONDS == 3600 and 1.1 * MAX_SECONDS < seconds < 1.3 * MAX_SECONDS
+    calls = priced_at_once(monkeypatch)
+    with caplog.at_level("INFO", logger="distprice"):
+        with pytest.raises(JobTooLongError) as refused:
+            distprice.price(book, engine="cpu")
+        assert calls == []  # refused before anything is priced
+        message = str(refused.value)
+        assert f"predicted to take {duration(seconds)} of pricing in this process (cpu, default (cpu)" in message
+        assert "more than its limit of 3600 s (60 min); nothing was priced" in message
+        assert "--max-seconds" in message and "max_seconds=" in message and "job.max_seconds" in message
+        assert refused.value.exit_status == 2
+        assert f"predicted pricing time {duration(seconds)} in this process" in caplog.text
+        priced = distprice.price(book, engine="cpu", max_seconds=1.5 * MAX_SECONDS)
+        assert calls == [len(book)] and (priced["price"] == 99.0).all()
+        assert "limit 5400 s (90 min)" in caplog.text
+        distprice.price(book, engine="cpu", max_seconds=None)
+        assert "no limit" in caplog.text
+    # scenarios count: a job of 1/3 as many rows under 3 scenarios is as long as the whole book under one
+    with pytest.raises(JobTooLongError, match=re.escape(f"predicted to take {duration(seconds)}")):
+        distprice.price(book.iloc[:2_000], engine="cpu", shifts_bp=[-10, 0, 10])
+    for bad in (0, -1.0, True, "1h", float("inf")):
+        with pytest.raises(OptionError, match="max_seconds must be a number of seconds > 0"):
+            distprice.price(book, max_seconds=bad)
+
+
+def test_run_logs_the_predicted_time_and_max_seconds_or_the_config_sets_the_limit(tmp_path, monkeypatch, shipped_cpu):
+    from distprice.job import duration
+
+    book = long_book(100)
+    book.to_csv(tmp_path / "book.csv", index=False)
+    seconds = shipped_cpu(book)
+    args = ["run", "--portfolio", str(tmp_path / "book.csv"), "--output", str(tmp_path / "o.csv"), "--engine", "cpu"]
+    calls = priced_at_once(monkeypatch)
+    limit = f"{seconds / 2:.0f}"
+    refused = CliRunner().invoke(main, [*args, "--in-process", "--max-seconds", limit])
+    assert refused.exit_code == 2 and calls == [] and not (tmp_path / "o.csv").exists(), refused.output
+    assert f"predicted pricing time {duration(seconds)} in this process" in refused.output
+    assert (
+        f"distprice: the job is predicted to take {duration(seconds)} of pricing in this process "
+        f"(cpu, default (cpu) cost model), more than its limit of {duration(float(limit))}; nothing was priced. "
+        "Raise the limit (--max-seconds" in refused.output
+    )
+    assert "Traceback" not in refused.output
+    ran = CliRunner().invoke(main, [*args, "--in-process"])
+    assert ran.exit_code == 0 and calls == [100], ran.output
+    assert f"predicted pricing time {duration(seconds)} in this process (default (cpu) cost model; limit 3600 s" in (
+        ran.output
+    )
+    config = parse_config({"job": {"max_seconds": 7200}})
+    assert config.job.max_seconds == 7200.0
+    with pytest.raises(ConfigError, match="x.yaml: job.max_seconds: must be a number of seconds > 0, not 0"):
+        parse_config({"job": {"max_seconds": 0}}, source="x.yaml")
+    bad = CliRunner().invoke(main, [*args, "--in-process", "--max-seconds", "0"])
+    assert bad.exit_code == 2 and "--max-seconds" in bad.output
+
+
+def test_a_cluster_job_past_max_seconds_is_refused_before_a_task_is_sent(tmp_path, local, caplog):
+    """On a cluster, the workers' cost model predicts the job shared among the workers that price it; a job
+    predicted past its limit is refused before any task is sent, and a big file read by the workers once its
+    slices are read and checked, before they are priced."""
+    from distprice.errors import JobTooLongError
+
+    book = long_book(40)
+    book.to_parquet(tmp_path / "book.parquet")
+    with Pricer(local) as pricer, caplog.at_level("INFO", logger="distprice"):
+        with pytest.raises(JobTooLongError, match="of pricing on 1 worker .*more than its limit of 0.001 s"):
+            pricer.price(book, engine="cpu", max_seconds=0.001)
+        assert "predicted pricing time" in caplog.text and "on 1 worker" in caplog.text
+        assert not any(local.processing().values()) and running(local) == 0
+    with Pricer(local, read_on_workers_rows=10) as pricer:
+        with pytest.raises(JobTooLongError, match="more than its limit of 0.001 s"):
+            pricer.run(str(tmp_path / "book.parquet"), output=str(tmp_path / "o.parquet"), max_seconds=0.001)
+    assert not (tmp_path / "o.parquet").exists()
 
 
 # ---- exit statuses and options of run ----

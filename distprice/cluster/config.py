@@ -162,8 +162,8 @@ class JobConfig(JobOptions):
     """What to price (``portfolio``, ``output``) and how: the job's :class:`~distprice.job.JobOptions` (the
     ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
     ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``, ``as_of``, ``exercise_schedule``,
-    ``models``, ``allow_empty``, ``allow_large_rates``, ``max_invalid``, ``timeout``, ``scenario_table``) and
-    ``chunks_per_worker``, the chunks a job is cut into per worker (None: the cluster's default,
+    ``models``, ``allow_empty``, ``allow_large_rates``, ``max_invalid``, ``timeout``, ``max_seconds``,
+    ``scenario_table``) and ``chunks_per_worker``, the chunks a job is cut into per worker (None: the cluster's default,
     :func:`~.start.default_chunks`). ``distprice run`` takes these as the defaults of its options of the same names.
     """
 
@@ -474,6 +474,7 @@ _CHECKS = {
         "allow_large_rates": _boolean,
         "max_invalid": _optional(_count),
         "timeout": _optional(_seconds),
+        "max_seconds": _optional(_seconds),
         "base_scenario": _boolean,
         "scenario_table": _choice(*SCENARIO_TABLES),
         "measures": _optional(_job_option("measures")),

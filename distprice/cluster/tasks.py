@@ -1,6 +1,7 @@
 """What runs on the workers: :func:`describe_worker`, :func:`can_write` and :func:`run_chunk`, the task of every
 chunk a family cuts a job into (:class:`~distprice.families.Chunk`), on the worker's own threads and reporting what
-its pricing did (:mod:`~.metrics`)."""
+its pricing did (:mod:`~.metrics`). A chunk whose task is cancelled (its job stopped) stops between the pieces of
+its pricing (:func:`~distprice.execute.stopped_by`), not at its end."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from ..cuda import device_name, device_place, gpu_available
+from ..execute import stopped_by
 from ..families import Metered
 from ..families.work import watched_by
 from ..tuning import current_model
 from .dashboard import PIECE_EVENT_SECONDS, PIECE_TOPIC
 from .metrics import log_pricing
+from .watch import Cancelled
 
 
 def describe_worker(precision: str, dask_worker=None) -> dict:
@@ -85,12 +88,28 @@ def run_chunk(run, *args):
     """``run(*args)``, one chunk of a job, on this worker's threads; a :class:`~distprice.families.Metered`
     result is reported to the scheduler's metrics and handed on as its result alone."""
     _use_worker_threads()
-    with watched_by(_progress_teller()):
+    with stopped_by(_stop_if_cancelled), watched_by(_progress_teller()):
         result = run(*args)
     if isinstance(result, Metered):
         log_pricing(result.rows, result.node_steps, result.seconds, result.kernel_seconds, result.engine)
         return result.result
     return result
+
+
+def _stop_if_cancelled() -> None:
+    """Raises :class:`~.watch.Cancelled` in a task the worker no longer runs for anyone (cancelled, or gone)."""
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not on a worker
+        return
+    key = worker.active_threads.get(threading.get_ident())
+    if key is None:  # not in a task
+        return
+    task = worker.state.tasks.get(key)
+    if task is None or task.state == "cancelled":
+        raise Cancelled("the job's task was cancelled")
 
 
 def _progress_teller() -> Callable[[float, float], None] | None:

@@ -35,6 +35,7 @@ from ..job import (
     Risk,
     Tally,
     check_columns,
+    check_predicted,
     echoed,
     exercise_lines,
     exercise_schedule,
@@ -72,11 +73,13 @@ TASK = "price_"
 
 @dataclass(frozen=True)
 class Portfolio:
-    """A validated portfolio job, the engine it asks for and its name on the dashboard."""
+    """A validated portfolio job, the engine it asks for, its name on the dashboard and the most seconds of
+    pricing it may be predicted to take (None: no limit)."""
 
     job: Job
     engine: str
     name: str
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def read(
         return BigFile(str(portfolio), groups, rows, options, market, folder)
     job = prepare_job(portfolio, options)
     name = f"a table of {len(job.table)} rows" if isinstance(portfolio, pd.DataFrame) else str(portfolio)
-    return Portfolio(job, options.engine, name)
+    return Portfolio(job, options.engine, name, options.max_seconds)
 
 
 def _parquet_parts(portfolio) -> list | None:
@@ -162,6 +165,9 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
         )
         for piece in pieces
     ]
+    sharing = max(1, min(workers.count, len(pieces)))  # the workers that share the job's chunks
+    predicted = sum(p.seconds for p in plans) * len(sets) / workers.at_once(len(pieces))
+    check_predicted(predicted, portfolio.max_seconds, f"on {sharing} worker{'s' * (sharing != 1)}", model)
     figures = dict(
         name=portfolio.name,
         rows=len(job.table),
@@ -169,7 +175,7 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
         scenarios=len(sets),
         chunks=len(pieces) * len(blocks),
         node_steps=instruments.node_steps * len(sets),
-        predicted_seconds=sum(p.seconds for p in plans) * len(sets) / workers.at_once(len(pieces)),
+        predicted_seconds=predicted,
         cost_model=model.source,
     )
     names = [
@@ -319,7 +325,17 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     inspected = [Chunk(f"inspect-chunk-{i}", inspect_chunk, (r,), priority=2 * n - i) for i, r in enumerate(read)]
     summaries = yield Work(inspected, list, "reading and checking", figures, kept=(*read, *written))
     problems, duplicates = file_problems(file.path, options, summaries, slices)
-    figures = dict(figures, invalid=len({p.where for p in problems + duplicates}))
+    sharing = max(1, min(workers.count, len(slices)))
+    predicted = sum(s["seconds"] for s in summaries) * len(market.curve_sets) / workers.at_once(len(slices))
+    where = f"on {sharing} worker{'s' * (sharing != 1)}"
+    model = CostModel.from_json(workers.model)
+    check_predicted(predicted, options.max_seconds, where, model)
+    figures = dict(
+        figures,
+        invalid=len({p.where for p in problems + duplicates}),
+        predicted_seconds=predicted,
+        cost_model=model.source,
+    )
     found = [[d for d in duplicates if d.piece == i] for i in range(len(slices))]
     tally = Tally(file.rows, len(market.curve_sets))
     if file.folder is not None:
@@ -360,12 +376,14 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
 
 @dataclass
 class ReadChunk:
-    """A slice of a big file as a worker read and checked it, the plan to price it, and the rows of the job's
-    exercise schedule table its ids took (None without one)."""
+    """A slice of a big file as a worker read and checked it, the plan to price it, the rows of the job's
+    exercise schedule table its ids took (None without one) and the plan's predicted seconds under one curve
+    set."""
 
     job: Job
     parts: list
     schedule_lines: np.ndarray | None = None
+    seconds: float = 0.0
 
 
 def read_slice(piece: FileSlice) -> pd.DataFrame:
@@ -410,17 +428,18 @@ def read_chunk(
         gpu=gpu,
         gpu_processes=gpu_processes,
     )
-    return ReadChunk(job, plan.parts, lines)
+    return ReadChunk(job, plan.parts, lines, plan.seconds)
 
 
 def inspect_chunk(chunk: ReadChunk) -> dict:
-    """What the client needs of a slice read by a worker: its problems, id hashes, the plan's engines and the
-    rows of the exercise schedule table its ids took."""
+    """What the client needs of a slice read by a worker: its problems, id hashes, the plan's engines and
+    predicted seconds (one curve set) and the rows of the exercise schedule table its ids took."""
     ids = chunk.job.prepared.table["id"]
     return {
         "problems": chunk.job.prepared.problems,
         "id_hashes": id_hashes(ids),
         "engines": [p.engine for p in chunk.parts],
+        "seconds": chunk.seconds,
         "schedule_lines": chunk.schedule_lines,
     }
 

@@ -40,20 +40,15 @@ class Engine:
     market scenario (``curves``, the first curve set, must name every curve a scenario gives the rows). A GPU
     engine is its CUDA ``kernel`` (``outer`` or ``flat``), launched by :func:`~.gpu.start_gpu`. Calling an
     engine prices ``instruments`` on ``curves`` in precision ``real``. A host engine prices a part of a plan in
-    this process piece by piece (:func:`distprice.execute.host_pieces`), pieces of about ``piece_node_steps``
-    and of ``piece_rows`` rows at least."""
+    this process piece by piece, pieces of a fraction of a second (:func:`distprice.execute.host_pieces`)."""
 
     name: str
     kind: str
     prepare: Callable[[Instruments, dict[str, ZeroCurve], np.dtype], Prepared] | None = None
     kernel: str | None = None
-    piece_node_steps: float | None = None
-    """Node-steps (full rectangles) of a piece of a host part: about a second of the reference engine; for the CPU
-    engine a few seconds of a core's work (about a second of a 2-core machine's on the dated desk book: trees that
-    share a forward pass and stop at their first exercise do less than their rectangles), so that each piece's fixed
-    costs (taking its rows, its event table and layout, its forward passes) stay small beside its pricing."""
-    piece_rows: int | None = None
-    """Rows of a piece at least (so that every thread of the CPU engine has trees to price)."""
+    node_step_seconds: float | None = None
+    """Seconds per node-step (full rectangles) of a host engine the inspector's cost model does not predict (the
+    reference engine, on one core of a 2-core machine); None: the cost model's figures."""
 
     def __call__(self, instruments: Instruments, curves: dict[str, ZeroCurve], real=np.float64) -> Prices:
         if self.kind == GPU:
@@ -76,8 +71,8 @@ def _cpu(instruments: Instruments, curves: dict[str, ZeroCurve], real) -> Prepar
 ENGINES: dict[str, Engine] = {
     engine.name: engine
     for engine in (
-        Engine("reference", HOST, prepare=_reference, piece_node_steps=1e7, piece_rows=1),
-        Engine("cpu", HOST, prepare=_cpu, piece_node_steps=16e9, piece_rows=512),
+        Engine("reference", HOST, prepare=_reference, node_step_seconds=4e-7),
+        Engine("cpu", HOST, prepare=_cpu),
         Engine("gpu-outer", GPU, kernel="outer"),
         Engine("gpu-flat", GPU, kernel="flat"),
     )

@@ -50,13 +50,13 @@ DATE_COLUMNS = ("expiry_date", "first_exercise_date")
 
 @dataclass(frozen=True)
 class Limits:
-    """Guards against work too large to price: the widest and tallest tree and the most events (coupons and
-    exercise dates) of a row, and the node-steps of a whole job (every scenario)."""
+    """Guards against rows too large to price: the widest and tallest tree and the most events (coupons and
+    exercise dates) of a row. A whole job is bounded by its predicted time (``max_seconds`` of
+    :class:`~distprice.job.JobOptions`)."""
 
     max_width: int = 32769
     max_height: int = 200_000
     max_events: int = 100_000
-    max_node_steps: float = 1e15
 
 
 # name -> default (None: required where the row needs it). Numeric columns with their lower bound, whether it

@@ -66,8 +66,8 @@ def curve_handle(curve: ZeroCurve, valuation: int):
     exact when ``t * D`` is whole)."""
     import QuantLib as ql
 
-    days = (curve.dates - valuation if curve.dates is not None else np.rint(curve.t * curve.days_per_year)).astype(
     curve = curve.at(valuation)  # quoted zero rates converted on the valuation date
+    days = (curve.dates - valuation if curve.dates is not None else np.rint(curve.t * curve.days_per_year)).astype(
         np.int64
     )
     rates = list(curve.zero_rate)
