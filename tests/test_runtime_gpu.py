@@ -70,4 +70,4 @@ def test_local_cuda_cluster_prices_like_the_cpu_engine(used, per_gpu, book, expe
     assert len(shifted) == 3 * len(book)
     parts = pd.read_parquet(tmp_path / "parts")
     assert parts["id"].tolist() == shifted["id"].tolist() and parts["scenario"].tolist() == shifted["scenario"].tolist()
-    assert (np.abs(parts["price"] - shifted["price"].to_numpy()) <= 1e-12 * np.repeat(scale, 3)).all()
+    assert (np.abs(parts["price"] - shifted["price"].to_numpy()) <= 1e-12 * np.repeat(scale.to_numpy(), 3)).all()
