@@ -1,19 +1,71 @@
-"""Fixtures the tests share (helpers are in utils.py)."""
+"""Fixtures the tests share (helpers are in utils.py); the tests' numba cache and Hypothesis profiles.
+
+numba refreshes a cached function when its own file changes, not when a function it inlines from another file
+does: a cache kept beside the source can run stale code. The tests' cache is a folder named by a hash of the
+Python files of the distprice package that the tests import, set below before anything imports numba
+(pytest-xdist's workers compute the same folder, and the processes the tests start inherit it); folders unused
+for a week are removed (docs/develop/testing.rst). With ``CI`` set, Hypothesis draws the same examples on every
+run and keeps no database.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import settings
+
+os.environ["NUMBA_CACHE_DIR"] = str(
+    Path(tempfile.gettempdir())
+    / "distprice-numba"
+    / hashlib.sha256(
+        b"".join(
+            path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0"
+            for package in [Path(importlib.util.find_spec("distprice").origin).parent]  # found, not imported
+            for path in sorted(package.rglob("*.py"))
+        )
+    ).hexdigest()[:20]
+)
+
+import numba
 
 import distprice
 from distprice.planner import MIN_CHUNK_ROWS
 
 from utils import CRD_FILES, DEPLOY, MANIFESTS, documents, free_port, random_portfolio
+
+NUMBA_CACHES = Path(os.environ["NUMBA_CACHE_DIR"]).parent
+"""The tests' numba caches, one folder per state of the package's source."""
+CACHE_DAYS = 7
+"""A numba cache folder of another source state is removed once unused for this many days."""
+
+
+def _tidy_numba_caches(keep: Path) -> None:
+    """Marks ``keep`` as used now and removes the other folders of NUMBA_CACHES unused for CACHE_DAYS."""
+    keep.mkdir(parents=True, exist_ok=True)
+    os.utime(keep)
+    for folder in NUMBA_CACHES.iterdir():
+        if folder != keep and folder.stat().st_mtime < time.time() - CACHE_DAYS * 86400:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if numba.config.CACHE_DIR != os.environ["NUMBA_CACHE_DIR"]:
+    raise RuntimeError("numba was imported before tests/conftest.py set its cache folder (by a pytest plugin?)")
+_tidy_numba_caches(Path(os.environ["NUMBA_CACHE_DIR"]))
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,12 @@ import pytest
 
 import distprice
 from distprice.curves import load_curves
-from distprice.dates import CALENDARS, DAY_COUNTS, cash_flows, terms_from_frame
+from distprice.dates import CALENDARS, DAY_COUNTS, cash_flows, day_numbers, quantlib_calendar, terms_from_frame, to_iso
 
 from utils import random_dated_bonds
 
 ql = pytest.importorskip("QuantLib")
-from distprice.lattice.quantlib_dated import price_dated_quantlib  # noqa: E402
+from distprice.lattice.quantlib_dated import price_dated_quantlib, ql_date  # noqa: E402
 
 AS_OF = "2025-12-15"
 PRICES = ["price", "dirty_price", "clean_price", "accrued"]
@@ -57,6 +57,52 @@ def test_exact_against_quantlib_where_every_date_is_a_node(exact_book):
     for column in PRICES:
         np.testing.assert_allclose(ours[column], theirs[column], rtol=2e-13, atol=1e-12, err_msg=column)
     assert (ours["option_price"] > 1e-4).sum() > 10  # the options are worth something
+
+
+@pytest.fixture(scope="module")
+def american_book():
+    """Random dated american callable and puttable bonds on 30/360, struck at today's clean price, each
+    exercisable every business day of its calendar from a coupon payment date to 8 days before the next
+    (QuantLib moves an exercise date in the week before a payment onto it), on an ACT/360 curve at 360 steps a
+    year; and, for QuantLib, which has no american exercise, the same days as a bermudan schedule (the days
+    checked with QuantLib's calendars)."""
+    portfolio, _ = random_dated_bonds(np.random.default_rng(20261125), 30, steps_per_year=360, years=(0.5, 1.5))
+    portfolio = portfolio[portfolio["strike"].notna()].head(10).assign(day_count="30/360", exercise="american")
+    plain = portfolio.assign(instrument="bond", exercise=None, strike=None, first_exercise_date=None, expiry_date=None)
+    clean = distprice.price(plain, curve_table("ACT/360"), engine="cpu")["clean_price"].to_numpy()
+    portfolio["strike"] = np.round(clean, 2)  # at the money today
+    table = []
+    for i, row in portfolio.iterrows():
+        frame = pd.DataFrame([row])
+        terms = terms_from_frame(frame)
+        flows = cash_flows(terms, day_numbers([row["valuation_date"]]))
+        payments = [int(d) for d in flows.coupons.payment if d > flows.settlement[0]]
+        start = payments[len(payments) // 3]
+        end = payments[payments.index(start) + 1] - 8 if start != payments[-1] else start
+        portfolio.loc[i, ["first_exercise_date", "expiry_date"]] = to_iso([start, end])
+        calendar = quantlib_calendar(row["calendar"])
+        table += [
+            dict(id=row["id"], date=str(to_iso([day])[0]), price=row["strike"], price_type="clean")
+            for day in range(start, end + 1)
+            if calendar.isBusinessDay(ql_date(day))
+        ]
+    return portfolio.reset_index(drop=True), pd.DataFrame(table)
+
+
+def test_american_30_360_rows_exact_against_quantlib(american_book):
+    """Every business day a bermudan date at the clean strike, as QuantLib is given them: the same prices,
+    exactly, where every date is a tree node."""
+    portfolio, days = american_book
+    assert days.groupby("id").size().min() >= 1 and days.groupby("id").size().max() > 20
+    curves = curve_table("ACT/360")
+    ours = distprice.price(portfolio, curves, engine="cpu", as_of=AS_OF)
+    assert ours["error"].isna().all(), ours["error"].dropna().head().tolist()
+    theirs = price_dated_quantlib(portfolio, load_curves(curves), AS_OF, days, steps=ours["height"].tolist())
+    for column in PRICES:
+        np.testing.assert_allclose(ours[column], theirs[column], rtol=2e-13, atol=1e-12, err_msg=column)
+    assert (ours["option_price"] > 1e-3).sum() >= 6  # the options are worth something
+    bermudan = distprice.price(portfolio, curves, engine="cpu", as_of=AS_OF, exercise_schedule=days)
+    np.testing.assert_allclose(bermudan["price"], ours["price"], rtol=1e-14)
 
 
 def test_reference_and_cpu_engines_agree_on_dated_rows(exact_book):

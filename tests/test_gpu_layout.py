@@ -2,7 +2,6 @@
 
 import importlib.resources
 import re
-import shutil
 import subprocess
 
 import numpy as np
@@ -22,6 +21,8 @@ from distprice.lattice.layouts import (
     outer_layout,
     shape_sample,
 )
+
+from utils import nvcc, require_compiler
 
 
 def shapes(seed=0, n=5000):
@@ -162,15 +163,15 @@ def test_kernel_arguments_are_declared_once_for_the_launcher_and_the_kernels():
     assert all(ctype in C_TYPES for _, ctype in KERNEL_ARGS)
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
 @pytest.mark.parametrize("source", ["outer.cu", "flat.cu", "wide.cu", "adjust.cu"])
 def test_kernels_compile_in_both_precisions(tmp_path, source):
     """Without a GPU, nvcc still compiles the kernels to PTX: a syntax or type error is caught here, not on a
     GPU machine."""
+    compiler = require_compiler("nvcc", nvcc())
     for real in ("double", "float"):
         result = subprocess.run(
             [
-                "nvcc",
+                compiler,
                 "-std=c++17",
                 "-arch=compute_90",
                 "--ptx",

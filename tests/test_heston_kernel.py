@@ -19,7 +19,7 @@ from distprice.models.heston_cpu import CpuEngine
 from distprice.models.heston_gpu import DEFINES, KERNEL_ARGUMENTS, SOURCE, GpuEngine
 from distprice.models.quadrature import rotations
 
-COMPILER = shutil.which("g++") or shutil.which("c++")
+from utils import require_compiler
 
 EMULATION = """
 #include <condition_variable>
@@ -116,14 +116,12 @@ def surface():
 
 @pytest.fixture(scope="module")
 def host_device(tmp_path_factory):
-    if COMPILER is None:
-        pytest.skip("no C++ compiler")
     folder = tmp_path_factory.mktemp("heston_host")
     (folder / "emulation.cpp").write_text(emulation_source())
     library = folder / "heston_host.so"
     subprocess.run(
         [
-            COMPILER,
+            require_compiler("g++", shutil.which("g++") or shutil.which("c++")),
             "-O2",
             "-std=c++17",
             "-Wall",

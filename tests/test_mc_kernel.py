@@ -12,6 +12,8 @@ import pytest
 from distprice.cuda import gpu_available, kernel_dir
 from distprice.montecarlo import cpu, datasets, gpu, read_inputs, validate, with_options
 
+from utils import require_compiler
+
 DATA = Path(__file__).parent / "data" / "optionpricing"
 
 SHIM = r"""
@@ -63,8 +65,6 @@ extern "C" void mc_host_sums(MC_FIELDS(MC_PARAM) int threads, int blocks, int mo
 }
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler")
-
 _BUILT = {}
 
 
@@ -79,7 +79,7 @@ def host_library(launch, tmp_path_factory):
         library = folder / "shim.so"
         subprocess.run(
             [
-                "g++",
+                require_compiler("g++", shutil.which("g++")),
                 "-O2",
                 "-std=c++17",
                 "-ffp-contract=off",

@@ -4,7 +4,6 @@ against the CPU engine's, the kernels compiled by nvcc, and (``-m gpu``) the GPU
 from __future__ import annotations
 
 import ctypes
-import shutil
 import subprocess
 
 import numpy as np
@@ -16,7 +15,7 @@ from distprice.lattice.batch import pack
 from distprice.lattice.cpu_risk import CpuRisk
 from distprice.lattice.sweeps import bump_exponent, key_rate_bumps, start_steps
 
-from utils import host_library, instruments_of, random_portfolio
+from utils import host_library, instruments_of, nvcc, random_portfolio, require_compiler
 
 SHIM = """
 #include "bumps.cuh"
@@ -39,8 +38,6 @@ DOUBLES = np.ctypeslib.ndpointer(np.float64, flags="C_CONTIGUOUS")
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     library = host_library(SHIM, tmp_path_factory.mktemp("bumps"), kernel_dir())
-    if library is None:
-        pytest.skip("no C++ compiler")
     for name in ("exponent", "rate_factor", "event_factor"):
         function = getattr(library, name)
         function.restype = ctypes.c_double
@@ -72,12 +69,11 @@ def test_bump_arithmetic_equals_the_cpu_engines(shim):
         assert shim.event_factor(4.0, 4.0, grid, dz, 8) == 1.0  # on the grid: exactly one
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) on this machine")
 @pytest.mark.parametrize("real", ["double", "float"])
 def test_risk_kernels_compile(tmp_path, real):
     result = subprocess.run(
         [
-            "nvcc",
+            require_compiler("nvcc", nvcc()),
             "-std=c++17",
             "-arch=compute_90",
             "--ptx",

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import distprice
 from distprice.curves import load_curves
 from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice.instruments import prepare
@@ -164,3 +165,24 @@ def test_reference_engine_agrees_on_dated_rows_with_market_prices(same_day):
     for column in ("dv01", "effective_duration", "vega"):
         np.testing.assert_allclose(cpu[column], ref[column], rtol=1e-9, err_msg=column)
     np.testing.assert_allclose(cpu["effective_convexity"], ref["effective_convexity"], rtol=1e-7)
+
+
+@pytest.mark.parametrize("settlement_days", [1, 3])
+def test_oas_of_both_engines_reprices_the_dirty_price_at_settlement(settlement_days):
+    """T+1 and T+3 (a Tuesday and a Thursday after a Monday): the CPU and reference engines find the same OAS,
+    and the curve shifted by it, priced as any curve is, gives the market's dirty price at settlement, the
+    settlement term of the OAS equation checked from outside it."""
+    book, table, curves, instruments, market, quotes = _setup(settlement_days)
+    found = {
+        engine: price_measures(instruments, curves, engine=engine, measures=["oas"], quotes=quotes)
+        for engine in ("cpu", "reference")
+    }
+    assert all(e is None for e in found["cpu"]["error"]) and np.all(found["cpu"]["oas"] > 0.002)
+    np.testing.assert_allclose(found["cpu"]["oas"], found["reference"]["oas"], rtol=0, atol=1e-11)
+    for engine, measured in found.items():
+        shifted = pd.concat(
+            [CURVES.assign(curve=f"usd{i}", zero_rate=CURVES["zero_rate"] + s) for i, s in enumerate(measured["oas"])]
+        )
+        own = book.assign(curve=[f"usd{i}" for i in range(len(book))])
+        priced = distprice.price(own, shifted, engine=engine, as_of=AS_OF, exercise_schedule=table)
+        np.testing.assert_allclose(priced["dirty_price"], market + priced["accrued"], rtol=1e-9, err_msg=engine)

@@ -1,14 +1,21 @@
 """Helpers the tests share: a valid example instrument, random portfolios of every kind, the repository's
-folders, price comparisons."""
+folders, price comparisons, closed forms, the compilers of the kernels' host checks."""
 
 from __future__ import annotations
 
+import importlib.util
+import math
+import os
+import shutil
 import socket
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
+from scipy.optimize import brentq
+from scipy.special import ndtr
 
 from distprice.curves import builtin_curves
 from distprice.lattice.instruments import prepare
@@ -120,14 +127,12 @@ def free_port() -> int:
 
 def host_library(code: str, tmp_dir: Path, include: Path):
     """``code`` (C++ over the kernels' host-compilable headers in ``include``) built into a shared library with
-    the machine's C++ compiler and loaded with ctypes; None when no compiler is installed."""
+    the machine's C++ compiler and loaded with ctypes (:func:`require_compiler`: a skip without one, a failure
+    in CI)."""
     import ctypes
-    import shutil
     import subprocess
 
-    compiler = shutil.which("g++") or shutil.which("c++")
-    if compiler is None:
-        return None
+    compiler = require_compiler("g++", shutil.which("g++") or shutil.which("c++"))
     source, library = tmp_dir / "shim.cpp", tmp_dir / "shim.so"
     source.write_text(code)
     subprocess.run(
@@ -236,3 +241,107 @@ def random_dated_bonds(
                 )
         rows.append(row)
     return pd.DataFrame(rows), pd.DataFrame(table, columns=["id", "date", "price", "price_type"])
+
+
+def assert_engines_close(got: pd.DataFrame, expected: pd.DataFrame, rtol: float = 1e-12):
+    """Two engines' pricings of the same rows agree: the same rows in error, and every price column (the dated
+    ones too, where present) within ``rtol`` of the larger of the expected price and the row's face."""
+    assert got["error"].isna().tolist() == expected["error"].isna().tolist()
+    face = expected["face"] if "face" in expected else 100.0
+    for column in [c for c in (*PRICES, "dirty_price", "clean_price") if c in expected]:
+        scale = np.maximum(expected[column].abs().fillna(0.0), face)
+        difference = (got[column] - expected[column]).abs().fillna(0.0)
+        assert (difference <= rtol * scale).all(), (column, difference.max())
+
+
+def jamshidian_bond_option(discount, a: float, sigma: float, expiry: float, times, amounts, strike: float, kind: str):
+    """The Hull-White price of a European option, exercised at ``expiry`` (years), on the bond that pays
+    ``amounts`` at ``times`` (years, none before the expiry), struck at ``strike`` (the whole amount paid, accrued
+    included): Jamshidian's sum of options on zero-coupon bonds, each struck at the bond's value where the whole
+    bond is worth ``strike``. ``discount(t)`` is the curve's ``P(0, t)``; a, sigma the model's mean reversion
+    and volatility; ``kind`` ``call`` or ``put``.
+
+    At the expiry T, ``P(T, t) = P(0, t) / P(0, T) exp(-B x - B^2 v / 2)``, ``B = (1 - exp(-a (t - T))) / a``,
+    ``x`` normal with mean 0 and variance ``v = sigma^2 (1 - exp(-2 a T)) / (2 a)`` under the T-forward measure.
+    """
+    times, amounts = np.asarray(times, dtype=np.float64), np.asarray(amounts, dtype=np.float64)
+    at_expiry = float(discount(expiry))
+    now = times <= expiry  # paid at the expiry itself: certain, a part of the strike
+    strike, times, amounts = strike - float(amounts[now].sum()), times[~now], amounts[~now]
+    at_times = np.asarray(discount(times), dtype=np.float64)
+    if strike <= 0 or len(times) == 0:  # exercised for certain (a call), or never (a put), or nothing left
+        forward = float(np.sum(amounts * at_times)) - strike * at_expiry
+        return max(forward, 0.0) if kind == "call" else max(-forward, 0.0)
+    b = -np.expm1(-a * (times - expiry)) / a
+    variance = sigma * sigma * -math.expm1(-2.0 * a * expiry) / (2.0 * a)
+    forward = at_times / at_expiry * np.exp(-0.5 * b * b * variance)
+    x = brentq(lambda x: float(np.sum(amounts * forward * np.exp(-b * x))) - strike, -10.0, 10.0, xtol=1e-15)
+    strikes = forward * np.exp(-b * x)
+    deviation = b * math.sqrt(variance)
+    h = np.log(at_times / (strikes * at_expiry)) / deviation + 0.5 * deviation
+    put = float(np.sum(amounts * (strikes * at_expiry * ndtr(deviation - h) - at_times * ndtr(-h))))
+    return put if kind == "put" else put + float(np.sum(amounts * at_times)) - strike * at_expiry
+
+
+CURVE_DAYS = 365
+"""Days of a curve year on the curves of :func:`european_terms`' dated rows (``ACT/365F``)."""
+
+
+def european_terms(row: dict) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """What a European option of ``row`` exchanges at its expiry, as the tree's events are defined: the expiry
+    t_e (years), the amount paid on exercise (the strike plus the accrued interest at t_e) and the times and
+    amounts of the bond's cash flows after t_e (a coupon at t_e is not among them; the redemption always is).
+
+    A row in years: coupons at ``maturity - k / coupon_frequency`` (> 0), accrued from the latest time of that
+    schedule run back before today, written out here. A dated row (``maturity_date``; its own
+    ``valuation_date``; curve years of :data:`CURVE_DAYS` days): cash flows and accrued from distprice.dates,
+    which test_dates_quantlib.py holds to QuantLib's.
+    """
+    face, coupon = float(row.get("face", 100.0)), float(row.get("coupon", 0.0))
+    if "maturity_date" not in row:
+        maturity, expiry, frequency = float(row["maturity"]), float(row["expiry"]), int(row.get("coupon_frequency", 0))
+        times, amounts = np.array([maturity]), np.array([face])
+        paid = 0.0
+        if coupon > 0:
+            schedule = maturity - np.arange(int(maturity * frequency) + 2) / frequency
+            later = schedule[(schedule > expiry + 1e-9) & (schedule > 0)]
+            times, amounts = np.r_[later, maturity], np.r_[np.full(len(later), face * coupon / frequency), face]
+            previous = maturity - math.ceil((maturity - expiry) * frequency - 1e-9) / frequency
+            paid = face * coupon * max(expiry - previous, 0.0)
+        return expiry, float(row["strike"]) + paid, times, amounts
+    from distprice.dates import accrued, cash_flows, day_numbers, terms_from_frame
+
+    terms = terms_from_frame(pd.DataFrame([row]))
+    valuation, expiry = (int(day_numbers([row[c]])[0]) for c in ("valuation_date", "expiry_date"))
+    flows = cash_flows(terms, np.array([valuation]))
+    payment, amount = flows.coupons.payment, flows.coupons.amount
+    days = np.r_[payment[payment > expiry], flows.redemption_date[0]]
+    amounts = np.r_[amount[payment > expiry], flows.redemption_amount[0]]
+    paid = float(accrued(terms, flows.coupons, [0], [expiry])[0])
+    return (
+        (expiry - valuation) / CURVE_DAYS,
+        face * float(row["strike"]) / 100.0 + paid,
+        (days - valuation) / CURVE_DAYS,
+        amounts,
+    )
+
+
+def nvcc() -> str | None:
+    """The CUDA compiler: ``nvcc`` on the PATH, else the one of NVIDIA's ``nvidia-cuda-nvcc`` wheel (which
+    .ci/run installs where there is none); None without either."""
+    found = shutil.which("nvcc")
+    spec = importlib.util.find_spec("nvidia")
+    roots = [] if found or spec is None else list(spec.submodule_search_locations or [])
+    wheels = [str(p) for root in roots for p in sorted(Path(root).glob("cu*/bin/nvcc"))]
+    return found or next(iter(wheels), None)
+
+
+def require_compiler(name: str, found: str | None) -> str:
+    """``found``, the path of compiler ``name``; without it a skip, or a failure where the environment variable
+    ``CI`` is set (as .ci/run sets it): the checks of the CUDA kernels' sources never pass unseen in CI."""
+    if found is None:
+        message = f"no {name} on this machine: the test builds the CUDA kernels' sources with it"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI is set: install it, see docs/develop/testing.rst)")
+        pytest.skip(message)
+    return found
