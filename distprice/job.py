@@ -57,8 +57,15 @@ MAX_SECONDS = 3600.0
 PRICED_COLUMNS = (*PRICES, *TREE, "error")
 SCENARIO_COLUMN = SCENARIO
 log = logging.getLogger(__name__)
-INSTRUMENT_SIGN = {"bond_option": 0.0, "callable_bond": -1.0, "puttable_bond": 1.0, "bond": 1.0}
-"""price = option (sign 0), bond - option (callable), bond + option (puttable), bond (a bond's option is 0)."""
+INSTRUMENT_SIGN = {
+    "bond_option": 0.0,
+    "callable_bond": -1.0,
+    "puttable_bond": 1.0,
+    "bond": 1.0,
+    "callable_puttable_bond": 1.0,
+}
+"""price = option (sign 0), bond - option (callable), bond + option (puttable; with both rights, the option is the
+holder's net: puts less calls), bond (a bond's option is 0)."""
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ struct EventCursor {
     HOST_DEVICE StepEvents at(const Portfolio& book, int i)
     {
         StepEvents events{next, next, false};
-        while (next < end && book.event_step[next] == i) events.exercise |= book.event_kind[next++] == EVENT_EXERCISE;
+        while (next < end && book.event_step[next] == i) events.exercise |= is_exercise(book.event_kind[next++]);
         events.last = next;
         return events;
     }

@@ -7,7 +7,21 @@
 
 #include "curve.cuh"
 
-enum EventKind : unsigned char { EVENT_REDEMPTION = 0, EVENT_EXERCISE = 1, EVENT_COUPON = 2 };
+// EVENT_CALL and EVENT_PUT are the dates of a bond with both rights (callable_puttable_bond), whose option is
+// the holder's rights net (puts less calls, either sign): a call caps the holder's value bond + option at its
+// amount, a put floors it there (distprice/lattice/events.py).
+enum EventKind : unsigned char {
+    EVENT_REDEMPTION = 0,
+    EVENT_EXERCISE = 1,
+    EVENT_COUPON = 2,
+    EVENT_CALL = 3,
+    EVENT_PUT = 4
+};
+
+HOST_DEVICE bool is_exercise(unsigned char kind)
+{
+    return kind == EVENT_EXERCISE || kind == EVENT_CALL || kind == EVENT_PUT;
+}
 
 // P(0, t) / P(0, tau): the factor that carries an amount due at t to the time tau of its step.
 HOST_DEVICE double forward_adjustment(double t, double tau, const double* knot_t, const double* knot_z, int knots)
@@ -23,12 +37,17 @@ HOST_DEVICE T payoff(T bond, T strike, bool call)
 }
 
 // One event at one node: a cash flow adds to the bond; an exercise keeps the larger of the option and its
-// payoff against the bond as it stands (so it sees the cash flows later than itself, not the earlier ones).
+// payoff against the bond as it stands (so it sees the cash flows later than itself, not the earlier ones); a
+// call or put of a bond with both rights bounds the holder's net rights by amount - bond.
 template <class T>
 HOST_DEVICE void apply_event(unsigned char kind, T amount, bool call, T& bond, T& option)
 {
     if (kind == EVENT_EXERCISE)
         option = fmax(option, payoff(bond, amount, call));
+    else if (kind == EVENT_CALL)
+        option = fmin(option, amount - bond);
+    else if (kind == EVENT_PUT)
+        option = fmax(option, amount - bond);
     else
         bond += amount;
 }

@@ -151,12 +151,15 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
     }
 }
 
-// One event of a bumped step at one node (`held`: B is the holder's value, capped or floored by an exercise).
+// One event of a bumped step at one node (`held`: B is the holder's value, capped or floored by an exercise; a
+// callable_puttable_bond's call caps it, its put floors it).
 __device__ __forceinline__ void apply_held_event(unsigned char kind, real amount, bool call, bool held, real& b,
                                                  real& o)
 {
     if (held && kind == EVENT_EXERCISE)
         b = call ? fmin(b, amount) : fmax(b, amount);
+    else if (held && (kind == EVENT_CALL || kind == EVENT_PUT))
+        b = kind == EVENT_CALL ? fmin(b, amount) : fmax(b, amount);
     else
         apply_event(kind, amount, call, b, o);
 }
@@ -194,7 +197,7 @@ __device__ void finish_item(const Portfolio& book, const Tree& tree, long long r
     value *= exp(-bump_exponent(cut * tree.dt, grid, bump, knots));
     double bond = 0.0, tail = 0.0;  // the cash flows, and those from the cut on, discounted on the bumped curve
     for (long long e = book.event_offsets[row]; e < book.event_offsets[row + 1]; ++e) {
-        if (book.event_kind[e] == EVENT_EXERCISE) continue;
+        if (is_exercise(book.event_kind[e])) continue;
         const int step = book.event_step[e];
         const double present = double(book.event_amount[e]) *
                                discount_bond(step * tree.dt, tree.knot_t, tree.knot_z, tree.knots) *

@@ -11,8 +11,8 @@ import pytest
 
 from distprice.cuda import kernel_dir
 from distprice.curves import builtin_curves
-from distprice.lattice.cpu import _event_amount
-from distprice.lattice.events import COUPON, EXERCISE, REDEMPTION
+from distprice.lattice.cpu import _apply, _event_amount
+from distprice.lattice.events import CALL, COUPON, EXERCISE, PUT, REDEMPTION
 
 from utils import host_library
 
@@ -74,3 +74,26 @@ def test_a_steps_events_are_applied_in_order(shim, call):
             else:
                 b += amount
         assert (bond.value, option.value) == (b, o)
+
+
+def test_a_bond_with_both_rights_is_capped_at_its_calls_and_floored_at_its_puts(shim):
+    """A callable_puttable_bond's dates: the holder's value, bond plus its net rights, is capped at a call's
+    amount and floored at a put's, in the kernels (kernels/events.cuh) as in the CPU engine."""
+    kinds = np.array([REDEMPTION, PUT, CALL, COUPON, PUT, CALL], dtype=np.uint8)
+    amounts = np.array([100.0, 99.0, 101.0, 2.5, 100.5, 103.0])
+    for bond0, option0 in ((0.0, 0.0), (1.5, -0.25), (-0.5, 4.0)):
+        bond, option = ctypes.c_double(bond0), ctypes.c_double(option0)
+        shim.apply(len(kinds), kinds, amounts, 0, ctypes.byref(bond), ctypes.byref(option))
+        b, held = bond0, bond0 + option0
+        B, O = np.array([bond0]), np.array([option0])
+        for kind, amount in zip(kinds, amounts):  # the rule, written out on the holder's value
+            if kind == CALL:
+                held = min(held, amount)
+            elif kind == PUT:
+                held = max(held, amount)
+            else:
+                b += amount
+                held += amount
+            _apply(kind, amount, False, B, O, 0, 1)
+        assert bond.value == b == B[0]
+        assert option.value == O[0] == pytest.approx(held - b, abs=1e-13)

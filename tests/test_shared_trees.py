@@ -31,7 +31,7 @@ from distprice.lattice.instruments import prepare
 from distprice.lattice.reference import price_reference
 from distprice.lattice.sweeps import cut_steps
 
-from utils import HULL_PUT, host_library, instruments_of, random_portfolio
+from utils import HULL_PUT, host_library, instruments_of, random_dated_bonds, random_portfolio, with_both_rights
 
 
 def few_models(table: pd.DataFrame, models: int, seed: int = 0) -> pd.DataFrame:
@@ -369,6 +369,32 @@ def test_outer_kernel_prices_trees_never_cut_as_the_cpu_engine(outer_on_host):
     assert np.max(np.abs(bond - cpu_bond) / np.abs(cpu_bond)) < tolerance
     assert np.max(np.abs(option - cpu_option) / np.abs(cpu_bond)) < tolerance
     assert (cpu_option > 1e-3).sum() > 10
+
+
+def test_outer_kernel_prices_bonds_with_calls_and_puts_as_the_cpu_engine(outer_on_host):
+    """Dated bonds with both rights (a call or a put per date, both on some): the outer kernel built on the host
+    (kernels/events.cuh bounds the holder's net rights) prices them as the CPU engine, on the rows' own trees
+    and, bit for bit, on their leaders' alphas."""
+    real, price = outer_on_host
+    portfolio, schedule = random_dated_bonds(np.random.default_rng(57), 40, steps_per_year=24, years=(1, 4))
+    portfolio, table = with_both_rights(portfolio, schedule, np.random.default_rng(58))
+    curves = load_curves(pd.DataFrame(dict(curve="usd", t=[0.0, 30.0], zero_rate=[0.03, 0.045])))
+    prepared = prepare(
+        portfolio.assign(mean_reversion=0.05, volatility=0.01),
+        curves,
+        as_of=valuation_day("2025-12-15"),
+        exercise_schedule=exercise_schedule(table, portfolio),
+    )
+    assert not prepared.problems, prepared.problems
+    batch = pack(prepared.instruments(), curves, np.float64 if real == "double" else np.float32)
+    shared = price(batch, batch_groups(batch).leader_of)
+    alone = price(batch, np.arange(len(batch)))
+    np.testing.assert_array_equal(shared[1], alone[1])
+    bond, option = price_cpu(batch)
+    tolerance = 1e-13 if real == "double" else 1e-4
+    assert np.max(np.abs(shared[0] - bond) / np.abs(bond)) < tolerance
+    assert np.max(np.abs(shared[1] - option) / np.abs(bond)) < tolerance
+    assert (option > 0.05).sum() >= 2 and (option < -0.05).sum() >= 3  # puts worth more, calls worth more
 
 
 # ---- the GPU launches, laid out on the host ----

@@ -243,6 +243,22 @@ def random_dated_bonds(
     return pd.DataFrame(rows), pd.DataFrame(table, columns=["id", "date", "price", "price_type"])
 
 
+def with_both_rights(portfolio: pd.DataFrame, schedule: pd.DataFrame, rng: np.random.Generator):
+    """The rows of :func:`random_dated_bonds` priced by their schedule table, as callable_puttable_bonds: each
+    date of the table a call (1 above its price) or a put (4 below), taking turns from a random first, and
+    on about a third of the call dates a put too, at or below the call (the same price type)."""
+    rows = portfolio[portfolio["id"].isin(schedule["id"])].assign(instrument="callable_puttable_bond")
+    lines = []
+    for _, group in schedule[schedule["id"].isin(rows["id"])].groupby("id", sort=False):
+        turn = int(rng.integers(2))
+        for k, line in enumerate(group.to_dict("records")):
+            call = (k + turn) % 2 == 0
+            lines.append(dict(line, price=line["price"] + (1.0 if call else -4.0), right="call" if call else "put"))
+            if call and rng.random() < 0.35:
+                lines.append(dict(line, price=line["price"] - rng.uniform(0.0, 4.0), right="put"))
+    return rows.reset_index(drop=True), pd.DataFrame(lines)
+
+
 def assert_engines_close(got: pd.DataFrame, expected: pd.DataFrame, rtol: float = 1e-12):
     """Two engines' pricings of the same rows agree: the same rows in error, and every price column (the dated
     ones too, where present) within ``rtol`` of the larger of the expected price and the row's face."""

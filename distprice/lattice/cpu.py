@@ -39,7 +39,7 @@ import numba
 import numpy as np
 
 from .batch import Batch
-from .events import EXERCISE
+from .events import CALL, EXERCISE, PUT, is_exercise
 from .groups import TreeGroups, batch_groups, kept_states
 from .sweeps import cut_steps
 
@@ -265,11 +265,25 @@ def _roll_pair(jmax, i, e, f, coef, top, bottom, B, Bn, O, On, C, Cn, P, Pn, opt
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
+def _net_rights(K, B, O, cap, lo, hi):
+    """A date of a bond with both rights (:data:`~.events.CALL`, :data:`~.events.PUT`) for lo <= p < hi: the
+    holder's net rights ``O`` become ``min(O, K - B)`` at a call (``cap``), ``max(O, K - B)`` at a put."""
+    if cap:
+        for p in range(lo, hi):
+            O[p] = min(O[p], K - B[p])
+    else:
+        for p in range(lo, hi):
+            O[p] = max(O[p], K - B[p])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
 def _apply(kind, amount, is_call, B, O, lo, hi):
     """One event at the nodes ``[lo, hi)``: the redemption and coupons add to the bond, an exercise takes the
-    larger of the option and its payoff."""
+    larger of the option and its payoff (a call or put of a bond with both rights bounds it: :func:`_net_rights`)."""
     if kind == EXERCISE:
         _exercise(is_call, amount, B, O, lo, hi)
+    elif kind == CALL or kind == PUT:
+        _net_rights(amount, B, O, kind == CALL, lo, hi)
     else:
         _add(B, amount, lo, hi)
 
@@ -293,7 +307,7 @@ def _cash_flows(curve_t, curve_z, e_time, e_kind, e_amount):
     tree gives for them (the tree reprices every discount bond exactly)."""
     total = 0.0
     for e in range(len(e_time)):
-        if e_kind[e] != EXERCISE:
+        if not is_exercise(e_kind[e]):
             total += e_amount[e] * _discount_bond(e_time[e], curve_t, curve_z, 0)[0]
     return total
 
@@ -474,7 +488,7 @@ def _price_rows(
         lo, hi = e_off[r], e_off[r + 1]
         exercised = False
         for e in range(lo, hi):
-            exercised |= e_kind[e] == EXERCISE
+            exercised |= is_exercise(e_kind[e])
         if not exercised:
             bond_out[r] = _cash_flows(ct, cz, e_time[lo:hi], e_kind[lo:hi], e_amount[lo:hi])
             option_out[r] = 0.0

@@ -29,7 +29,7 @@ from .cpu import (
     _state_value,
     balance,
 )
-from .events import EXERCISE
+from .events import CALL, EXERCISE, PUT, is_exercise
 from .geometry import TreeGeometry
 from .groups import kept_states, tree_groups
 from .sweeps import Trees, bump_exponent, cut_steps, exponent_in, start_steps
@@ -57,11 +57,13 @@ def _bound(is_call, K, H, lo, hi):
 def _bumped_event(kind, adjusted, t, tau, here, grid, dz, is_call, embedded, B, O, lo, hi):
     """One event at step time ``tau`` under the bump ``dz``: its base-curve amount ``adjusted`` carries
     ``r(t) / r(tau)`` (``here`` = ``dz(tau) tau``); an exercise of an ``embedded`` option bounds the holder's
-    value ``B`` (:func:`_bound`)."""
+    value ``B`` (:func:`_bound`; a callable_puttable_bond's call caps it, its put floors it)."""
     if t != tau:
         adjusted *= math.exp(here - bump_exponent(t, grid, dz))
     if embedded and kind == EXERCISE:
         _bound(is_call, adjusted, B, lo, hi)
+    elif embedded and (kind == CALL or kind == PUT):
+        _bound(kind == CALL, adjusted, B, lo, hi)
     else:
         _apply(kind, adjusted, is_call, B, O, lo, hi)
 
@@ -161,7 +163,7 @@ def _straight(grid, dz, e_time, e_kind, e_present, head):
     total = 0.0
     first = 0.0
     for e in range(len(e_time)):
-        if e_kind[e] != EXERCISE:
+        if not is_exercise(e_kind[e]):
             value = e_present[e] * math.exp(-bump_exponent(e_time[e], grid, dz))
             total += value
             if e < head:
@@ -219,7 +221,7 @@ def _flow_steps(e_off, e_step, e_kind, last):
                 break
             if s == -1:
                 s = e_step[e]
-            elif e_step[e] != s or e_kind[e] == EXERCISE:
+            elif e_step[e] != s or is_exercise(e_kind[e]):
                 s = -1
                 break
         out[r] = s

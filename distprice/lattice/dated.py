@@ -38,30 +38,37 @@ from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
 from ..tables import check_names, factorized
-from .events import AMERICAN, BERMUDAN, COUPON, EUROPEAN, EXERCISE, REDEMPTION, EventTable
+from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable
 from .geometry import consecutive
 
-SCHEDULE_COLUMNS = ("id", "date", "price", "price_type")
-SCHEDULE_LABELS = ("price_type",)
+SCHEDULE_COLUMNS = ("id", "date", "price", "price_type", "right")
+SCHEDULE_LABELS = ("price_type", "right")
 """The exercise schedule table's columns of a few distinct names, read as categories."""
 NO_EXERCISE = -1
 """The exercise code of a row without an option (a plain bond): it has no exercise dates."""
 PRICE_TYPES = ("clean", "dirty")
+RIGHTS = ("call", "put")
+"""The ``right`` of a date of a callable_puttable_bond: the issuer's call or the holder's put."""
 
 
 @dataclass(frozen=True)
 class ExerciseSchedule:
     """Exercise dates given by table, per portfolio row (CSR, dates increasing): ``day`` (day numbers),
-    ``price`` (% of face) and ``dirty`` (the price includes the accrued interest)."""
+    ``price`` (% of face), ``dirty`` (the price includes the accrued interest) and ``kind``, the event each
+    date is (:mod:`~.events`): EXERCISE, the row's own right, or by its ``right`` CALL or PUT (a date of a
+    callable_puttable_bond; one date may have both, the call first)."""
 
     offsets: np.ndarray
     day: np.ndarray
     price: np.ndarray
     dirty: np.ndarray
+    kind: np.ndarray
 
     @classmethod
     def empty(cls, rows: int) -> ExerciseSchedule:
-        return cls(np.zeros(rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool))
+        return cls(
+            np.zeros(rows + 1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, bool), np.zeros(0, np.uint8)
+        )
 
     @property
     def counts(self) -> np.ndarray:
@@ -74,20 +81,31 @@ class ExerciseSchedule:
         if isinstance(span, slice):
             lo, hi = self.offsets[span.start], self.offsets[span.stop]
             return ExerciseSchedule(
-                self.offsets[span.start : span.stop + 1] - lo, self.day[lo:hi], self.price[lo:hi], self.dirty[lo:hi]
+                self.offsets[span.start : span.stop + 1] - lo,
+                self.day[lo:hi],
+                self.price[lo:hi],
+                self.dirty[lo:hi],
+                self.kind[lo:hi],
             )
         counts = self.counts[positions]
         offsets = np.zeros(len(positions) + 1, dtype=np.int64)
         np.cumsum(counts, out=offsets[1:])
         index = np.repeat(self.offsets[:-1][positions] - offsets[:-1], counts) + np.arange(offsets[-1])
-        return ExerciseSchedule(offsets, self.day[index], self.price[index], self.dirty[index])
+        return ExerciseSchedule(offsets, self.day[index], self.price[index], self.dirty[index], self.kind[index])
+
+    def rights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: whether a date of its schedule has a ``right``, and whether one has none."""
+        row = np.repeat(np.arange(len(self.counts)), self.counts)
+        given = np.bincount(row, weights=self.kind != EXERCISE, minlength=len(self.counts)) > 0
+        bare = np.bincount(row, weights=self.kind == EXERCISE, minlength=len(self.counts)) > 0
+        return given, bare
 
 
 def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[ExerciseSchedule, list[Problem]]:
-    """The exercise schedule table (``id, date, price[, price_type]``) as per-row schedules of a portfolio whose
-    rows have ``ids`` (matched as text), and its problems, each naming its row of the table. With ``lines``
-    (positions in ``table``: a slice of a portfolio reads the rows of its own ids, :func:`schedule_lines`), only
-    those rows are read; problems still name rows of the whole table."""
+    """The exercise schedule table (``id, date, price[, price_type][, right]``) as per-row schedules of a
+    portfolio whose rows have ``ids`` (matched as text), and its problems, each naming its row of the table. With
+    ``lines`` (positions in ``table``: a slice of a portfolio reads the rows of its own ids,
+    :func:`schedule_lines`), only those rows are read; problems still name rows of the whole table."""
     missing = [c for c in SCHEDULE_COLUMNS[:3] if c not in table.columns]
     misspelled = check_names("exercise schedule", table.columns, SCHEDULE_COLUMNS)
     if missing or misspelled:
@@ -100,13 +118,12 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
     keys = _as_text(table["id"])
     days, not_dates = parse_dates(table["date"])
     price = pd.to_numeric(table["price"], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    if "price_type" in table.columns:
-        codes, labels = factorized(table["price_type"])  # distinct values; missing (-1): clean
-        labels = pd.Series(labels, dtype="string").str.strip().str.lower()
-        known = np.array([label in PRICE_TYPES for label in labels] + [True], dtype=bool)[codes]
-        dirty = np.array([label == "dirty" for label in labels] + [False], dtype=bool)[codes]
-    else:
-        known, dirty = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+    price_type = _label_index(table, "price_type", PRICE_TYPES)  # missing: clean
+    known, dirty = price_type != UNKNOWN, price_type == PRICE_TYPES.index("dirty")
+    right = _label_index(table, "right", RIGHTS)  # missing: the row's own right
+    right_known = right != UNKNOWN
+    kind = np.select([right == RIGHTS.index("call"), right == RIGHTS.index("put")], [CALL, PUT], EXERCISE)
+    kind = kind.astype(np.uint8)
     rows = _positions_of(_as_text(pd.Series(ids)), keys)
     found: list[tuple[np.ndarray, str, str]] = []
 
@@ -115,27 +132,52 @@ def read_exercise_schedule(table: pd.DataFrame, ids, lines=None) -> tuple[Exerci
 
     absent = keys.isna().to_numpy()
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
-    if not absent.any() and not len(not_dates) and _in_order(rows, days, price, known, offsets[1:]):
+    if not absent.any() and not len(not_dates) and _in_order(rows, days, price, known & right_known, offsets[1:]):
         np.cumsum(offsets, out=offsets)  # every line is kept as it comes: nothing to flag
-        return ExerciseSchedule(offsets, days, price, dirty), []
+        return ExerciseSchedule(offsets, days, price, dirty, kind), []
     flag(absent, "id", "is required")
     flag(~absent & np.isnan(rows), "id", "names no row of the portfolio")
     flag((days == NO_DATE) | _mask(n, not_dates), "date", "must be a date YYYY-MM-DD")
     flag(~np.isfinite(price) | (price < 0), "price", "must be a number >= 0 (% of face)")
     flag(~known, "price_type", f"must be one of {', '.join(PRICE_TYPES)}")
-    good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0) & known)
-    row, day = rows[good].astype(np.int64), days[good]
+    flag(~right_known, "right", f"must be one of {', '.join(RIGHTS)} (or empty: the row's own right)")
+    good = np.flatnonzero(~np.isnan(rows) & (days != NO_DATE) & np.isfinite(price) & (price >= 0) & known & right_known)
+    row, day, rank = rows[good].astype(np.int64), days[good], kind[good]
     step_row, step_day = np.diff(row), np.diff(day)
-    if ((step_row < 0) | ((step_row == 0) & (step_day < 0))).any():  # tables usually come sorted by id, date
-        order = np.lexsort((day, row))
-        good, row, day = good[order], row[order], day[order]
+    if ((step_row < 0) | ((step_row == 0) & (step_day <= 0))).any():  # tables usually come sorted by id, date
+        order = np.lexsort((rank, day, row))  # a date with a call and a put: the call first
+        good, row, day, rank = good[order], row[order], day[order], rank[order]
         step_row, step_day = np.diff(row), np.diff(day)
+    same = (step_row == 0) & (step_day == 0)
+    both = same & (rank[:-1] == CALL) & (rank[1:] == PUT)
+    above = both & ((price[good[1:]] > price[good[:-1]]) | (dirty[good[1:]] != dirty[good[:-1]]))
     repeated = np.zeros(len(good), dtype=bool)
-    repeated[1:] = (step_row == 0) & (step_day == 0)
-    flag(_mask(n, good[repeated]), "date", "is given twice for this id")
+    repeated[1:] = (same & ~both) | above
+    flag(_mask(n, good[1:][same & ~both]), "date", "is given twice for this id")
+    flag(
+        _mask(n, good[1:][above]),
+        "price",
+        "a put on the date of a call must be priced at or below the call, with the same price_type",
+    )
     keep = good[~repeated]
     np.cumsum(np.bincount(row[~repeated], minlength=len(ids)), out=offsets[1:])
-    return ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep]), _schedule_problems(keys, found, lines)
+    schedule = ExerciseSchedule(offsets, days[keep], price[keep], dirty[keep], kind[keep])
+    return schedule, _schedule_problems(keys, found, lines)
+
+
+UNKNOWN = -2
+""":func:`_label_index` of a value that is none of the names (-1: a missing value)."""
+
+
+def _label_index(table: pd.DataFrame, column: str, names: tuple[str, ...]) -> np.ndarray:
+    """Each value of a column of a few names as its position in ``names`` (matched stripped, in lower case):
+    -1 where it is missing (or the table has no such column), UNKNOWN where it is none of them."""
+    if column not in table.columns:
+        return np.full(len(table), -1, dtype=np.int64)
+    codes, labels = factorized(table[column])  # distinct values; missing: -1
+    labels = pd.Series(labels, dtype="string").str.strip().str.lower()
+    index = np.array([names.index(label) if label in names else UNKNOWN for label in labels] + [-1], np.int64)
+    return index[codes]
 
 
 @dataclass(frozen=True)
@@ -371,13 +413,15 @@ def read_dated(
     has_option: np.ndarray,
     strike: np.ndarray,
     where,
+    both_rights: np.ndarray | None = None,
 ) -> tuple[DatedRows, list[Problem]]:
     """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
     curve), ``schedule`` (or a function returning it, called once the terms are read and settled: the caller
-    may read it meanwhile), ``exercise`` (codes), ``has_option`` and ``strike`` (% of face) are aligned with
-    ``rows``; problems name rows by their position in ``frame`` (``where(position)`` labels one).
+    may read it meanwhile), ``exercise`` (codes), ``has_option``, ``strike`` (% of face) and ``both_rights``
+    (callable_puttable_bond rows, whose dates each give a ``right``; default none) are aligned with ``rows``;
+    problems name rows by their position in ``frame`` (``where(position)`` labels one).
     """
     subset = frame[[c for c in TERM_COLUMNS if c in frame.columns]]
     if len(rows) != len(frame):
@@ -444,6 +488,30 @@ def read_dated(
 
     option = has_option & usable & ~matured
     tabled = schedule.counts > 0
+    both = np.zeros(n, bool) if both_rights is None else np.asarray(both_rights, bool)
+    given, bare = schedule.rights()
+    flag(
+        ~both & given,
+        "right",
+        "the exercise schedule gives a right (call or put) on a date of this row: only a callable_puttable_bond's "
+        "dates have one (a callable or puttable bond's right is its instrument's, a bond option's its option_type)",
+    )
+    flag(
+        both & bare,
+        "right",
+        "the exercise schedule has a date of this callable_puttable_bond without a right: give call or put",
+    )
+    flag(
+        both & ~tabled,
+        "exercise",
+        "a callable_puttable_bond needs its dates in the exercise schedule table, each with a right (call or put)",
+    )
+    flag(
+        both & (exercise != BERMUDAN),
+        "exercise",
+        "must be bermudan for a callable_puttable_bond (its dates are those of the exercise schedule)",
+    )
+    option &= ~(both & (~tabled | bare | (exercise != BERMUDAN)))
     by_table = option & (exercise == BERMUDAN) & tabled
     by_dates = option & ~by_table
     last_date = np.minimum(adjust_days(terms.calendar, terms.maturity, terms.accrual_convention), redemption_day)
@@ -740,6 +808,7 @@ def _merge(
     strike,
     s_price,
     s_dirty,
+    s_kind,
     day_count,
     face,
     code,
@@ -768,7 +837,8 @@ def _merge(
     ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times.
     The live coupons are made from the row's schedule as they are merged (:func:`coupon_period`), and its
     exercise dates walked back (:func:`_previous_exercise`), each amount ``face * price / 100`` plus, for a
-    clean price, the accrued interest at its date."""
+    clean price, the accrued interest at its date, each of the kind its schedule gives (EXERCISE, or a
+    callable_puttable_bond's CALL or PUT)."""
     business = business_view(address)
     for r in numba.prange(len(valuation)):
         row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
@@ -852,7 +922,7 @@ def _merge(
                 cursor = dx + 1
                 continue
             elif dx != NONE_DAY and dx >= dc:
-                d, kind[e] = dx, EXERCISE
+                d, kind[e] = dx, s_kind[cursor] if by_table else EXERCISE
                 paid = face_r * s_price[cursor] / 100.0 if by_table else at_strike
                 # coupon i + 1 is the first paid after the exercise: a clean price adds its accrued interest
                 if not (by_table and s_dirty[cursor]) and i < row.periods and d > n0:
@@ -911,6 +981,7 @@ def dated_events(
         np.nan_to_num(np.asarray(strike, np.float64)),
         rows.schedule.price,
         rows.schedule.dirty,
+        rows.schedule.kind,
         terms.day_count,
         terms.face,
         *_exercise_inputs(rows, codes),

@@ -31,6 +31,20 @@ SAME_TIME = 1e-9
 
 REDEMPTION, EXERCISE, COUPON = 0, 1, 2
 """Kinds of events, in the order they are applied at equal times."""
+CALL, PUT = 3, 4
+"""The exercises of a bond with both rights (a callable_puttable_bond), whose option is the holder's rights net
+(puts less calls, either sign) and whose price is bond plus option: at an issuer's ``CALL`` the option becomes
+``min(option, amount - bond)``, at a holder's ``PUT`` ``max(option, amount - bond)`` (the holder's value
+capped at the call price, floored at the put price). Applied where exercises are; a date with both applies
+the put, priced at or below the call, and the call: either order gives the same."""
+
+
+@numba.njit(cache=True, inline="always")
+def is_exercise(kind) -> bool:
+    """Whether an event of ``kind`` is an exercise (EXERCISE, CALL or PUT)."""
+    return kind == EXERCISE or kind == CALL or kind == PUT
+
+
 EUROPEAN, BERMUDAN, AMERICAN = 0, 1, 2
 EXERCISE_CODES = {"european": EUROPEAN, "bermudan": BERMUDAN, "american": AMERICAN}
 # The row and event kernels below run without numba's runtime (``_nrt=False``): no reference counting of the
@@ -117,12 +131,12 @@ def _exercise_step(offsets, step, kind, last):
     for r in numba.prange(len(out)):
         if last:
             for e in range(offsets[r], offsets[r + 1]):
-                if kind[e] == EXERCISE:
+                if is_exercise(kind[e]):
                     out[r] = step[e]
                     break
         else:
             for e in range(offsets[r + 1] - 1, offsets[r] - 1, -1):
-                if kind[e] == EXERCISE:
+                if is_exercise(kind[e]):
                     out[r] = step[e]
                     break
     return out

@@ -28,7 +28,7 @@ from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 
-INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond")
+INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond")
 OPTION_TYPES = ("call", "put")
 EXERCISES = tuple(EXERCISE_CODES)
 IMPLIED_OPTION_TYPE = {"callable_bond": "call", "puttable_bond": "put"}
@@ -609,6 +609,21 @@ def prepare(
         "option_type",
         "is required for a bond_option",
     )
+    both_rights = instrument == INSTRUMENTS.index("callable_puttable_bond")
+    check.flag(
+        both_rights & given,
+        "option_type",
+        "must be empty for a callable_puttable_bond: its rights are the exercise schedule's right column",
+    )
+    check.flag(
+        both_rights & ~is_dated,
+        "instrument",
+        "a callable_puttable_bond is a dated row: give its maturity_date and its dates in the exercise schedule, "
+        "each with a right (call or put)",
+    )
+    # a bond with both rights values the holder's rights net, puts less calls (its rows roll the holder's value
+    # back where a callable bond's roll the issuer's call)
+    option_type = np.where(both_rights, OPTION_TYPES.index("put"), option_type)
     option_type = np.where(option_type < 0, OPTION_TYPES.index("call"), option_type)
     for name in OPTION_COLUMNS:
         check.flag(~has_option & present[name], name, "must be empty for a bond (it has no option)")
@@ -658,6 +673,7 @@ def prepare(
                 has_option[rows],
                 c["strike"][rows],
                 check.where,
+                both_rights[rows],
             )
         check.add(problems)
         dated = _aligned(n, rows, part)

@@ -10,7 +10,8 @@ Each row is priced with QuantLib's own objects, at its valuation date V (``Setti
 on a ``ZeroCurve`` (``Linear``, ``Continuous``, the curve's day count) through the curve's knot dates, a knot
 at V carrying the first rate and a flat knot far out. ``price`` is ``NPV()`` (the value at V), ``dirty_price``
 and ``clean_price`` ``dirtyPrice()`` and ``cleanPrice()``, ``accrued`` ``accruedAmount()``, all converted
-from QuantLib's per-100 quotes to face units. A bond option is ``|callable or puttable - straight|``; american
+from QuantLib's per-100 quotes to face units. A callable_puttable_bond's callabilities take their type from the
+exercise schedule's ``right``. A bond option is ``|callable or puttable - straight|``; american
 exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
 onto the payment date, which distprice does not: keep such dates out of comparisons.
 """
@@ -226,15 +227,18 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
     if instrument == "bond":
         return built
     kind = {"callable_bond": "call", "puttable_bond": "put"}.get(instrument, _value(row, "option_type", "call"))
-    dates = _exercise_dates(row, straight, exercise_schedule)
+    # the dates after settlement only: QuantLib (1.44) pairs the i-th date still to come with the i-th right of
+    # the whole schedule, wrong for calls and puts together once a date has passed
+    settlement = straight.settlementDate()
+    dates = [d for d in _exercise_dates(row, straight, exercise_schedule) if d[0] > settlement]
     callabilities = ql.CallabilitySchedule(
         [
             ql.Callability(
                 ql.BondPrice(price, ql.BondPrice.Dirty if dirty else ql.BondPrice.Clean),
-                ql.Callability.Call if kind == "call" else ql.Callability.Put,
+                ql.Callability.Call if (right or kind) == "call" else ql.Callability.Put,
                 date,
             )
-            for date, price, dirty in dates
+            for date, price, dirty, right in dates
         ]
     )
     if schedule is not None:
@@ -262,25 +266,32 @@ def counter_years(curve: ZeroCurve, valuation: int, date) -> float:
 
 
 def _exercise_dates(row, straight, table: pd.DataFrame | None) -> list:
-    """(QuantLib date, price in % of face, dirty) of a row's exercise dates (european, bermudan)."""
+    """(QuantLib date, price in % of face, dirty, right) of a row's exercise dates (european, bermudan), in
+    the order given; ``right`` (``call``, ``put``) from the table's ``right`` column, else None (the row's)."""
     import QuantLib as ql
 
     ident = str(row["id"])
     if table is not None and (table["id"].astype(str) == ident).any():
         mine = table[table["id"].astype(str) == ident]
         types = mine["price_type"] if "price_type" in mine else pd.Series("clean", index=mine.index)
+        rights = mine["right"] if "right" in mine else pd.Series(None, index=mine.index, dtype=object)
         return [
-            (ql.DateParser.parseISO(str(d)[:10]), float(p), str(k).lower() == "dirty")
-            for d, p, k in zip(mine["date"], mine["price"], types.fillna("clean"))
+            (
+                ql.DateParser.parseISO(str(d)[:10]),
+                float(p),
+                str(k).lower() == "dirty",
+                None if pd.isna(r) else str(r).strip().lower(),
+            )
+            for d, p, k, r in zip(mine["date"], mine["price"], types.fillna("clean"), rights)
         ]
     strike = float(row["strike"])
     expiry = ql.DateParser.parseISO(str(row["expiry_date"])[:10])
     if _value(row, "exercise", "european") == "european":
-        return [(expiry, strike, False)]
+        return [(expiry, strike, False, None)]
     first = _value(row, "first_exercise_date", None)
     first = ql.DateParser.parseISO(str(first)[:10]) if first is not None else ql.Date(1, 1, 1901)
     return [
-        (c.date(), strike, False)
+        (c.date(), strike, False, None)
         for c in straight.cashflows()
         if ql.as_coupon(c) is not None and first <= c.date() <= expiry
     ]

@@ -18,12 +18,16 @@ import numpy as np
 from ..curves import ZeroCurve
 from ..dates import NO_DATE, accrued, cash_flows, is_business_day
 from .dated import DatedRows
+from .events import CALL as CALL_EVENT, PUT as PUT_EVENT
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
 from .sweeps import BumpedCurve, Trees
 
 REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
-ORDER = {REDEMPTION: 0, EXERCISE: 1, COUPON: 2}
+CALL, PUT = "call", "put"
+"""The dates of a callable_puttable_bond, whose option is the holder's rights net: a call caps the holder's value
+(bond plus option) at its amount, a put floors it there."""
+ORDER = {REDEMPTION: 0, EXERCISE: 1, CALL: 1, PUT: 1, COUPON: 2}
 """At equal times: the redemption, then the exercises, then the coupons."""
 
 
@@ -97,19 +101,23 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
     first = settlement + 1 if row.first[0] == NO_DATE else max(int(row.first[0]), settlement + 1)
     schedule = row.schedule
     if ins.exercise == "bermudan" and len(schedule.day):
-        dates = [(int(d), float(x), bool(dirty)) for d, x, dirty in zip(schedule.day, schedule.price, schedule.dirty)]
+        rights = {CALL_EVENT: CALL, PUT_EVENT: PUT}
+        dates = [
+            (int(d), float(x), bool(dirty), rights.get(int(kind), EXERCISE))
+            for d, x, dirty, kind in zip(schedule.day, schedule.price, schedule.dirty, schedule.kind)
+        ]
     elif ins.exercise == "bermudan":
-        dates = [(int(d), ins.strike, False) for d in coupons.payment if first <= d <= expiry]
+        dates = [(int(d), ins.strike, False, EXERCISE) for d in coupons.payment if first <= d <= expiry]
     elif ins.exercise == "american":
         days = np.arange(first, expiry + 1)
-        dates = [(int(d), ins.strike, False) for d in days[is_business_day(terms.calendar[0], days)]]
+        dates = [(int(d), ins.strike, False, EXERCISE) for d in days[is_business_day(terms.calendar[0], days)]]
     else:
-        dates = [(expiry, ins.strike, False)]
+        dates = [(expiry, ins.strike, False, EXERCISE)]
     face = float(terms.face[0])
-    for day, price, dirty in dates:
+    for day, price, dirty, kind in dates:
         if day > settlement:
             extra = 0.0 if dirty else float(accrued(terms, coupons, 0, day))
-            events.append((day, EXERCISE, face * price / 100.0 + extra))
+            events.append((day, kind, face * price / 100.0 + extra))
     return events
 
 
@@ -162,6 +170,10 @@ def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, fl
             if kind == EXERCISE:
                 payoff = np.maximum(bond - amount, 0.0) if is_call else np.maximum(amount - bond, 0.0)
                 np.maximum(option, payoff, out=option)
+            elif kind == CALL:
+                np.minimum(option, amount - bond, out=option)
+            elif kind == PUT:
+                np.maximum(option, amount - bond, out=option)
             else:
                 bond += amount
 

@@ -99,8 +99,10 @@ def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):
 
 def price_of(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np.ndarray:
     """The price of each row from its bond and option values (arrays (rows, ...)): the option of a bond
-    option, the bond less the call of a callable bond, plus the put of a puttable one, the bond of a bond."""
-    sign = np.select([instrument == "callable_bond", instrument == "puttable_bond"], [-1.0, 1.0], 0.0)
+    option, the bond less the call of a callable bond, plus the put of a puttable one (plus the holder's rights
+    net, puts less calls, of a callable_puttable_bond), the bond of a bond."""
+    held = (instrument == "puttable_bond") | (instrument == "callable_puttable_bond")
+    sign = np.select([instrument == "callable_bond", held], [-1.0, 1.0], 0.0)
     sign = sign.reshape(sign.shape + (1,) * (bond.ndim - 1))
     plain = (instrument == "bond_option").reshape(sign.shape)
     return np.where(plain, option, bond + sign * option)
