@@ -6,27 +6,44 @@ of the command line's commands: :func:`run` (price and write), :func:`inspect`, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from . import inspector
+from .compiling import Compiling, log as compiling_log
 from .cuda import device_name, gpu_available
 from .curves import load_curves
-from .errors import JobTimeoutError
+from .errors import DistpriceError, JobTimeoutError
 from .execute import choose_plan, price_parts, stopped_by
 from .inspector import CostModel, Inspection, Plan
 from .job import Job, JobOptions, Summary, Tally, check_predicted, prepare_job
-from .lattice import datasets
+from .lattice import AUTO, datasets
 from .lattice.desk import AS_OF, desk
+from .lattice.warm import engine_aside
 from .models import calibrate_heston as fit_heston, calibrate_hull_white as fit_hull_white
 from .montecarlo import price_mc as price_paths
 from .priced import Priced
 from .progress import Bar
-from .tables import FOLDER, read_portfolio, table_format, write_table
+from .tables import (
+    FOLDER,
+    LABEL_COLUMNS,
+    parquet_files,
+    read_portfolio,
+    table_format,
+    text_columns,
+    to_pandas,
+    write_table,
+)
 from .tuning import CPU_DEVICE, current_model, save_model, tune as measure
 
 log = logging.getLogger(__name__)
@@ -79,11 +96,15 @@ def _priced(portfolio, checked: JobOptions, progress: bool) -> tuple[Job, Priced
         if deadline is not None and time.monotonic() > deadline:
             raise JobTimeoutError(f"the job ran past its timeout of {checked.timeout:g} s; nothing was written")
 
+    cpu = checked.engine == "cpu" or (checked.engine == AUTO and not gpu_available())
+    aside = engine_aside(checked.precision) if cpu else None  # compiles the engine, if it must, meanwhile
     job = prepare_job(portfolio, checked)
     instruments = job.instruments()
     sets = job.market.curve_sets
     plan = choose_plan(instruments, checked.engine, job.real)
     check_predicted(plan.seconds * len(sets), checked.max_seconds, "in this process", plan.model)
+    if aside is not None:
+        aside.wait()
     with stopped_by(in_time), Bar(instruments.node_steps * len(sets), STARTING, shown=progress) as bar:
         bond, option, _ = price_parts(
             instruments, sets, plan.parts, job.real, lambda node_steps: bar.update(bar.done + node_steps, "pricing")
@@ -224,13 +245,14 @@ def run(
         from .cluster.start import one_line_logs
 
         one_line_logs()
+        compiled = _warmed(portfolio, cluster, options) if _local(cluster) else 0.0
         with Pricer(cluster, progress=progress, chunks_per_worker=chunks_per_worker) as pricer:
             ready = time.perf_counter()
             with _settled():
                 summary = pricer.run(portfolio, output=output, **options)
             outline = pricer.last_outline if per_worker else None
             ran = Run(
-                summary,
+                dataclasses.replace(summary, compiled=compiled),
                 ready,
                 (job_workers(pricer.client, pricer.last_job) or None) if per_worker else None,
                 None if outline is None else outline.plan,
@@ -240,11 +262,76 @@ def run(
         return ran
     log.info("pricing in this process")
     tick = time.perf_counter()
-    with _settled():
+    with _settled(), Compiling(KERNELS) as compiling:
         job, priced, plan = _priced(portfolio, JobOptions.of(**options).checked(), progress)
         tally = Tally(len(job.table), priced.sets)
         write_table(job.table_of(tally.add(priced)), output)
-    return Run(tally.summary(time.perf_counter() - tick, 0), plan=plan if per_worker else None)
+    summary = tally.summary(time.perf_counter() - tick - compiling.seconds, 0)
+    return Run(dataclasses.replace(summary, compiled=compiling.seconds), plan=plan if per_worker else None)
+
+
+KERNELS = "the kernels this job uses"
+"""What the log says compiles on a job's first run (:class:`~distprice.compiling.Compiling`)."""
+WARM_ROWS = 64
+"""Rows of a job that this process prices before a local cluster starts, so that numba compiles their kernels
+once, here, and the workers load them (each would compile them, all at once)."""
+
+
+def _local(cluster) -> bool:
+    """Whether ``cluster`` (as :func:`run` takes it) is a cluster on this machine, whose workers read the numba
+    cache this process writes."""
+    if cluster is None:
+        return True
+    if isinstance(cluster, str) and "://" not in cluster:
+        from .cluster.config import load_config
+
+        cluster = load_config(cluster)
+    return getattr(getattr(cluster, "cluster", None), "kind", None) in ("local", "local-cuda")
+
+
+def _warmed(portfolio, cluster, options: dict) -> float:
+    """Prices a job's first rows in this process, a twin of its first row among them (so that the forward
+    passes that trees share compile too), with the CPU engine, or only reads and checks them where a GPU will
+    price: numba compiles the kernels they use, once, before the workers start. Returns the seconds it spent
+    compiling; a problem of those rows is left to the job to report."""
+    head = _head(portfolio, WARM_ROWS)
+    if "id" in head.columns and len(head):
+        ids = head["id"]
+        twin = head.iloc[[0]].copy()
+        twin["id"] = ids.max() + 1 if pd.api.types.is_numeric_dtype(ids) else f"{ids.iloc[0]}~twin"
+        head = pd.concat([head, twin], ignore_index=True)
+    with _quiet(), Compiling(KERNELS) as compiling, contextlib.suppress(DistpriceError):
+        checked = JobOptions.of(**{**options, "engine": "cpu", "on_invalid": "report", "max_invalid": None}).checked()
+        if gpu_available():
+            prepare_job(head, checked)
+        else:
+            _priced(head, checked, False)
+    return compiling.seconds
+
+
+@contextlib.contextmanager
+def _quiet():
+    """distprice's log lines held back below errors, but for what numba compiles: the rows :func:`_warmed` prices
+    are no job of the user's."""
+    top = logging.getLogger("distprice")
+    level, told = top.level, compiling_log.level
+    compiling_log.setLevel(top.getEffectiveLevel())
+    top.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        top.setLevel(level)
+        compiling_log.setLevel(told)
+
+
+def _head(portfolio, rows: int) -> pd.DataFrame:
+    """The first ``rows`` rows of a portfolio (a table, or a Parquet file or folder), read as the job reads them."""
+    if isinstance(portfolio, pd.DataFrame):
+        return portfolio.head(rows)
+    path = parquet_files(portfolio)[0]
+    labels = text_columns(pq.read_schema(path), LABEL_COLUMNS)  # as read_portfolio reads them
+    first = pq.ParquetFile(path, read_dictionary=labels or None).iter_batches(batch_size=rows)
+    return to_pandas(pa.Table.from_batches([next(first)]))
 
 
 def _small(portfolio) -> bool:
@@ -323,3 +410,36 @@ def tune(precision: str = "fp64", repeat: int = 3) -> tuple[CostModel, Path]:
     gpu = gpu_available()
     model = measure(device_name() if gpu else CPU_DEVICE, precision, gpu=gpu, repeat=repeat)
     return model, save_model(model)
+
+
+WARM_MEASURES = "dv01,duration,convexity,krd,vega"
+"""The risk measures :func:`warm` compiles with ``measures`` (the OAS needs market prices: its root finding is
+plain Python over the same kernels)."""
+
+
+def warm(precisions=("fp64",), measures: bool = False) -> float:
+    """Compiles, once, what a job's first run on this install would: the kernels of a few time-form rows (the
+    papers' R1) and of a few dated rows (the desk book, with its curves and exercise schedule), with the CPU
+    engine (only the host stages where a GPU prices), in each of ``precisions``; with ``measures`` their risk
+    measures too (:data:`WARM_MEASURES`). Returns the seconds numba spent compiling (0 when its cache held
+    them all). For container images and installs that should start their first job at full speed."""
+    dated = desk(WARM_ROWS // 4)
+    tables = {
+        "r1": datasets.generate("R1", WARM_ROWS // 4),
+        "desk": dated.portfolio,
+        "curves": dated.curves,
+        "calls": dated.exercise_schedule,
+    }
+    risk = {"measures": WARM_MEASURES} if measures else {}
+    seconds = 0.0
+    with tempfile.TemporaryDirectory() as folder:
+        for suffix in (".csv", ".parquet"):  # as jobs read them: their columns' types make the kernels' signatures
+            path = {name: os.path.join(folder, name + suffix) for name in tables}
+            for name, table in tables.items():
+                write_table(table, path[name])
+            dated_options = {"curves": path["curves"], "exercise_schedule": path["calls"], "as_of": AS_OF}
+            for precision in precisions:
+                for book, options in ((path["r1"], {}), (path["desk"], dated_options)):
+                    portfolio = read_portfolio(book) if suffix == ".csv" else book
+                    seconds += _warmed(portfolio, None, {**options, **risk, "precision": precision})
+    return seconds

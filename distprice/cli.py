@@ -1,5 +1,5 @@
 """Command line: ``distprice run | mc | calibrate heston | calibrate hull-white | generate | bench | inspect | tune |
-cluster-script | config list | config show``.
+cluster-script | config list | config show | warm``.
 
 Exit status: 0 done; 1 any other failure; 2 invalid input or options (nothing written); 3 scheduler
 unreachable or lost; 4 written, but some rows have an error (``--on-invalid report``); 5 no workers; 6 the
@@ -678,6 +678,27 @@ def tune(precision, repeat):
     model, path = api.tune(precision, repeat)
     click.echo(f"tuned {model.device} ({precision}); wrote {path}")
     click.echo(model.to_json())
+
+
+@main.command()
+@click.option(
+    "--precision",
+    "precisions",
+    type=click.Choice(PRECISION_NAMES),
+    multiple=True,
+    help="Precisions to compile for (repeat the flag for both) [default: fp64].",
+)
+@click.option("--measures", is_flag=True, help="Also compile the risk measures (dv01, durations, krd, vega).")
+@reports_errors
+def warm(precisions, measures):
+    """Compile the engines once, ahead of a first job: numba compiles what a job uses on its first run after an
+    install (seconds to a minute) and keeps it in its cache; a container image runs this when it is built."""
+    from . import api
+    from .compiling import cache_place
+
+    seconds = api.warm(precisions or ("fp64",), measures)
+    done = f"compiled in {seconds:.1f} s" if seconds else "nothing to compile"
+    click.echo(f"{done}; numba's cache: {cache_place()}")
 
 
 @main.command("cluster-script")

@@ -673,8 +673,9 @@ def duration(seconds: float) -> str:
 @dataclass(frozen=True)
 class Summary:
     """What a job did: rows of the portfolio, rows priced under every scenario, scenarios, prices (row and
-    scenario pairs priced), the total value under each scenario, node-steps (all scenarios), seconds,
-    workers (0: this process) and the rows each engine priced."""
+    scenario pairs priced), the total value under each scenario, node-steps (all scenarios), seconds of
+    pricing, workers (0: this process), the rows each engine priced, and the seconds numba spent compiling the
+    job's kernels on their first use (``compiled``: left out of ``seconds``, and of the node-steps per second)."""
 
     rows: int
     priced: int
@@ -685,6 +686,7 @@ class Summary:
     scenarios: int = 1
     prices: int = 0
     values: dict = dataclasses.field(default_factory=dict)
+    compiled: float = 0.0
 
     def line(self, wall: float | None = None) -> str:
         """The summary in one line; ``wall``: the command's whole time (a cluster's start included)."""
@@ -701,10 +703,11 @@ class Summary:
             else "no value"
         )
         wall = f", {wall:.2f} s in all" if wall is not None else ""
+        compiled = f", compiled in {self.compiled:.2f} s (numba, once)" if self.compiled > 0 else ""
         return (
             f"priced {self.priced} of {self.rows} rows ({self.rows - self.priced} invalid){under}, {value}, "
             f"{self.node_steps:.3e} node-steps in {self.seconds:.2f} s ({rate:.3e} NS/s) {where}{wall}, "
-            f"engines: {engines}"
+            f"engines: {engines}{compiled}"
         )
 
 

@@ -117,3 +117,14 @@ def test_image_pins_are_within_pyproject_and_agree():
         name = canonicalize_name(requirement.name)
         assert name in pins and requirement.specifier.contains(pins[name]), (text, pins.get(name))
     assert pins["dask"] == pins["distributed"]  # scheduler, workers and client on one Dask
+
+
+def test_images_carry_a_warm_numba_cache():
+    """Each image compiles the engines when it is built (``distprice warm``) into the cache folder its containers
+    use, left writable for a CPU model that must compile its own."""
+    for name in ("Dockerfile.cpu", "Dockerfile.cuda"):
+        final = (DEPLOY / "docker" / name).read_text().rsplit("\nFROM ", 1)[1]
+        (cache,) = re.findall(r"NUMBA_CACHE_DIR=(\S+)", final)
+        warm = final.index("RUN distprice warm")
+        assert final.index("COPY --from=build /opt/venv") < warm < final.index("\nUSER 10001\n")
+        assert f"chmod -R a+rwX {cache}" in final[warm:]

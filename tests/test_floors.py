@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "distprice"
 FLOORS = {
     "distprice.errors": 0,
     "distprice.choices": 1,
+    "distprice.compiling": 1,
     "distprice.precision": 1,
     "distprice.tables": 1,
     "distprice.join": 1,

@@ -93,7 +93,7 @@ def _reference_start(business, d1, tenor, calendar, convention, end_of_month):
     return adjust(business, calendar, b, convention)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def coupon_period(business, row, i, d1, issue, calendar, convention, end_of_month):
     """Coupon i's (1..N) accrual start d(i-1) and reference start, d1 = d(i) its accrual end, for a row of
     :data:`~distprice.dates.schedules.Shape` ``row``."""
@@ -103,7 +103,7 @@ def coupon_period(business, row, i, d1, issue, calendar, convention, end_of_mont
     return d0, d0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def payment_date(business, row, i, issue, calendar, accrual_convention, payment_convention):
     """The payment date of coupon i (1..N): d(i) moved by the payment convention."""
     return adjust(
@@ -111,7 +111,7 @@ def payment_date(business, row, i, issue, calendar, accrual_convention, payment_
     )
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def first_live(business, row, issue, calendar, accrual_convention, payment_convention, after):
     """The number (1..N; N + 1: none) of a row's first coupon paid after ``after``."""
     a, b = 1, row.periods + 1

@@ -103,7 +103,7 @@ def counted(day_count, d1, d2, r1, r2):
     return _icma(d1, d2, r1, r2)
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def accrual_anchor(day_count, d1, r1, r2):
     """What :func:`accrual_fraction` keeps of a period (d1 its start, (r1, r2) its reference period) for every
     day of it, ``(anchor, aux)``: for the 30/360 counts ``360 Y1 + 30 M1 + D1`` (D1 = 31 -> 30) and D1; for

@@ -25,8 +25,10 @@ forward pass would have computed (the same arithmetic on the same numbers, step 
 bit for bit those of pricing it alone. The table holds at most about TABLE_REALS values at once: a batch of
 many groups is priced in waves of groups.
 
-Work is balanced over threads with the longest-processing-time rule on the node-steps of each tree. Scratch
-rows are allocated once per thread, never per node or step. The CPU risk engine (:mod:`~.cpu_risk`) runs the
+Work is balanced over threads with the longest-processing-time rule on the node-steps of each tree; each
+thread runs a kernel that releases the GIL on its rows (:func:`~distprice.dates.parallel.over_ranges`: numba's
+``parallel=True`` loops compile several times slower, on every fresh install). Scratch rows are allocated once
+per thread, never per node or step. The CPU risk engine (:mod:`~.cpu_risk`) runs the
 same forward passes and step helpers.
 """
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from ..dates.parallel import over_ranges
 from .batch import Batch
 from .events import CALL, EXERCISE, PUT, is_exercise
 from .groups import TreeGroups, batch_groups, kept_states
@@ -47,7 +50,7 @@ _FASTMATH = {"reassoc", "contract", "nsz"}  # lets sums vectorise and fuse multi
 # The functions called per row, step or event run without numba's runtime (``_nrt=False``): with it, every
 # call that passes an array, every view taken and every swap of two rows updates the array's reference count,
 # an atomic operation that cost more than the arithmetic of a small tree (trees of a few steps priced 2-3x
-# slower). They allocate nothing and return no array; the parallel loops that call them allocate each
+# slower). They allocate nothing and return no array; the range kernels that call them allocate each
 # thread's scratch rows.
 
 
@@ -368,10 +371,11 @@ def _backward(
     return bond, _state_value(jmax, cut, O, Q)
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _price_all(
+@numba.njit(cache=True, nogil=True)
+def _price_range(
+    start,
+    stop,
     order,
-    thread_offsets,
     jmax,
     height,
     dt,
@@ -398,46 +402,44 @@ def _price_all(
     bond_out,
     option_out,
 ):
-    """Prices rows ``order[thread_offsets[t]:thread_offsets[t + 1]]`` on thread t (:func:`_price_rows`), with
-    scratch rows allocated once per thread."""
+    """Prices rows ``order[start:stop]`` (:func:`_price_rows`; a thread's, dealt by :func:`balance`) with scratch
+    rows allocated once."""
     real = table.dtype
-    for t in numba.prange(len(thread_offsets) - 1):
-        size = max_width + 2
-        scratch = np.zeros((11, size), dtype=real)  # coefficients (4), bond and option rows (6), own state prices
-        own = np.zeros(max_height + 1, dtype=real)
-        step, at = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)  # its cut, kept at own_state's start
-        _price_rows(
-            thread_offsets[t],
-            thread_offsets[t + 1],
-            order,
-            jmax,
-            height,
-            dt,
-            dr,
-            M,
-            is_call,
-            curve_index,
-            curve_offsets,
-            curve_t,
-            curve_z,
-            e_off,
-            e_step,
-            e_time,
-            e_kind,
-            e_amount,
-            option_from,
-            cut,
-            alpha_at,
-            table,
-            q_at,
-            states,
-            scratch,
-            own,
-            step,
-            at,
-            bond_out,
-            option_out,
-        )
+    scratch = np.zeros((11, max_width + 2), dtype=real)  # coefficients (4), bond and option rows (6), own state prices
+    own = np.zeros(max_height + 1, dtype=real)
+    step, at = np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)  # its cut, kept at own_state's start
+    _price_rows(
+        start,
+        stop,
+        order,
+        jmax,
+        height,
+        dt,
+        dr,
+        M,
+        is_call,
+        curve_index,
+        curve_offsets,
+        curve_t,
+        curve_z,
+        e_off,
+        e_step,
+        e_time,
+        e_kind,
+        e_amount,
+        option_from,
+        cut,
+        alpha_at,
+        table,
+        q_at,
+        states,
+        scratch,
+        own,
+        step,
+        at,
+        bond_out,
+        option_out,
+    )
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -531,10 +533,11 @@ def _price_rows(
         option_out[r] = o
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
-def _forward_all(
+@numba.njit(cache=True, nogil=True)
+def _forward_range(
+    start,
+    stop,
     order,
-    thread_offsets,
     task_row,
     task_dr,
     jmax,
@@ -556,32 +559,31 @@ def _forward_all(
     """The forward pass of every tree (batch row ``task_row[k]`` with rate step ``task_dr[k]``): its
     ``exp(-alpha_m dt)`` at ``ea_out[alpha_offsets[k] + m]``, in the precision of ``ea_out``; its state prices
     at the steps ``save_at[save_offsets[k]:save_offsets[k + 1]]`` (increasing) in the rows of ``q_out`` at
-    ``save_rows`` of the same positions (:class:`~.groups.KeptStates`). Trees
-    ``order[thread_offsets[t]:thread_offsets[t + 1]]`` run on thread t."""
-    for t in numba.prange(len(thread_offsets) - 1):
-        scratch = np.zeros((6, max_width + 2), dtype=ea_out.dtype)  # coefficients (4), state prices (2)
-        _forward_trees(
-            thread_offsets[t],
-            thread_offsets[t + 1],
-            order,
-            task_row,
-            task_dr,
-            jmax,
-            height,
-            dt,
-            M,
-            curve_index,
-            curve_offsets,
-            curve_t,
-            curve_z,
-            alpha_offsets,
-            ea_out,
-            save_offsets,
-            save_at,
-            save_rows,
-            q_out,
-            scratch,
-        )
+    ``save_rows`` of the same positions (:class:`~.groups.KeptStates`): of the trees ``order[start:stop]`` (a
+    thread's, dealt by :func:`balance`)."""
+    scratch = np.zeros((6, max_width + 2), dtype=ea_out.dtype)  # coefficients (4), state prices (2)
+    _forward_trees(
+        start,
+        stop,
+        order,
+        task_row,
+        task_dr,
+        jmax,
+        height,
+        dt,
+        M,
+        curve_index,
+        curve_offsets,
+        curve_t,
+        curve_z,
+        alpha_offsets,
+        ea_out,
+        save_offsets,
+        save_at,
+        save_rows,
+        q_out,
+        scratch,
+    )
 
 
 @numba.njit(cache=True, _nrt=False)
@@ -607,7 +609,7 @@ def _forward_trees(
     q_out,
     scratch,
 ):
-    """:func:`_forward_all`'s trees ``order[start:stop]``."""
+    """:func:`_forward_range` with its scratch rows."""
     coef, rows = scratch[0:4], scratch[4:6]
     for q in range(start, stop):
         k = order[q]
@@ -740,9 +742,10 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
         q_at[shared] = kept.row_at
         if len(leaders):
             order, thread_offsets = balance((g.width[leaders] * g.height[leaders]).astype(np.float64), threads)
-            _forward_all(
-                order,
+            over_ranges(
+                _forward_range,
                 thread_offsets,
+                order,
                 leaders,
                 g.dr[leaders],
                 g.jmax,
@@ -765,9 +768,10 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
         alpha_at[rows] = row_offset
         passes = np.where(row_offset < 0, 2.0, 1.0)
         order, thread_offsets = balance(passes * g.width[rows] * (g.height[rows] - cut[rows]), threads)
-        _price_all(
-            rows[order],
+        over_ranges(
+            _price_range,
             thread_offsets,
+            rows[order],
             g.jmax,
             g.height,
             g.dt,

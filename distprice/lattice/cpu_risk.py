@@ -15,6 +15,7 @@ import math
 import numba
 import numpy as np
 
+from ..dates.parallel import over_ranges
 from .batch import Batch
 from .cpu import (
     _FASTMATH,
@@ -22,7 +23,7 @@ from .cpu import (
     _coefficients,
     _discount_bond,
     _event_amount,
-    _forward_all,
+    _forward_range,
     _roll_pair,
     _roll_step,
     _span,
@@ -697,9 +698,10 @@ class CpuRisk:
             order, thread_offsets = balance(
                 (shape.width[leaders] * heights).astype(np.float64), numba.get_num_threads()
             )
-            _forward_all(
-                order,
+            over_ranges(
+                _forward_range,
                 thread_offsets,
+                order,
                 rows[leaders],
                 dr[leaders],
                 g.jmax,

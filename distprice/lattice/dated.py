@@ -33,6 +33,7 @@ from ..dates.cashflows import coupon_period, first_live, payment_date
 from ..dates.civil import day_before, ymd
 from ..dates.csr import offsets_of
 from ..dates.daycounts import accrual_anchor, accrual_fraction, thirty_anchor, thirty_fraction
+from ..dates.parallel import over_rows
 from ..dates.registry import THIRTY_360, THIRTY_E_360
 from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
@@ -549,7 +550,7 @@ NONE_DAY = -(2**62)
 """A day before every date: the end of a row's walk back through its exercise dates or coupons."""
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _previous_exercise(
     r,
     code,
@@ -610,8 +611,10 @@ def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
     return expiry + 1
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _exercise_counts(
+    lo,
+    hi,
     code,
     tabled,
     expiry,
@@ -629,13 +632,13 @@ def _exercise_counts(
     payment,
     end_of_month,
     live,
+    counts,
 ):
-    """How many exercise dates after settlement each row has (:func:`_previous_exercise`'s walk, counted; an
-    american row's business days counted in its calendar's bits; a bermudan row's coupons paid from its start
-    to its expiry found by two binary searches, the payment dates increasing)."""
+    """How many exercise dates after settlement rows ``lo .. hi`` have, into ``counts`` (:func:`_previous_exercise`'s
+    walk, counted; an american row's business days counted in its calendar's bits; a bermudan row's coupons paid
+    from its start to its expiry found by two binary searches, the payment dates increasing)."""
     business = business_view(address)
-    counts = np.zeros(len(code), dtype=np.int64)
-    for r in numba.prange(len(code)):
+    for r in range(lo, hi):
         if code[r] == AMERICAN:  # every business day from start to expiry
             counts[r] = business_count(business, calendar[r], start[r], expiry[r])
             continue
@@ -680,11 +683,10 @@ def _exercise_counts(
             if day == NONE_DAY:
                 break
             counts[r] += 1
-    return counts
 
 
 def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
-    """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight)."""
+    """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight after ``lo, hi``)."""
     start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
     schedule = rows.schedule
     return (
@@ -700,7 +702,7 @@ def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
 
 
 def _schedule_inputs(rows: DatedRows):
-    """The columns that fix each row's live coupons (:func:`_exercise_counts`' last nine)."""
+    """The columns that fix each row's live coupons (:func:`_exercise_counts`' nine before ``counts``)."""
     terms = rows.terms
     return (
         terms.issue,
@@ -717,7 +719,9 @@ def _schedule_inputs(rows: DatedRows):
 
 def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
     """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
-    return _exercise_counts(*_exercise_inputs(rows, exercise), *_schedule_inputs(rows))
+    counts = np.zeros(len(exercise), np.int64)
+    over_rows(_exercise_counts, len(exercise), *_exercise_inputs(rows, exercise), *_schedule_inputs(rows), counts)
+    return counts
 
 
 @numba.njit(cache=True, inline="always")
@@ -797,8 +801,10 @@ def _american_run(
             return e, dx
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
 def _merge(
+    lo,
+    hi,
     offsets,
     valuation,
     days_per_year,
@@ -833,14 +839,14 @@ def _merge(
     kind,
     amount,
 ):
-    """Each row's events into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``, ``time``, ``kind`` and
-    ``amount``, latest first (redemption, exercises, coupons at equal days), with their steps and tree times.
-    The live coupons are made from the row's schedule as they are merged (:func:`coupon_period`), and its
-    exercise dates walked back (:func:`_previous_exercise`), each amount ``face * price / 100`` plus, for a
-    clean price, the accrued interest at its date, each of the kind its schedule gives (EXERCISE, or a
-    callable_puttable_bond's CALL or PUT)."""
+    """The events of rows ``lo .. hi``, each row's into its slice ``offsets[r] .. offsets[r + 1]`` of ``step``,
+    ``time``, ``kind`` and ``amount``, latest first (redemption, exercises, coupons at equal days), with their
+    steps and tree times. The live coupons are made from the row's schedule as they are merged
+    (:func:`coupon_period`), and its exercise dates walked back (:func:`_previous_exercise`), each amount
+    ``face * price / 100`` plus, for a clean price, the accrued interest at its date, each of the kind its
+    schedule gives (EXERCISE, or a callable_puttable_bond's CALL or PUT)."""
     business = business_view(address)
-    for r in numba.prange(len(valuation)):
+    for r in range(lo, hi):
         row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
         first = row.periods + 1 - live[r]
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], s_off, row)
@@ -971,7 +977,9 @@ def dated_events(
         offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8), np.empty(m, np.float64)
     )
     terms = rows.terms
-    _merge(
+    over_rows(
+        _merge,
+        len(codes),
         offsets,
         rows.valuation,
         rows.days_per_year,

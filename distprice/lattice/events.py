@@ -115,20 +115,24 @@ class EventTable:
     def last_exercise_step(self) -> np.ndarray:
         """The step of each row's last exercise (0 for a row without one): above it an option is worth
         nothing."""
-        return _exercise_step(self.offsets, self.step, self.kind, True)
+        return self._exercise_steps(True)
 
     def first_exercise_step(self) -> np.ndarray:
         """The step of each row's first exercise (0 for a row without one): below it an option is only
         discounted."""
-        return _exercise_step(self.offsets, self.step, self.kind, False)
+        return self._exercise_steps(False)
+
+    def _exercise_steps(self, last: bool) -> np.ndarray:
+        out = np.zeros(len(self.offsets) - 1, dtype=np.int64)
+        over_rows(_exercise_step, len(out), self.offsets, self.step, self.kind, last, out)
+        return out
 
 
-@numba.njit(cache=True, parallel=True)
-def _exercise_step(offsets, step, kind, last):
-    """Per row, the step of its last (``last``) or first exercise, 0 without one (a row's events come in
-    decreasing steps)."""
-    out = np.zeros(len(offsets) - 1, dtype=np.int64)
-    for r in numba.prange(len(out)):
+@numba.njit(cache=True, nogil=True)
+def _exercise_step(lo, hi, offsets, step, kind, last, out):
+    """Per row of ``lo .. hi``, the step of its last (``last``) or first exercise into ``out`` (0 without one: a
+    row's events come in decreasing steps)."""
+    for r in range(lo, hi):
         if last:
             for e in range(offsets[r], offsets[r + 1]):
                 if is_exercise(kind[e]):
@@ -139,7 +143,6 @@ def _exercise_step(offsets, step, kind, last):
                 if is_exercise(kind[e]):
                     out[r] = step[e]
                     break
-    return out
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)

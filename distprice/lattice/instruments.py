@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from ..curves import MAX_RATE, ZeroCurve, builtin_curves, percent_slip
 from ..dates import NO_DATE, parse_dates, to_iso
+from ..dates.parallel import SMALL, over_rows
 from ..errors import Problem
 from ..stopwatch import stage
 from ..tables import STR, factorized
@@ -401,9 +402,12 @@ def _duplicated(raw: pd.Series | None, missing: np.ndarray) -> np.ndarray:
 
 def _same_hash(keys: np.ndarray) -> np.ndarray:
     """Positions (sorted) of the keys (64-bit integers) that another position also holds."""
-    keys = np.ascontiguousarray(keys)
+    keys = np.ascontiguousarray(keys).view(np.uint64)
     bits = max(0, int(np.ceil(np.log2(max(len(keys), 1) / BUCKET_KEYS))))
-    return np.flatnonzero(_repeated(keys.view(np.uint64), bits))
+    start, order, size = _buckets(keys, bits)
+    out = np.zeros(len(keys), dtype=np.bool_)
+    over_rows(_repeated, len(start) - 1, keys, start, order, size, out, small=SMALL // BUCKET_KEYS)
+    return np.flatnonzero(out)
 
 
 BUCKET_KEYS = 1024
@@ -414,12 +418,11 @@ _PROBE = np.uint64(0xC2B2AE3D27D4EB4F)
 """A second multiplier, for a key's slot in its bucket's table."""
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _repeated(keys, bits):
-    """Whether another position holds each key: the keys dealt into 2^bits buckets by the top bits of
-    ``key * _SPREAD`` (one pass to count, one to place), then each bucket's keys put in an open-addressing
-    table of its own (linear probing; at least twice as many slots as keys), buckets in parallel. One pass over
-    the keys and tables that fit the caches, where a sort of a million keys goes over them twenty times."""
+@numba.njit(cache=True, nogil=True)
+def _buckets(keys, bits):
+    """The keys dealt into 2^bits buckets by the top bits of ``key * _SPREAD`` (one pass to count, one to place):
+    ``(start, order, size)``, bucket b's keys at ``order[start[b]:start[b + 1]]``, and the size of the tables
+    :func:`_repeated` puts a bucket's keys in (at least twice as many slots as the largest bucket's keys)."""
     n = len(keys)
     buckets = 1 << bits
     shift = np.uint64(64 - bits)
@@ -442,12 +445,21 @@ def _repeated(keys, bits):
     size = 16
     while size < 2 * largest:
         size *= 2
-    out = np.zeros(n, dtype=np.bool_)
-    for b in numba.prange(buckets):
+    return start, order, size
+
+
+@numba.njit(cache=True, nogil=True)
+def _repeated(lo, hi, keys, start, order, size, out):
+    """Whether another position holds each key of buckets ``lo .. hi`` (:func:`_buckets`), into ``out``: each
+    bucket's keys put in an open-addressing table of its own (linear probing). One pass over the keys and
+    tables that fit the caches, where a sort of a million keys goes over them twenty times."""
+    slot = np.empty(size, dtype=np.int64)  # the position of the slot's key; -1: empty
+    again = np.empty(size, dtype=np.bool_)  # the slot's key was met again
+    for b in range(lo, hi):
         if start[b + 1] - start[b] < 2:
             continue
-        slot = np.full(size, -1, dtype=np.int64)  # the position of the slot's key; -1: empty
-        again = np.zeros(size, dtype=np.bool_)  # the slot's key was met again
+        slot[:] = -1
+        again[:] = False
         for j in range(start[b], start[b + 1]):
             i = order[j]
             s = np.int64(((keys[i] * _PROBE) >> np.uint64(32)) & np.uint64(size - 1))
@@ -461,7 +473,6 @@ def _repeated(keys, bits):
         for s in range(size):
             if again[s]:
                 out[slot[s]] = True
-    return out
 
 
 def _text_hashes(raw: pd.Series) -> np.ndarray | None:
@@ -489,7 +500,8 @@ def _string_hashes(text: pa.ChunkedArray) -> np.ndarray:
         _, offsets, data = chunk.buffers()
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
         offsets = np.frombuffer(offsets, dtype=width)[chunk.offset : chunk.offset + len(chunk) + 1]
-        data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+        data = np.frombuffer(data if data is not None else b"", dtype=np.uint8)
+        data.flags.writeable = False  # Arrow's buffers are mutable or not by their origin: one kernel signature
         _fnv1a(offsets.astype(np.int64), data, out[start : start + len(chunk)])
         start += len(chunk)
     return out
