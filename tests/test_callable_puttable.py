@@ -11,13 +11,14 @@ import pytest
 
 import distprice
 from distprice import InvalidInputError
+from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.job import exercise_schedule, valuation_day
 from distprice.lattice.instruments import prepare
 from distprice.lattice.quotes import read_market_prices
 from distprice.lattice.risk import price_measures
 
-from utils import random_dated_bonds, with_both_rights
+from utils import assert_engines_close, random_dated_bonds, with_both_rights
 
 ql = pytest.importorskip("QuantLib")
 from distprice.lattice.quantlib_dated import price_dated_quantlib, risk_dated_quantlib  # noqa: E402
@@ -72,6 +73,17 @@ def test_the_reference_engine_agrees(book):
     assert reference["error"].isna().all()
     for column in ("price", "bond_price", "option_price", "clean_price"):
         np.testing.assert_allclose(reference[column], ours[column].head(12), rtol=1e-12, atol=1e-10, err_msg=column)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+@pytest.mark.parametrize("engine", ["gpu-outer", "gpu-flat"])
+def test_the_gpu_engines_agree(book, engine):
+    """The GPU kernels on the device (kernels/events.cuh's bounds of the holder's net rights) price the book as
+    the CPU engine."""
+    portfolio, table, ours = book
+    gpu = distprice.price(portfolio, CURVES, engine=engine, as_of=AS_OF, exercise_schedule=table)
+    assert_engines_close(gpu, ours, rtol=1e-12)
 
 
 def test_only_calls_or_only_puts_price_as_a_callable_or_a_puttable_bond(book):
