@@ -43,7 +43,7 @@ import numba
 import distprice
 from distprice.planner import MIN_CHUNK_ROWS
 
-from utils import CRD_FILES, DEPLOY, MANIFESTS, documents, free_port, random_portfolio
+from utils import CRD_FILES, DEPLOY, MANIFESTS, documents, free_port, listening, random_portfolio
 
 NUMBA_CACHES = Path(os.environ["NUMBA_CACHE_DIR"]).parent
 """The tests' numba caches, one folder per state of the package's source."""
@@ -110,6 +110,10 @@ def local():
         yield client
 
 
+STOP_SECONDS = 60.0
+"""How long a test's scheduler or worker process may take to end once told to (a loaded machine is slow)."""
+
+
 @pytest.fixture
 def scheduler():
     """A ``dask scheduler`` process on loopback, with no worker; yields its address and its process."""
@@ -129,8 +133,10 @@ def scheduler():
             "--dashboard-address",
             ":0",
         ],
+        terminate_timeout=STOP_SECONDS,
         **quiet,
     ) as process:
+        listening(port, process)
         yield f"tcp://127.0.0.1:{port}", process
 
 
@@ -157,6 +163,7 @@ def processes(scheduler):
                         "--host",
                         "127.0.0.1",
                     ],
+                    terminate_timeout=STOP_SECONDS,
                     **quiet,
                 )
             )

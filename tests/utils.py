@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listening(port: int, process, seconds: float = 120.0) -> None:
+    """Returns once a process started on the loopback interface accepts connections on ``port`` (its start takes
+    seconds on a loaded machine); fails if it ends first or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None and time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no process listened on port {port} (its exit status: {process.poll()})")
 
 
 def host_library(code: str, tmp_dir: Path, include: Path):
