@@ -219,16 +219,16 @@ def schedule_lines(table: pd.DataFrame, ids, runs: ScheduleRuns | None = None) -
     return (runs or ScheduleRuns.of(table)).lines(ids)
 
 
-def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
-    """The rule a row of an exercise schedule table breaks when no slice of the portfolio holds its id (the
-    positions of the rows the slices ``matched``)."""
+def unmatched_lines(table: pd.DataFrame, matched: np.ndarray, name: str = "exercise schedule") -> list[Problem]:
+    """The rule a row of an exercise schedule table (or another schedule table: ``name``) breaks when no slice of
+    the portfolio holds its id (the positions of the rows the slices ``matched``)."""
     if "id" not in table.columns:
         return []
     keys = _as_text(table["id"])
     rows = np.flatnonzero(~_mask(len(table), matched))
     absent = keys.iloc[rows].isna().to_numpy()
     return _schedule_problems(
-        keys, [(rows[absent], "id", "is required"), (rows[~absent], "id", "names no row of the portfolio")]
+        keys, [(rows[absent], "id", "is required"), (rows[~absent], "id", "names no row of the portfolio")], table=name
     )
 
 

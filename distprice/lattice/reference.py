@@ -21,6 +21,7 @@ from .dated import DatedRows
 from .events import CALL as CALL_EVENT, PUT as PUT_EVENT
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
+from .payments import Payments
 from .sweeps import BumpedCurve, Trees
 
 REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
@@ -91,8 +92,8 @@ class _Stepped:
     repayments dated on or before then; a repayment is paid with the coupon whose accrual end or payment date it
     is, at the redemption %."""
 
-    def __init__(self, row: DatedRows):
-        terms, payments = row.terms, row.payments
+    def __init__(self, row: DatedRows, payments: Payments):
+        terms = row.terms
         face, self.redemption = float(terms.face[0]), float(terms.redemption[0]) / 100.0
         table = coupons(terms)
         self.start, self.end = table.accrual_start.tolist(), table.accrual_end.tolist()
@@ -146,7 +147,7 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
     terms, settlement = row.terms, int(row.settlement[0])
     flows = cash_flows(terms, row.valuation)
     coupons = flows.coupons
-    stepped = _Stepped(row) if row.payments is not None and row.payments.given[0] else None
+    stepped = _Stepped(row, row.payments) if row.payments is not None and row.payments.given[0] else None
     if stepped is None:
         events = [(int(flows.redemption_date[0]), REDEMPTION, float(flows.redemption_amount[0]))]
         events += [(int(d), COUPON, float(a)) for d, a in zip(coupons.payment, coupons.amount)]
@@ -174,10 +175,12 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
         dates = [(expiry, ins.strike, False, EXERCISE)]
     face = float(terms.face[0])
     for day, price, dirty, kind in dates:
-        if day > settlement and stepped is None:
+        if day <= settlement:
+            continue
+        if stepped is None:
             extra = 0.0 if dirty else float(accrued(terms, coupons, 0, day))
             events.append((day, kind, face * price / 100.0 + extra))
-        elif day > settlement:
+        else:
             extra = 0.0 if dirty else stepped.accrued(day)
             events.append((day, kind, stepped.outstanding(day) * price / 100.0 + extra))
     return events
