@@ -44,7 +44,8 @@ from .lattice.measures import (
     parse_key_rates,
     parse_measures,
 )
-from .lattice.payments import TABLES, Payments, Steps, read_steps
+from .lattice.payment_tables import TABLES, read_steps
+from .lattice.payments import Payments, Steps
 from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .models.hull_white_fit import MODEL_COLUMNS

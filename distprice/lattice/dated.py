@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -42,9 +41,7 @@ from ..errors import Problem
 from ..tables import check_names, factorized
 from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable
 from .geometry import consecutive
-
-if TYPE_CHECKING:
-    from .payments import Payments
+from .payments import Payments
 
 SCHEDULE_COLUMNS = ("id", "date", "price", "price_type", "right")
 SCHEDULE_LABELS = ("price_type", "right")

@@ -28,7 +28,8 @@ from ..tables import STR, factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
-from .payments import Payments, with_payments
+from .payment_tables import with_payments
+from .payments import Payments
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond")
 OPTION_TYPES = ("call", "put")
