@@ -124,7 +124,7 @@ def plain_book(bonds):
 
 def test_plain_bonds_equal_quantlibs_fixed_rate_and_amortizing_bonds(plain_book):
     """FixedRateBond with one rate per period, AmortizingFixedRateBond with one notional per period, priced by
-    discounting: measured within 4e-15 of the face in every price (1e-13 asked); QuantLib's per-100 quotes of an
+    discounting: measured within 6e-16 of the face in every price (1e-13 asked); QuantLib's per-100 quotes of an
     amortizing bond are of the face outstanding at settlement, ours in units of face."""
     portfolio, steps, repaid = plain_book
     assert steps["id"].nunique() == 16 and repaid["id"].nunique() == 16
@@ -167,7 +167,8 @@ def callable_book(bonds):
 
 def test_step_up_callables_equal_quantlibs_tree_where_every_date_is_a_node(callable_book):
     """CallableFixedRateBond with one rate per period, calls and puts (clean and dirty, bermudan by table or on
-    coupon dates; both on a date), on QuantLib's tree of the same steps: measured within 1e-12 relative."""
+    coupon dates; both on a date), on QuantLib's tree of the same steps: measured within 2e-15 relative in price,
+    dirty and clean price on 29 bonds (1e-12 asked)."""
     book, lines, steps, ours = callable_book
     assert (book["instrument"] == "callable_puttable_bond").sum() >= 5
     assert (ours["option_price"].abs() > 0.01 * book["face"] / 100).sum() >= 10
