@@ -439,3 +439,36 @@ def test_a_schedule_that_does_not_fit_its_row_is_that_rows_error(row, steps, rep
         principal_schedule=pd.DataFrame(repaid) if repaid is not None else None,
     )
     assert reported["error"].notna().tolist() == [True, False]
+
+
+def test_a_big_parquet_read_by_the_workers_takes_the_schedules_by_slice(local, bonds, tmp_path):
+    """Each slice a worker reads takes the schedule lines of its own ids; a line no slice takes is the job's
+    error, naming the table and its row."""
+    from distprice.cluster.pricer import Pricer
+
+    portfolio = plain(bonds[0])
+    steps, repaid = schedules(portfolio, np.random.default_rng(10), principal=True)
+    path = tmp_path / "book.parquet"
+    portfolio.to_parquet(path, row_group_size=10)
+    CURVES.to_csv(tmp_path / "curves.csv", index=False)
+    steps.to_parquet(tmp_path / "steps.parquet")
+    repaid.to_parquet(tmp_path / "repaid.parquet")
+    stray = pd.concat([repaid, repaid.tail(1).assign(id="nobody")], ignore_index=True)
+    stray.to_parquet(tmp_path / "stray.parquet")
+    options = dict(curves=str(tmp_path / "curves.csv"), engine="cpu", as_of=AS_OF)
+    tables = dict(coupon_schedule=str(tmp_path / "steps.parquet"), principal_schedule=str(tmp_path / "repaid.parquet"))
+    with Pricer(local, read_on_workers_rows=20) as pricer:
+        priced = pricer.price(str(path), **tables, **options)
+        with pytest.raises(InvalidInputError) as unmatched:
+            pricer.run(
+                str(path),
+                **dict(tables, principal_schedule=str(tmp_path / "stray.parquet")),
+                output=f"{tmp_path / 'a'}/",
+                **options,
+            )
+    here = distprice.price(
+        portfolio, CURVES, engine="cpu", as_of=AS_OF, coupon_schedule=steps, principal_schedule=repaid
+    )
+    np.testing.assert_allclose(priced["price"], here["price"], rtol=1e-14)
+    np.testing.assert_allclose(priced["clean_price"], here["clean_price"], rtol=1e-14)
+    assert f"principal schedule row {len(stray)} (id 'nobody')" in str(unmatched.value)
