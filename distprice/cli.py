@@ -53,6 +53,16 @@ def row_options(command):
             type=click.Path(exists=True, dir_okay=False),
             help="Exercise dates of dated bermudan rows (id, date, price, price_type): step-down calls and the like.",
         ),
+        click.option(
+            "--coupon-schedule",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Step-up (or step-down) coupons of dated rows (id, date, coupon): the rate from each coupon date on.",
+        ),
+        click.option(
+            "--principal-schedule",
+            type=click.Path(exists=True, dir_okay=False),
+            help="Sinking funds and amortization of dated rows (id, date, repaid): percent of face repaid on a date.",
+        ),
         click.option("--as-of", help="Valuation date YYYY-MM-DD of the dated rows without a valuation_date column."),
     ):
         command = option(command)
@@ -352,6 +362,8 @@ def _check_flags(job, portfolio: str, output: str, create_dirs: bool) -> None:
         "--curves": job.curves,
         "--scenarios": job.scenarios,
         "--exercise-schedule": job.exercise_schedule,
+        "--coupon-schedule": job.coupon_schedule,
+        "--principal-schedule": job.principal_schedule,
         "--models": job.models,
     }
     _flag("--output", lambda path: check_output(path, create_dirs, inputs), output)

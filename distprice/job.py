@@ -44,6 +44,8 @@ from .lattice.measures import (
     parse_key_rates,
     parse_measures,
 )
+from .lattice.payment_tables import TABLES, read_steps
+from .lattice.payments import Payments, Steps
 from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
 from .models.hull_white_fit import MODEL_COLUMNS
@@ -80,7 +82,9 @@ class JobOptions:
     ``strict`` (any broken rule stops the job before pricing) or ``report`` (invalid rows come back with their
     ``error``); ``limits``: the widest and tallest tree accepted. Dated rows: ``as_of`` is the valuation date
     of the rows without a ``valuation_date`` (``YYYY-MM-DD``, a date, or a day number), and
-    ``exercise_schedule`` the exercise dates given by table (``id, date, price, price_type``: a table or path).
+    ``exercise_schedule`` the exercise dates given by table (``id, date, price, price_type``: a table or path);
+    ``coupon_schedule`` step-up (or step-down) coupons (``id, date, coupon``) and ``principal_schedule`` sinking
+    funds and amortization (``id, date, repaid``), tables or paths (:mod:`~.lattice.payments`).
     ``allow_empty`` prices a portfolio of no rows (else it is an error); ``max_invalid`` stops a ``report`` job
     before pricing when more rows than that are invalid. ``models``: a model table (or path) from which rows
     naming a ``model`` take their Hull-White a and sigma (see :func:`distprice.calibrate_hull_white`).
@@ -109,6 +113,8 @@ class JobOptions:
     limits: Limits = Limits()
     as_of: object = None
     exercise_schedule: object = None
+    coupon_schedule: object = None
+    principal_schedule: object = None
     allow_empty: bool = False
     max_invalid: int | None = None
     models: object = None
@@ -581,6 +587,41 @@ def exercise_schedule(source, portfolio: pd.DataFrame, lines=None) -> ExerciseSc
     return schedule
 
 
+PAYMENT_OPTIONS = {"coupon schedule": "coupon_schedule", "principal schedule": "principal_schedule"}
+"""The job option of each table of :data:`~.lattice.payments.TABLES`."""
+
+
+def payment_tables(options: JobOptions) -> dict[str, pd.DataFrame]:
+    """The coupon and principal schedule tables a job was given (read from their paths), by table name."""
+    tables = {}
+    for name, option in PAYMENT_OPTIONS.items():
+        source = getattr(options, option)
+        if source is not None:
+            tables[name] = source if isinstance(source, pd.DataFrame) else read_table(source)
+    return tables
+
+
+def payment_lines(tables: dict[str, pd.DataFrame], portfolio: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The rows of each table of ``tables`` whose id is one of ``portfolio``'s (a slice of a big file)."""
+    return {name: schedule_lines(table, portfolio_ids(portfolio)) for name, table in tables.items()}
+
+
+def payments(tables: dict[str, pd.DataFrame], portfolio: pd.DataFrame, lines=None) -> Payments | None:
+    """The coupon and principal schedule ``tables`` (:func:`payment_tables`) as the per-row schedules of
+    ``portfolio`` (None without either); :class:`InvalidInputError` for any problem of a table's lines (market
+    data of the whole job). With ``lines`` (by table: :func:`payment_lines`), only those rows are read."""
+    if not tables:
+        return None
+    read: dict[str, Steps | None] = dict.fromkeys(TABLES)
+    problems: list[Problem] = []
+    for name, table in tables.items():
+        read[name], found = read_steps(name, table, portfolio_ids(portfolio), None if lines is None else lines[name])
+        problems += found
+    if problems:
+        raise InvalidInputError(problems)
+    return Payments.of(read["coupon schedule"], read["principal schedule"], len(portfolio))
+
+
 def prepare_job(portfolio, options: JobOptions) -> Job:
     """Reads and checks every input before anything is priced: ``portfolio`` (a DataFrame or a CSV/Parquet
     path) under ``options`` (checked already, :meth:`JobOptions.checked`).
@@ -600,6 +641,7 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
             options.limits,
             as_of=options.as_of,
             exercise_schedule=schedule.result,
+            payments=payments(payment_tables(options), table),
             curve_sets=chosen.curve_sets,
             models=model_table(options.models),
             allow_large_rates=options.allow_large_rates,

@@ -37,7 +37,16 @@ WORKER_THREADS = 4
 rows from Parquet to a folder of parts in 1.5 s, against 1.7 s with one thread)."""
 _SECTIONS = ("cluster", "job")
 _SECURITY_FILES = ("ca_file", "cert_file", "key_file")
-_JOB_PATHS = ("portfolio", "curves", "scenarios", "exercise_schedule", "models", "output")
+_JOB_PATHS = (
+    "portfolio",
+    "curves",
+    "scenarios",
+    "exercise_schedule",
+    "coupon_schedule",
+    "principal_schedule",
+    "models",
+    "output",
+)
 _HOST_PORT = re.compile(r"[^\s/]*:[0-9]{1,5}")
 _ADDRESS = re.compile(r"(tcp|tls)://[^\s/]+:[0-9]{1,5}")
 _WALLTIME = re.compile(r"[0-9]+:[0-5][0-9]:[0-5][0-9]")

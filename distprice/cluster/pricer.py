@@ -174,7 +174,10 @@ class Pricer:
         inputs = {
             "portfolio": portfolio,
             "curves": curves,
-            **{name: options.get(name) for name in ("scenarios", "exercise_schedule", "models")},
+            **{
+                name: options.get(name)
+                for name in ("scenarios", "exercise_schedule", "coupon_schedule", "principal_schedule", "models")
+            },
         }
         check_output(output, inputs=inputs)
         checked = JobOptions.of(curves=curves, **options).checked()

@@ -41,6 +41,9 @@ from ..job import (
     exercise_schedule,
     exercise_table,
     model_table,
+    payment_lines,
+    payment_tables,
+    payments,
     prepare_job,
     read_risk,
 )
@@ -384,6 +387,8 @@ class ReadChunk:
     parts: list
     schedule_lines: np.ndarray | None = None
     seconds: float = 0.0
+    payment_lines: dict | None = None
+    """The rows of the coupon and principal schedule tables its ids took, by table."""
 
 
 def read_slice(piece: FileSlice) -> pd.DataFrame:
@@ -406,6 +411,8 @@ def read_chunk(
     table = read_slice(piece)
     schedule = exercise_table(options.exercise_schedule)
     lines = exercise_lines(options.exercise_schedule, table)
+    stepped = payment_tables(options)
+    stepped_lines = payment_lines(stepped, table)
     prepared = prepare(
         table,
         market.base,
@@ -413,6 +420,7 @@ def read_chunk(
         as_of=options.as_of,
         curve_sets=market.curve_sets,
         exercise_schedule=exercise_schedule(schedule, table, lines),
+        payments=payments(stepped, table, stepped_lines),
         models=model_table(options.models),
         first_row=piece.first_row,
         unique_ids=False,
@@ -428,7 +436,7 @@ def read_chunk(
         gpu=gpu,
         gpu_processes=gpu_processes,
     )
-    return ReadChunk(job, plan.parts, lines, plan.seconds)
+    return ReadChunk(job, plan.parts, lines, plan.seconds, stepped_lines)
 
 
 def inspect_chunk(chunk: ReadChunk) -> dict:
@@ -441,6 +449,7 @@ def inspect_chunk(chunk: ReadChunk) -> dict:
         "engines": [p.engine for p in chunk.parts],
         "seconds": chunk.seconds,
         "schedule_lines": chunk.schedule_lines,
+        "payment_lines": chunk.payment_lines,
     }
 
 
@@ -460,6 +469,10 @@ def file_problems(
         unmatched = unmatched_lines(
             exercise_table(options.exercise_schedule), np.concatenate([s["schedule_lines"] for s in summaries])
         )
+        if unmatched:
+            raise InvalidInputError(unmatched)
+    for name, table in payment_tables(options).items():  # so must every line of a coupon or principal schedule
+        unmatched = unmatched_lines(table, np.concatenate([s["payment_lines"][name] for s in summaries]), name)
         if unmatched:
             raise InvalidInputError(unmatched)
     problems = [p for s in summaries for p in s["problems"]]

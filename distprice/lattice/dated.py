@@ -41,6 +41,7 @@ from ..errors import Problem
 from ..tables import check_names, factorized
 from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable
 from .geometry import consecutive
+from .payments import Payments
 
 SCHEDULE_COLUMNS = ("id", "date", "price", "price_type", "right")
 SCHEDULE_LABELS = ("price_type", "right")
@@ -215,16 +216,16 @@ def schedule_lines(table: pd.DataFrame, ids, runs: ScheduleRuns | None = None) -
     return (runs or ScheduleRuns.of(table)).lines(ids)
 
 
-def unmatched_lines(table: pd.DataFrame, matched: np.ndarray) -> list[Problem]:
-    """The rule a row of an exercise schedule table breaks when no slice of the portfolio holds its id (the
-    positions of the rows the slices ``matched``)."""
+def unmatched_lines(table: pd.DataFrame, matched: np.ndarray, name: str = "exercise schedule") -> list[Problem]:
+    """The rule a row of an exercise schedule table (or another schedule table: ``name``) breaks when no slice of
+    the portfolio holds its id (the positions of the rows the slices ``matched``)."""
     if "id" not in table.columns:
         return []
     keys = _as_text(table["id"])
     rows = np.flatnonzero(~_mask(len(table), matched))
     absent = keys.iloc[rows].isna().to_numpy()
     return _schedule_problems(
-        keys, [(rows[absent], "id", "is required"), (rows[~absent], "id", "names no row of the portfolio")]
+        keys, [(rows[absent], "id", "is required"), (rows[~absent], "id", "names no row of the portfolio")], table=name
     )
 
 
@@ -309,9 +310,9 @@ def _as_positions(at) -> np.ndarray:
     return pc.fill_null(pc.cast(at, pa.float64()), np.nan).to_numpy(zero_copy_only=False)
 
 
-def _schedule_problems(keys: pd.Series, found: list, lines=None) -> list[Problem]:
-    """Problems of the schedule rows each rule flagged, by row, and within a row in the order of the rules;
-    positions in ``keys``, which are the table's rows ``lines`` when given."""
+def _schedule_problems(keys: pd.Series, found: list, lines=None, table: str = "exercise schedule") -> list[Problem]:
+    """Problems of the rows of a schedule ``table`` each rule flagged, by row, and within a row in the order of
+    the rules; positions in ``keys``, which are the table's rows ``lines`` when given."""
     if not any(len(positions) for positions, _, _ in found):
         return []
     rows = np.concatenate([positions for positions, _, _ in found])
@@ -322,7 +323,7 @@ def _schedule_problems(keys: pd.Series, found: list, lines=None) -> list[Problem
     return [
         Problem(
             None,
-            f"exercise schedule row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
+            f"{table} row {r + 1}" + (f" (id {key!r})" if key is not None else ""),
             found[k][1],
             found[k][2],
         )
@@ -337,7 +338,8 @@ class DatedRows:
     interest at settlement (``accrued``, face units), the exercise dates given by table (``schedule``) and, once
     the rows are validated, how many coupons are paid after settlement (``live``) and how many exercise dates
     follow it (``exercises``; 0 for a row whose exercise dates were not checked): what :func:`dated_events`
-    sizes the rows' events by."""
+    sizes the rows' events by; and their coupon and principal schedules (``payments``, :mod:`~.payments`;
+    None: none)."""
 
     terms: BondTerms
     valuation: np.ndarray
@@ -350,6 +352,7 @@ class DatedRows:
     schedule: ExerciseSchedule
     live: np.ndarray
     exercises: np.ndarray
+    payments: Payments | None = None
 
     def __len__(self) -> int:
         return len(self.valuation)
@@ -801,6 +804,18 @@ def _american_run(
             return e, dx
 
 
+@numba.njit(cache=True, inline="always")
+def _coupon_terms(i, periods, first, k, face, accruing, p_accruing, p_outstanding, p_left):
+    """Coupon i's amount per year fraction and the face it accrues on (i > periods: none, on the face left at
+    maturity); ``k``: where the row's live coupons start in the arrays of its coupon and principal schedules
+    (:mod:`~.payments`; -1 for a row without: its own coupon, ``accruing``, on its ``face``)."""
+    if i > periods:
+        return 0.0, face if k < 0 else p_left
+    if k < 0:
+        return accruing, face
+    return p_accruing[k + i - first], p_outstanding[k + i - first]
+
+
 @numba.njit(cache=True, nogil=True)
 def _merge(
     lo,
@@ -834,6 +849,11 @@ def _merge(
     payment,
     end_of_month,
     live,
+    p_off,
+    p_accruing,
+    p_outstanding,
+    p_repaid,
+    p_left,
     step,
     time,
     kind,
@@ -844,7 +864,9 @@ def _merge(
     steps and tree times. The live coupons are made from the row's schedule as they are merged
     (:func:`coupon_period`), and its exercise dates walked back (:func:`_previous_exercise`), each amount
     ``face * price / 100`` plus, for a clean price, the accrued interest at its date, each of the kind its
-    schedule gives (EXERCISE, or a callable_puttable_bond's CALL or PUT)."""
+    schedule gives (EXERCISE, or a callable_puttable_bond's CALL or PUT). A row with coupon or principal
+    schedules (``p_*``: CSR of its live coupons, :class:`~.payments.Payments`) pays each coupon on the face
+    outstanding at its rate, with the principal repaid that day, and is exercised at % of the face outstanding."""
     business = business_view(address)
     for r in range(lo, hi):
         row = shape(business, issue[r], maturity[r], coupon[r], frequency[r], calendar[r], accrual[r], end_of_month[r])
@@ -855,8 +877,8 @@ def _merge(
         redeemed = False
         # the row's constants, read once: the compiler cannot keep them across the stores below
         D, sp, v, dc_r = days_per_year[r], spy[r], valuation[r], day_count[r]
-        per_step, face_r, accruing = 1.0 / sp, face[r], face[r] * coupon[r]
-        at_strike = face[r] * strike[r] / 100.0
+        per_step, face_r, accruing, strike_r = 1.0 / sp, face[r], face[r] * coupon[r], strike[r]
+        k = p_off[r] if p_off[r + 1] > p_off[r] else -1  # the row's live coupons in the schedules' arrays
         # coupon i, the latest not merged yet (paid on dc; NONE_DAY once i < first), from d0 to d1 on the
         # reference period (b, d1); and coupon i + 1, merged last, from n0 to n1 on (nb, n1)
         i, d0, d1, b, dc = row.periods, 0, 0, 0, NONE_DAY
@@ -900,6 +922,9 @@ def _merge(
                 if i < row.periods and i + 1 != period:
                     period = i + 1
                     anchor, aux = accrual_anchor(dc_r, n0, nb, n1)
+                after, owed = _coupon_terms(
+                    i + 1, row.periods, first, k, face_r, accruing, p_accruing, p_outstanding, p_left[r]
+                )
                 e, dx = _american_run(
                     e,
                     end,
@@ -908,8 +933,8 @@ def _merge(
                     start[r],
                     business,
                     calendar[r],
-                    at_strike,
-                    accruing if i < row.periods else 0.0,
+                    owed * strike_r / 100.0,
+                    after,
                     dc_r,
                     anchor,
                     aux,
@@ -929,13 +954,16 @@ def _merge(
                 continue
             elif dx != NONE_DAY and dx >= dc:
                 d, kind[e] = dx, s_kind[cursor] if by_table else EXERCISE
-                paid = face_r * s_price[cursor] / 100.0 if by_table else at_strike
+                after, owed = _coupon_terms(
+                    i + 1, row.periods, first, k, face_r, accruing, p_accruing, p_outstanding, p_left[r]
+                )
+                paid = owed * (s_price[cursor] if by_table else strike_r) / 100.0
                 # coupon i + 1 is the first paid after the exercise: a clean price adds its accrued interest
                 if not (by_table and s_dirty[cursor]) and i < row.periods and d > n0:
                     if i + 1 != period:
                         period = i + 1
                         anchor, aux = accrual_anchor(dc_r, n0, nb, n1)
-                    paid += accruing * accrual_fraction(dc_r, anchor, aux, n0, min(d, n1), nb, n1)
+                    paid += after * accrual_fraction(dc_r, anchor, aux, n0, min(d, n1), nb, n1)
                 amount[e] = paid
                 walk = True
             else:
@@ -951,7 +979,10 @@ def _merge(
                 else:
                     anchor, aux = accrual_anchor(dc_r, d0, b, d1)
                     fraction = accrual_fraction(dc_r, anchor, aux, d0, d1, b, d1)
-                d, kind[e], amount[e] = dc, COUPON, accruing * fraction
+                rate, _ = _coupon_terms(
+                    i, row.periods, first, k, face_r, accruing, p_accruing, p_outstanding, p_left[r]
+                )
+                d, kind[e], amount[e] = dc, COUPON, rate * fraction + (p_repaid[k + i - first] if k >= 0 else 0.0)
                 n0, n1, nb = d0, d1, b
                 i -= 1
                 dc = NONE_DAY
@@ -977,6 +1008,14 @@ def dated_events(
         offsets, np.empty(m, np.int64), np.empty(m, np.float64), np.empty(m, np.uint8), np.empty(m, np.float64)
     )
     terms = rows.terms
+    payments = rows.payments
+    if payments is None:
+        none = np.zeros(0)
+        p_arrays = (np.zeros(len(codes) + 1, np.int64), none, none, none, np.zeros(len(codes)))
+        redeemed = terms.face * terms.redemption / 100.0
+    else:
+        p_arrays = (payments.offsets, payments.accruing, payments.outstanding, payments.repaid, payments.left)
+        redeemed = payments.redeemed(terms)
     over_rows(
         _merge,
         len(codes),
@@ -985,7 +1024,7 @@ def dated_events(
         rows.days_per_year,
         np.ascontiguousarray(steps_per_year, np.int64),
         rows.redemption_day,
-        terms.face * terms.redemption / 100.0,
+        redeemed,
         np.nan_to_num(np.asarray(strike, np.float64)),
         rows.schedule.price,
         rows.schedule.dirty,
@@ -994,6 +1033,7 @@ def dated_events(
         terms.face,
         *_exercise_inputs(rows, codes),
         *_schedule_inputs(rows),
+        *p_arrays,
         table.step,
         table.time,
         table.kind,

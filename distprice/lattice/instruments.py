@@ -28,6 +28,8 @@ from ..tables import STR, factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
 from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
+from .payment_tables import with_payments
+from .payments import Payments
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond")
 OPTION_TYPES = ("call", "put")
@@ -523,6 +525,7 @@ def prepare(
     *,
     as_of: int = NO_DATE,
     exercise_schedule: ExerciseSchedule | Callable | None = None,
+    payments: Payments | None = None,
     curve_sets=None,
     models: pd.DataFrame | None = None,
     first_row: int = 0,
@@ -534,10 +537,11 @@ def prepare(
     ``as_of`` is the valuation date of dated rows without a ``valuation_date`` (a day number), and
     ``exercise_schedule`` the exercise dates given by table, aligned with the portfolio's rows (see
     :func:`~.dated.read_exercise_schedule`), or a function returning them, called once the dated rows need them
-    (a caller reads the table meanwhile); ``curve_sets`` the market scenarios the rows will be priced under
-    (their zero rates are bounded too); ``models`` a model table (``model, mean_reversion, volatility[, curve]``,
-    as Hull-White calibration writes it) from which rows naming a ``model`` take their a and sigma (and their
-    curve, when they name none). For a slice of a larger portfolio, ``first_row`` is the position
+    (a caller reads the table meanwhile); ``payments`` the coupon and principal schedules given by table,
+    aligned with the portfolio's rows (:mod:`~.payments`); ``curve_sets`` the market scenarios the rows will be
+    priced under (their zero rates are bounded too); ``models`` a model table (``model, mean_reversion,
+    volatility[, curve]``, as Hull-White calibration writes it) from which rows naming a ``model`` take their a
+    and sigma (and their curve, when they name none). For a slice of a larger portfolio, ``first_row`` is the position
     of its first row there (problems name rows by their number in the whole portfolio), and
     ``unique_ids=False`` leaves the uniqueness of ids, a rule of the whole, to the caller
     (:func:`duplicated_ids`). A coupon above :data:`~distprice.curves.MAX_RATE` (a percentage typed as a number)
@@ -649,6 +653,13 @@ def prepare(
         )
     for name in DATE_COLUMNS:
         check.flag(~is_dated & present[name], name, "is for dated rows (a row with a maturity_date)")
+    if payments is not None:
+        for steps, table in ((payments.coupon, "coupon schedule"), (payments.principal, "principal schedule")):
+            check.flag(
+                ~is_dated & (steps.counts > 0),
+                "maturity_date",
+                f"the {table} has dates for this row: only a dated row (with a maturity_date) takes one",
+            )
 
     c = columns
     timed = ~is_dated
@@ -688,6 +699,9 @@ def prepare(
                 both_rights[rows],
             )
         check.add(problems)
+        if payments is not None and payments.given[rows].any():
+            part, problems = with_payments(part, payments.take(rows), rows, check.where)
+            check.add(problems)
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
     c["valuation"] = np.where(is_dated, dated.valuation, as_of) if dated is not None else np.full(n, as_of)

@@ -11,7 +11,11 @@ on a ``ZeroCurve`` (``Linear``, ``Continuous``, the curve's day count) through t
 at V carrying the first rate and a flat knot far out. ``price`` is ``NPV()`` (the value at V), ``dirty_price``
 and ``clean_price`` ``dirtyPrice()`` and ``cleanPrice()``, ``accrued`` ``accruedAmount()``, all converted
 from QuantLib's per-100 quotes to face units. A callable_puttable_bond's callabilities take their type from the
-exercise schedule's ``right``. A bond option is ``|callable or puttable - straight|``; american
+exercise schedule's ``right``. A row with a coupon schedule has one rate per coupon period (the rate of its last
+step on or before the period's start, or on the previous coupon's payment date); with a principal schedule it is
+an ``AmortizingFixedRateBond`` of one notional per period (its repayments at the row's redemption %), whose
+per-100 quotes are of the notional outstanding at settlement (QuantLib has no callable amortizing bond). A bond
+option is ``|callable or puttable - straight|``; american
 exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
 onto the payment date, which distprice does not: keep such dates out of comparisons.
 """
@@ -95,12 +99,16 @@ def price_dated_quantlib(
     as_of=None,
     exercise_schedule: pd.DataFrame | None = None,
     steps=None,
+    coupon_schedule: pd.DataFrame | None = None,
+    principal_schedule: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """QuantLib's prices of dated rows (the portfolio's own columns, as a user gives them) on ``curves``.
 
     ``as_of`` is the valuation date of rows without a ``valuation_date``; ``exercise_schedule`` the table of
-    exercise dates (``id, date, price, price_type``); ``steps`` the tree's steps per row (a sequence; default:
-    ``round(T * steps_per_year)`` with T the time of the last cash flow on the curve's day count). Returns, in
+    exercise dates (``id, date, price, price_type``); ``coupon_schedule`` and ``principal_schedule`` the step-up
+    coupons and repayments (``id, date, coupon``; ``id, date, repaid``); ``steps`` the tree's steps per row (a
+    sequence; default: ``round(T * steps_per_year)`` with T the time of the last cash flow on the curve's day
+    count). Returns, in
     the portfolio's index, ``price``, ``bond_price``, ``dirty_price``, ``clean_price`` and ``accrued`` (face
     units; ``clean_price`` and ``accrued`` NaN for bond options).
     """
@@ -111,8 +119,10 @@ def price_dated_quantlib(
     out = []
     try:
         for i, (_, row) in enumerate(portfolio.iterrows()):
-            built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i])
-            straight, bond, face = built["straight"], built["bond"], built["face"]
+            payments = (coupon_schedule, principal_schedule)
+            built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i], payments)
+            straight, bond = built["straight"], built["bond"]
+            face = straight.notional(straight.settlementDate())  # the per-100 quotes' face
             instrument = _value(row, "instrument", "bond_option")
             result = dict(bond_price=straight.NPV(), accrued=straight.accruedAmount() * face / 100.0)
             if bond is None:
@@ -183,10 +193,13 @@ def risk_dated_quantlib(
     return pd.DataFrame(out, index=portfolio.index)
 
 
-def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedule, steps) -> dict:
+def _bonds(
+    row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedule, steps, payments=(None, None)
+) -> dict:
     """QuantLib's objects of a dated row, at its valuation date (made QuantLib's evaluation date): the
     straight bond (``straight``, priced by discounting), the callable or puttable bond (``bond``, priced on
-    the Hull-White tree; None for a plain bond), the curve (``handle``, and ``curve`` ours) and ``face``."""
+    the Hull-White tree; None for a plain bond), the curve (``handle``, and ``curve`` ours) and ``face``;
+    ``payments`` the coupon and principal schedule tables (or None)."""
     import QuantLib as ql
 
     valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
@@ -217,8 +230,24 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
         if coupon > 0
         else None
     )
-    if schedule is not None:
-        straight = ql.FixedRateBond(settle, face, schedule, [coupon], counter, payment, redemption, issue)
+    rates, notionals = _per_period(row, schedule, calendar, payment, coupon, face, *payments)
+    if notionals is not None:
+        straight = ql.AmortizingFixedRateBond(
+            settle,
+            notionals,
+            schedule,
+            rates,
+            counter,
+            payment,
+            issue,
+            ql.Period(),
+            ql.NullCalendar(),
+            ql.Unadjusted,
+            False,
+            [redemption],
+        )
+    elif schedule is not None:
+        straight = ql.FixedRateBond(settle, face, schedule, rates, counter, payment, redemption, issue)
     else:
         straight = ql.ZeroCouponBond(settle, calendar, face, maturity, payment, redemption)
     straight.setPricingEngine(ql.DiscountingBondEngine(handle))
@@ -241,9 +270,11 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
             for date, price, dirty, right in dates
         ]
     )
+    if notionals is not None:
+        raise ValueError("QuantLib has no callable or puttable amortizing bond")
     if schedule is not None:
         bond = ql.CallableFixedRateBond(
-            settle, face, schedule, [coupon], counter, payment, redemption, issue, callabilities
+            settle, face, schedule, rates, counter, payment, redemption, issue, callabilities
         )
     else:
         bond = ql.CallableZeroCouponBond(
@@ -258,6 +289,29 @@ def _bonds(row: pd.Series, curves: dict[str, ZeroCurve], as_of, exercise_schedul
     model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
     bond.setPricingEngine(ql.TreeCallableFixedRateBondEngine(model, int(n), handle))
     return {**built, "bond": bond}
+
+
+def _per_period(row, schedule, calendar, payment, coupon: float, face: float, steps, repaid):
+    """A row's coupon rate per period and (with a principal schedule, else None) its notional per period, from
+    the schedule tables' lines of its id: a line dated on or before the period's start, or on the previous
+    coupon's payment date, sets it."""
+    import QuantLib as ql
+
+    dates = list(schedule) if schedule is not None else []
+    periods = len(dates) - 1
+
+    def lines(table, column):
+        if table is None:
+            return []
+        mine = table[table["id"].astype(str) == str(row["id"])]
+        return sorted((ql.DateParser.parseISO(str(d)[:10]), float(v)) for d, v in zip(mine["date"], mine[column]))
+
+    rates, owed = [], []
+    for i in range(periods):
+        since = max(dates[i], calendar.adjust(dates[i], payment)) if i else dates[0]
+        rates.append(([coupon] + [c for d, c in lines(steps, "coupon") if d <= since])[-1])
+        owed.append(face * (1.0 - sum(x for d, x in lines(repaid, "repaid") if d <= since) / 100.0))
+    return rates or [coupon], (owed if lines(repaid, "repaid") and periods else None)
 
 
 def counter_years(curve: ZeroCurve, valuation: int, date) -> float:

@@ -16,11 +16,12 @@ from collections import defaultdict
 import numpy as np
 
 from ..curves import ZeroCurve
-from ..dates import NO_DATE, accrued, cash_flows, is_business_day
+from ..dates import NO_DATE, accrued, cash_flows, coupons, is_business_day, year_fractions
 from .dated import DatedRows
 from .events import CALL as CALL_EVENT, PUT as PUT_EVENT
 from .geometry import branching, tree_geometry
 from .instruments import Instruments
+from .payments import Payments
 from .sweeps import BumpedCurve, Trees
 
 REDEMPTION, EXERCISE, COUPON = "redemption", "exercise", "coupon"
@@ -85,16 +86,75 @@ def _events_by_step(ins, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]
     return by_step
 
 
+class _Stepped:
+    """A row's coupons under its coupon and principal schedules, read literally: coupon i accrues at the rate of
+    the last coupon step on or before its start (or on the previous coupon's payment date), on the face less the
+    repayments dated on or before then; a repayment is paid with the coupon whose accrual end or payment date it
+    is, at the redemption %."""
+
+    def __init__(self, row: DatedRows, payments: Payments):
+        terms = row.terms
+        face, self.redemption = float(terms.face[0]), float(terms.redemption[0]) / 100.0
+        table = coupons(terms)
+        self.start, self.end = table.accrual_start.tolist(), table.accrual_end.tolist()
+        self.payment, self.reference = table.payment.tolist(), table.reference_start.tolist()
+        self.day_count = int(terms.day_count[0])
+        steps = list(zip(payments.coupon.day.tolist(), payments.coupon.value.tolist()))
+        repaid = list(zip(payments.principal.day.tolist(), payments.principal.value.tolist()))
+        self.rate, self.face, self.repaid = [], [], []
+        for i, (start, end, paid) in enumerate(zip(self.start, self.end, self.payment)):
+            since = max(start, self.payment[i - 1] if i else start)
+            self.rate.append(([float(terms.coupon[0])] + [c for d, c in steps if d <= since])[-1])
+            self.face.append(face * (1.0 - sum(x for d, x in repaid if d <= since) / 100.0))
+            self.repaid.append(face * sum(x for d, x in repaid if d in (end, paid)) / 100.0 * self.redemption)
+        self.left = face * (1.0 - sum(x for _, x in repaid) / 100.0)
+
+    def next_coupon(self, day: int) -> int:
+        """The first coupon paid after ``day`` (len: none)."""
+        return next((i for i, paid in enumerate(self.payment) if paid > day), len(self.payment))
+
+    def fraction(self, i: int, day: int) -> float:
+        """Coupon i's year fraction from its start to ``day``."""
+        return float(year_fractions(self.day_count, self.start[i], day, self.reference[i], self.end[i]))
+
+    def flows(self, settlement: int) -> list[tuple[int, float]]:
+        """The coupons paid after settlement (``(day, amount)``, each with its repayment)."""
+        return [
+            (paid, self.face[i] * self.rate[i] * self.fraction(i, self.end[i]) + self.repaid[i])
+            for i, paid in enumerate(self.payment)
+            if paid > settlement
+        ]
+
+    def outstanding(self, day: int) -> float:
+        """The face outstanding on ``day``: less the repayments paid on or before it."""
+        i = self.next_coupon(day)
+        return self.face[i] if i < len(self.face) else self.left
+
+    def accrued(self, day: int) -> float:
+        """The accrued interest at ``day``: of the first coupon paid after it, on its face at its rate."""
+        i = self.next_coupon(day)
+        if i == len(self.payment) or day <= self.start[i]:
+            return 0.0
+        return self.face[i] * self.rate[i] * self.fraction(i, min(day, self.end[i]))
+
+
 def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
     """A dated row's events ``(day, kind, amount)``: its redemption and coupons paid after settlement and,
     for an option, its exercise dates after settlement with ``face * price / 100`` (plus the accrued interest
-    at the date for a clean price)."""
+    at the date for a clean price); a row with coupon or principal schedules as :class:`_Stepped` reads them,
+    its prices % of the face outstanding."""
     row = rows.take([r])
     terms, settlement = row.terms, int(row.settlement[0])
     flows = cash_flows(terms, row.valuation)
     coupons = flows.coupons
-    events = [(int(flows.redemption_date[0]), REDEMPTION, float(flows.redemption_amount[0]))]
-    events += [(int(d), COUPON, float(a)) for d, a in zip(coupons.payment, coupons.amount)]
+    stepped = _Stepped(row, row.payments) if row.payments is not None and row.payments.given[0] else None
+    if stepped is None:
+        events = [(int(flows.redemption_date[0]), REDEMPTION, float(flows.redemption_amount[0]))]
+        events += [(int(d), COUPON, float(a)) for d, a in zip(coupons.payment, coupons.amount)]
+    else:
+        redeemed = stepped.left * stepped.redemption
+        events = [(int(flows.redemption_date[0]), REDEMPTION, redeemed)]
+        events += [(int(d), COUPON, a) for d, a in stepped.flows(settlement)]
     if ins.instrument == "bond":
         return events
     expiry = int(row.expiry[0])
@@ -115,9 +175,14 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
         dates = [(expiry, ins.strike, False, EXERCISE)]
     face = float(terms.face[0])
     for day, price, dirty, kind in dates:
-        if day > settlement:
+        if day <= settlement:
+            continue
+        if stepped is None:
             extra = 0.0 if dirty else float(accrued(terms, coupons, 0, day))
             events.append((day, kind, face * price / 100.0 + extra))
+        else:
+            extra = 0.0 if dirty else stepped.accrued(day)
+            events.append((day, kind, stepped.outstanding(day) * price / 100.0 + extra))
     return events
 
 
