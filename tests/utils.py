@@ -194,7 +194,7 @@ def random_dated_bonds(
             exercise="bermudan",
             coupon=float(rng.integers(4, 33)) / 400,
             coupon_frequency=frequency,
-            issue_date=str(valuation - int(rng.integers(30, 900))),
+            issue_date=str(valuation - np.timedelta64(int(rng.integers(30, 900)), "D")),
             maturity_date=str(maturity),
             day_count=DAY_COUNTS.names[i % len(DAY_COUNTS.names)],
             calendar=CALENDARS.names[(i // 2) % len(CALENDARS.names)],
