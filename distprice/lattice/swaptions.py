@@ -105,7 +105,8 @@ def fixed_leg(frame: pd.DataFrame, swaption: np.ndarray) -> pd.DataFrame:
 
     start = frame["start_date"].iloc[rows].to_numpy(dtype=object) if "start_date" in frame else [None] * len(rows)
     put("issue_date", start)
-    put("coupon", np.nan_to_num(_fixed_rate(frame)[rows], nan=0.0))
+    rate = _fixed_rate(frame)[rows]
+    put("coupon", np.where(rate > 0, rate, -1.0))  # missing or not > 0: refused as a fixed_rate, not read as no coupon
     put("redemption", PAR)
     accrual = frame["accrual_convention"].iloc[rows].to_numpy(dtype=object) if "accrual_convention" in frame else None
     put("payment_convention", accrual if accrual is not None else "unadjusted")
