@@ -13,7 +13,8 @@ and ``clean_price`` ``dirtyPrice()`` and ``cleanPrice()``, ``accrued`` ``accrued
 from QuantLib's per-100 quotes to face units. A callable_puttable_bond's callabilities take their type from the
 exercise schedule's ``right``. A bond option is ``|callable or puttable - straight|``; american
 exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
-onto the payment date, which distprice does not: keep such dates out of comparisons.
+onto the payment date, which distprice does not: keep such dates out of comparisons. Swaption rows are priced as
+QuantLib's ``Swaption`` on ``TreeSwaptionEngine`` (:func:`price_swaptions_quantlib`).
 """
 
 from __future__ import annotations
