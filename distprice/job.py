@@ -35,7 +35,7 @@ from .lattice.dated import (
 )
 from .lattice.engines import AUTO, resolve
 from .lattice.geometry import node_steps
-from .lattice.instruments import DATE_COLUMNS, PORTFOLIO_COLUMNS, Instruments, Limits, Prepared, prepare
+from .lattice.instruments import DATE_COLUMNS, OPTION_ALONE, PORTFOLIO_COLUMNS, Instruments, Limits, Prepared, prepare
 from .lattice.measures import (
     DEFAULT_BUMP_BP,
     DEFAULT_KEY_RATES,
@@ -48,6 +48,7 @@ from .lattice.payment_tables import TABLES, read_steps
 from .lattice.payments import Payments, Steps
 from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
 from .lattice.risk import price_measures, price_of
+from .lattice.swaptions import SWAPTION_COLUMNS
 from .models.hull_white_fit import MODEL_COLUMNS
 from .precision import precision_name, real_dtype
 from .priced import DATED_PRICES, PRICES, SCENARIO, TREE, Priced, labels, long_table, wide_table
@@ -65,9 +66,10 @@ INSTRUMENT_SIGN = {
     "puttable_bond": 1.0,
     "bond": 1.0,
     "callable_puttable_bond": 1.0,
+    "swaption": 0.0,
 }
-"""price = option (sign 0), bond - option (callable), bond + option (puttable; with both rights, the option is the
-holder's net: puts less calls), bond (a bond's option is 0)."""
+"""price = option (sign 0: a bond option, a swaption), bond - option (callable), bond + option (puttable; with
+both rights, the option is the holder's net: puts less calls), bond (a bond's option is 0)."""
 
 
 @dataclass(frozen=True)
@@ -466,7 +468,7 @@ class Job:
     def _dated_prices(self, price: np.ndarray, curves, span: slice) -> dict[str, np.ndarray]:
         """``dirty_price = price / P(0, t(S))`` (the value at settlement), ``accrued`` (at settlement) and
         ``clean_price = dirty_price - accrued`` of the dated valid rows of ``span`` under ``curves`` (``price``:
-        of the span's rows); NaN elsewhere, and ``accrued``, ``clean_price`` NaN for bond options."""
+        of the span's rows); NaN elsewhere, and ``accrued``, ``clean_price`` NaN for bond options and swaptions."""
         prepared = self.prepared
         dated = prepared.dated
         mask = (prepared.is_dated & prepared.valid)[span]
@@ -484,7 +486,7 @@ class Job:
                 name, valuation = str(names[curve[here[0]]]), int(day[here[0]])
                 discount[here] = curves[name].at(valuation).discount(settle[here])
         dirty[rows] = price[rows] / discount
-        option = (prepared.table["instrument"].iloc[span] == "bond_option").to_numpy()[rows]
+        option = prepared.table["instrument"].iloc[span].isin(OPTION_ALONE).to_numpy()[rows]
         accrued[rows] = np.where(option, np.nan, dated.accrued[span][rows])
         return {"dirty_price": dirty, "accrued": accrued, "clean_price": dirty - accrued}
 
@@ -666,7 +668,9 @@ def prepare_job(portfolio, options: JobOptions) -> Job:
     return Job(table, prepared, chosen, options.real, options.on_invalid, options.risk, quotes, options.scenario_table)
 
 
-PORTFOLIO_READ = tuple(dict.fromkeys((*PORTFOLIO_COLUMNS, *DATE_COLUMNS, *TERM_COLUMNS, "model", *QUOTE_COLUMNS)))
+PORTFOLIO_READ = tuple(
+    dict.fromkeys((*PORTFOLIO_COLUMNS, *DATE_COLUMNS, *TERM_COLUMNS, *SWAPTION_COLUMNS, "model", *QUOTE_COLUMNS))
+)
 """Every column of a portfolio distprice reads."""
 
 

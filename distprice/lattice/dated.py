@@ -42,6 +42,7 @@ from ..tables import check_names, factorized
 from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable
 from .geometry import consecutive
 from .payments import Payments
+from .swaptions import PAR, SWAPTION_COLUMNS, exercise_dates, fixed_leg, renamed
 
 SCHEDULE_COLUMNS = ("id", "date", "price", "price_type", "right")
 SCHEDULE_LABELS = ("price_type", "right")
@@ -94,6 +95,24 @@ class ExerciseSchedule:
         np.cumsum(counts, out=offsets[1:])
         index = np.repeat(self.offsets[:-1][positions] - offsets[:-1], counts) + np.arange(offsets[-1])
         return ExerciseSchedule(offsets, self.day[index], self.price[index], self.dirty[index], self.kind[index])
+
+    def with_dates(self, positions, offsets, day, price: float) -> ExerciseSchedule:
+        """These schedules with the rows at ``positions`` given the dates ``day`` instead (CSR ``offsets``, a row
+        per position), each of the row's own right at ``price`` (% of face, dirty)."""
+        counts = self.counts.copy()
+        counts[positions] = np.diff(offsets)
+        source = self.offsets[:-1].copy()
+        source[positions] = len(self.day) + offsets[:-1]
+        new = offsets_of(counts)
+        index = np.repeat(source - new[:-1], counts) + np.arange(new[-1])
+        k = len(day)
+        return ExerciseSchedule(
+            new,
+            np.concatenate([self.day, day])[index],
+            np.concatenate([self.price, np.full(k, price)])[index],
+            np.concatenate([self.dirty, np.ones(k, bool)])[index],
+            np.concatenate([self.kind, np.full(k, EXERCISE, np.uint8)])[index],
+        )
 
     def rights(self) -> tuple[np.ndarray, np.ndarray]:
         """Per row: whether a date of its schedule has a ``right``, and whether one has none."""
@@ -418,21 +437,31 @@ def read_dated(
     strike: np.ndarray,
     where,
     both_rights: np.ndarray | None = None,
+    swaption: np.ndarray | None = None,
 ) -> tuple[DatedRows, list[Problem]]:
     """The :class:`DatedRows` of the rows at positions ``rows`` of ``frame`` and every rule they break.
 
     ``valuation`` (the job's valuation date, a day number or ``NO_DATE``), ``days_per_year`` (D of each row's
     curve), ``schedule`` (or a function returning it, called once the terms are read and settled: the caller
     may read it meanwhile), ``exercise`` (codes), ``has_option``, ``strike`` (% of face) and ``both_rights``
-    (callable_puttable_bond rows, whose dates each give a ``right``; default none) are aligned with ``rows``;
+    (callable_puttable_bond rows, whose dates each give a ``right``; default none) and ``swaption`` (swaption
+    rows, read as their fixed legs' bonds: :mod:`~.swaptions`; default none) are aligned with ``rows``;
     problems name rows by their position in ``frame`` (``where(position)`` labels one).
     """
-    subset = frame[[c for c in TERM_COLUMNS if c in frame.columns]]
+    n = len(rows)
+    swaption = np.zeros(n, bool) if swaption is None else np.asarray(swaption, bool)
+    subset = frame[[c for c in (*TERM_COLUMNS, *SWAPTION_COLUMNS) if c in frame.columns]]
     if len(rows) != len(frame):
         subset = subset.iloc[rows]
+    if swaption.any():
+        subset = fixed_leg(subset, swaption)
     terms, found = read_terms(subset, lambda p: where(int(rows[p])))
-    problems = [Problem(int(rows[p.position]), p.where, p.column, p.rule) for p in found]
-    n = len(rows)
+    problems = [
+        Problem(
+            int(rows[p.position]), p.where, *(renamed(p.column, p.rule) if swaption[p.position] else (p.column, p.rule))
+        )
+        for p in found
+    ]
 
     def flag(mask, column, rule):
         problems.extend(Problem(int(rows[p]), where(int(rows[p])), column, rule) for p in np.flatnonzero(mask))
@@ -473,8 +502,19 @@ def read_dated(
             part.accrued,
             part.live,
         )
+    if swaption.any():  # a swaption is valued and settled at its valuation date
+        settlement = np.where(swaption, valuation, settlement)
     matured = usable & (redemption_day <= settlement)
     schedule = schedule() if callable(schedule) else schedule
+    if swaption.any():
+        flag(
+            swaption & (expiry == NO_DATE) & ~unreadable["expiry_date"],
+            "expiry_date",
+            "is required (the last exercise date)",
+        )
+        schedule, exercise = _swaption_dates(
+            terms, schedule, swaption & usable & ~matured, valuation, expiry, first, exercise, flag
+        )
     flag(matured, "maturity_date", "is redeemed on or before the settlement date: nothing is left to price")
     dated = DatedRows(
         terms,
@@ -515,7 +555,7 @@ def read_dated(
         "exercise",
         "must be bermudan for a callable_puttable_bond (its dates are those of the exercise schedule)",
     )
-    option &= ~(both & (~tabled | bare | (exercise != BERMUDAN)))
+    option &= ~(both & (~tabled | bare | (exercise != BERMUDAN))) & ~(swaption & ~tabled)
     by_table = option & (exercise == BERMUDAN) & tabled
     by_dates = option & ~by_table
     last_date = np.minimum(adjust_days(terms.calendar, terms.maturity, terms.accrual_convention), redemption_day)
@@ -547,6 +587,38 @@ def read_dated(
     flag(checked & (exercises == 0), "exercise", "leaves no exercise date after the settlement date")
     problems.sort(key=lambda p: p.position)
     return dataclasses.replace(dated, exercises=exercises), problems
+
+
+def _swaption_dates(terms: BondTerms, schedule: ExerciseSchedule, swaption, valuation, expiry, first, exercise, flag):
+    """The exercise schedule with the dates of the ``swaption`` rows (settled ones) given, each at par dirty
+    (:func:`~.swaptions.exercise_dates`), and the exercise codes with theirs bermudan (a european swaption's:
+    its one date); flags a swaption given dates by table, and one left without a date."""
+    flag(
+        swaption & (schedule.counts > 0),
+        "exercise",
+        "the exercise schedule table gives dates to a swaption: its exercise dates are the start dates of its fixed "
+        "coupon periods, from first_exercise_date to expiry_date",
+    )
+    european = exercise == EUROPEAN
+    late = ~european & (first != NO_DATE) & (first > expiry)
+    flag(swaption & (expiry != NO_DATE) & late, "first_exercise_date", "must be on or before expiry_date")
+    rows = np.flatnonzero(swaption & (schedule.counts == 0) & (expiry != NO_DATE) & ~late & (exercise != AMERICAN))
+    offsets, day, on_start = exercise_dates(
+        terms.take(rows), valuation[rows], first[rows], expiry[rows], european[rows]
+    )
+    off = european[rows] & ~on_start
+    flag(
+        np.isin(np.arange(len(swaption)), rows[off]),
+        "expiry_date",
+        "must be the start date of a fixed coupon period (start_date or a fixed coupon's date) for a european swaption",
+    )
+    flag(
+        np.isin(np.arange(len(swaption)), rows[~off & (np.diff(offsets) == 0)]),
+        "exercise",
+        "leaves no exercise date: no start date of a fixed coupon period lies after the valuation date from "
+        "first_exercise_date to expiry_date",
+    )
+    return schedule.with_dates(rows, offsets, day, PAR), np.where(swaption, BERMUDAN, exercise)
 
 
 NONE_DAY = -(2**62)

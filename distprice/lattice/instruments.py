@@ -26,13 +26,17 @@ from ..errors import Problem
 from ..stopwatch import stage
 from ..tables import STR, factorized
 from .dated import DatedRows, ExerciseSchedule, read_dated
-from .events import AMERICAN, EUROPEAN, EXERCISE_CODES
+from .events import AMERICAN, BERMUDAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 from .payment_tables import with_payments
 from .payments import Payments
+from .swaptions import AS_BOND_OPTION, SWAPTION, SWAPTION_TYPES, swaption_rules
 
-INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond")
+INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond", SWAPTION)
 OPTION_TYPES = ("call", "put")
+"""A row's option on its bond, as the engines read it (a swaption's is that of :data:`~.swaptions.AS_BOND_OPTION`)."""
+OPTION_ALONE = ("bond_option", SWAPTION)
+"""Instruments whose price is their option alone (no bond is held)."""
 EXERCISES = tuple(EXERCISE_CODES)
 IMPLIED_OPTION_TYPE = {"callable_bond": "call", "puttable_bond": "put"}
 OPTION_COLUMNS = (
@@ -86,7 +90,7 @@ MAX_RATE_YEARS = 600.0
 leave the float range."""
 ENUM_COLUMNS = {
     "instrument": ("bond_option", INSTRUMENTS),
-    "option_type": (None, OPTION_TYPES),
+    "option_type": (None, OPTION_TYPES + SWAPTION_TYPES),
     "exercise": ("european", EXERCISES),
 }
 PORTFOLIO_COLUMNS = (
@@ -625,6 +629,16 @@ def prepare(
         "option_type",
         "is required for a bond_option",
     )
+    swaption = instrument == INSTRUMENTS.index(SWAPTION)
+    option_type = _swaption_types(option_type, swaption, check)
+    if swaption.any() or any(c in portfolio.columns for c in ("start_date", "fixed_rate")):
+        swaption_rules(portfolio, swaption, lambda column: _present(_column(portfolio, column), n), check.flag)
+        check.flag(
+            swaption & ~is_dated,
+            "instrument",
+            "a swaption is a dated row: give its maturity_date, start_date and fixed_rate",
+        )
+        check.flag(swaption & (exercise == AMERICAN), "exercise", "must be european or bermudan for a swaption")
     both_rights = instrument == INSTRUMENTS.index("callable_puttable_bond")
     check.flag(
         both_rights & given,
@@ -659,6 +673,11 @@ def prepare(
                 ~is_dated & (steps.counts > 0),
                 "maturity_date",
                 f"the {table} has dates for this row: only a dated row (with a maturity_date) takes one",
+            )
+            check.flag(
+                swaption & (steps.counts > 0),
+                "instrument",
+                f"the {table} has dates for this row: a swaption takes none (its fixed leg is its fixed_rate on face)",
             )
 
     c = columns
@@ -697,11 +716,14 @@ def prepare(
                 c["strike"][rows],
                 check.where,
                 both_rights[rows],
+                swaption[rows],
             )
         check.add(problems)
         if payments is not None and payments.given[rows].any():
             part, problems = with_payments(part, payments.take(rows), rows, check.where)
             check.add(problems)
+        exercise = np.where(swaption, BERMUDAN, exercise)  # a european swaption: one date of its schedule
+        code["exercise"] = np.where(swaption, EXERCISES.index("bermudan"), code["exercise"])
         dated = _aligned(n, rows, part)
         c["maturity"] = np.where(is_dated, dated.years(dated.redemption_day), c["maturity"])
     c["valuation"] = np.where(is_dated, dated.valuation, as_of) if dated is not None else np.full(n, as_of)
@@ -781,6 +803,24 @@ def _unknown_curve(name: str, curves: dict, given: bool) -> str:
     if set(curves) <= set(builtin_curves()):
         return rule + f": no curves were given (--curves, or curves=); the built-in curve is {', '.join(curves)!r}"
     return rule + f" ({', '.join(sorted(curves))})"
+
+
+def _swaption_types(option_type: np.ndarray, swaption: np.ndarray, check: _Checker) -> np.ndarray:
+    """Option types (codes of ``OPTION_TYPES + SWAPTION_TYPES``) as the engines read them: a swaption's payer or
+    receiver as its bond option (:data:`~.swaptions.AS_BOND_OPTION`); a swaption without one, or with call or
+    put, and a payer or receiver elsewhere, are flagged."""
+    named = option_type >= len(OPTION_TYPES)
+    check.flag(swaption & (option_type < 0), "option_type", "is required for a swaption: payer or receiver")
+    check.flag(swaption & (option_type >= 0) & ~named, "option_type", "must be payer or receiver for a swaption")
+    check.flag(
+        ~swaption & named, "option_type", "payer and receiver are a swaption's: a bond's option is a call or a put"
+    )
+    mapped = np.array([OPTION_TYPES.index(AS_BOND_OPTION[name]) for name in SWAPTION_TYPES])
+    return np.where(named, mapped[np.clip(option_type - len(OPTION_TYPES), 0, None)], option_type)
+
+
+def _column(frame: pd.DataFrame, column: str) -> pd.Series | None:
+    return frame[column] if column in frame.columns else None
 
 
 def _join_models(raw: dict, model: pd.Series, models: pd.DataFrame, check: _Checker) -> None:

@@ -17,7 +17,8 @@ an ``AmortizingFixedRateBond`` of one notional per period (its repayments at the
 per-100 quotes are of the notional outstanding at settlement (QuantLib has no callable amortizing bond). A bond
 option is ``|callable or puttable - straight|``; american
 exercise has no QuantLib counterpart here. QuantLib moves an exercise date in the week before a coupon payment
-onto the payment date, which distprice does not: keep such dates out of comparisons.
+onto the payment date, which distprice does not: keep such dates out of comparisons. Swaption rows are priced as
+QuantLib's ``Swaption`` on ``TreeSwaptionEngine`` (:func:`price_swaptions_quantlib`).
 """
 
 from __future__ import annotations
@@ -349,3 +350,76 @@ def _exercise_dates(row, straight, table: pd.DataFrame | None) -> list:
         for c in straight.cashflows()
         if ql.as_coupon(c) is not None and first <= c.date() <= expiry
     ]
+
+
+def price_swaptions_quantlib(
+    portfolio: pd.DataFrame, curves: dict[str, ZeroCurve], as_of=None, steps=None
+) -> pd.Series:
+    """QuantLib's values of swaption rows (the portfolio's own columns, with ``mean_reversion`` and
+    ``volatility``) on ``curves``, in face units, in the portfolio's index::
+
+        fixed    = ql.Schedule(start, maturity, Period(12 / f months), calendar, accrual, accrual, Backward, eom)
+        floating = the same on Euribor's tenor (6 months, or the fixed period when shorter)
+        swap     = ql.VanillaSwap(Payer | Receiver, face, fixed, fixed_rate, day_count, floating, euribor, 0, ...)
+        option   = ql.Swaption(swap, ql.BermudanExercise(dates))
+        engine   = ql.TreeSwaptionEngine(ql.HullWhite(curve, a, sigma), steps, curve)
+
+    the exercise dates the fixed coupons' accrual start dates after V, from ``first_exercise_date`` to
+    ``expiry_date`` (european: ``expiry_date``). ``steps``: the tree's steps per row (default
+    ``round(T * steps_per_year)``, T the time of the swap's last payment on the curve's day count)."""
+    import QuantLib as ql
+
+    settings = ql.Settings.instance()
+    saved = settings.evaluationDate
+    out = []
+    try:
+        for i, (_, row) in enumerate(portfolio.iterrows()):
+            valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
+            settings.evaluationDate = ql_date(valuation)
+            curve = curves[_value(row, "curve", "default")]
+            handle = curve_handle(curve, valuation)
+            calendar = quantlib_calendar(_value(row, "calendar", "none"))
+            accrual = convention(_value(row, "accrual_convention", "unadjusted"))
+            months = 12 // int(row["coupon_frequency"])
+            start, maturity = (ql.DateParser.parseISO(str(row[c])[:10]) for c in ("start_date", "maturity_date"))
+            eom = bool(_value(row, "end_of_month", False))
+
+            def schedule(period: int):
+                return ql.Schedule(
+                    start, maturity, ql.Period(period, ql.Months), calendar, accrual, accrual,
+                    ql.DateGeneration.Backward, eom,
+                )  # fmt: skip
+
+            index = ql.Euribor(ql.Period(min(6, months), ql.Months), handle)
+            payer = str(row["option_type"]).strip().lower() == "payer"
+            face = float(_value(row, "face", 100.0))
+            swap = ql.VanillaSwap(
+                ql.Swap.Payer if payer else ql.Swap.Receiver,
+                face,
+                schedule(months),
+                float(row["fixed_rate"]),
+                day_counter(_value(row, "day_count", "30/360")),
+                schedule(min(6, months)),
+                index,
+                0.0,
+                index.dayCounter(),
+            )
+            expiry = ql.DateParser.parseISO(str(row["expiry_date"])[:10])
+            european = _value(row, "exercise", "european") == "european"
+            first = _value(row, "first_exercise_date", None)
+            first = expiry if european else ql.DateParser.parseISO(str(first)[:10]) if first else ql.Date(1, 1, 1901)
+            starts = [ql.as_coupon(c).accrualStartDate() for c in swap.fixedLeg()]
+            dates = [d for d in starts if d > ql_date(valuation) and first <= d <= expiry]
+            option = ql.Swaption(swap, ql.BermudanExercise(dates))
+            last = max(c.date() for c in swap.fixedLeg())
+            n = (
+                steps[i]
+                if steps is not None
+                else round(counter_years(curve, valuation, last) * int(_value(row, "steps_per_year", 12)))
+            )
+            model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
+            option.setPricingEngine(ql.TreeSwaptionEngine(model, int(n), handle))
+            out.append(option.NPV())
+    finally:
+        settings.evaluationDate = saved
+    return pd.Series(out, index=portfolio.index, name="price")

@@ -30,7 +30,7 @@ from .engines import AUTO, GPU_ENGINES, resolve
 from .events import accrued
 from .geometry import tree_geometry
 from .gpu_risk import GpuRisk
-from .instruments import Instruments
+from .instruments import OPTION_ALONE, Instruments
 from .measures import (
     BP,
     DEFAULT_BUMP_BP,
@@ -65,7 +65,7 @@ def risk_engine(engine: str, instruments: Instruments, curves: dict[str, ZeroCur
     if engine == "reference":
         return ReferenceRisk(instruments, curves)
     batch = pack(instruments, curves, np.float64)
-    embedded = (instruments.table["instrument"] != "bond_option").to_numpy()
+    embedded = ~instruments.table["instrument"].isin(OPTION_ALONE).to_numpy()
     return (GpuRisk if engine in GPU_ENGINES else CpuRisk)(batch, embedded)
 
 
@@ -93,7 +93,7 @@ def settlement(instruments: Instruments, curves: dict[str, ZeroCurve]):
         for (name, valuation), group in keys.groupby(["curve", "valuation"], sort=False):
             at = dated[group.index.to_numpy()]
             discount[at] = curves[name].at(int(valuation)).discount(t[at])
-    interest[(table["instrument"] == "bond_option").to_numpy()] = 0.0
+    interest[table["instrument"].isin(OPTION_ALONE).to_numpy()] = 0.0
     return t, discount, interest
 
 
@@ -104,7 +104,7 @@ def price_of(instrument: np.ndarray, bond: np.ndarray, option: np.ndarray) -> np
     held = (instrument == "puttable_bond") | (instrument == "callable_puttable_bond")
     sign = np.select([instrument == "callable_bond", held], [-1.0, 1.0], 0.0)
     sign = sign.reshape(sign.shape + (1,) * (bond.ndim - 1))
-    plain = (instrument == "bond_option").reshape(sign.shape)
+    plain = np.isin(instrument, OPTION_ALONE).reshape(sign.shape)
     return np.where(plain, option, bond + sign * option)
 
 
