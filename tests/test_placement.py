@@ -9,9 +9,11 @@ import pandas as pd
 import pytest
 
 import distprice
+from distprice.cuda import gpu_available
 from distprice.curves import load_curves
 from distprice.job import exercise_schedule as read_schedule
 from distprice.lattice.batch import events_of
+from distprice.lattice.engines import GPU_ENGINES
 from distprice.lattice.events import COUPON, REDEMPTION, is_exercise
 from distprice.lattice.instruments import prepare
 
@@ -129,3 +131,17 @@ def test_quantlibs_example_at_8_steps_a_year_is_as_close_as_quantlibs_own_grid()
     error = priced.loc[0, "clean_price"] - priced.loc[1, "clean_price"]
     assert priced.loc[1, "clean_price"] == pytest.approx(53.36964, abs=1e-5)
     assert -0.25 < error < -0.15
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", GPU_ENGINES)
+def test_the_gpu_engines_price_the_spread_flows_as_the_cpu_engine(coarse_book, engine):
+    """The kernels read the same event table (the parts are events like any other): nothing new on the device."""
+    if not gpu_available():
+        pytest.skip("needs a CUDA GPU and CuPy")
+    portfolio, schedule = coarse_book
+    cpu = distprice.price(portfolio, CURVES, engine="cpu", as_of=AS_OF, exercise_schedule=schedule)
+    gpu = distprice.price(portfolio, CURVES, engine=engine, as_of=AS_OF, exercise_schedule=schedule)
+    assert gpu["error"].isna().all()
+    for column in ("price", "bond_price", "option_price"):
+        np.testing.assert_allclose(gpu[column], cpu[column], rtol=1e-12, atol=1e-11, err_msg=column)
