@@ -6,7 +6,9 @@ noisy portfolios: time-form and dated rows with bad cells in every column, in th
 in (text as Python objects or as pandas strings, ids as text or numbers, numbers as text), with their curves,
 exercise schedules and model tables. The books are deterministic for a seed and built from Python lists, so
 that pandas infers each column's type as it would for a user's table (the frozen results are the same on
-pandas 2.2 and 3.1 but for the type of text columns, ``object`` before pandas 3).
+pandas 2.2 and 3.1 but for the type of text columns, ``object`` before pandas 3). The dated rows' heights and
+events were frozen again on 2026-11-28, when cash flows between two steps came to be paid in parts at both
+(``lattice/placement.py``); every other array is the first freeze's.
 """
 
 from __future__ import annotations

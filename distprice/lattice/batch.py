@@ -25,6 +25,7 @@ from .dated import dated_events
 from .events import EXERCISE_CODES, EventTable, time_form_events
 from .geometry import TreeGeometry
 from .instruments import Instruments
+from .placement import spread_cash_flows
 
 PACK_THREADS = min(4, os.cpu_count() or 1)
 """Host threads that lay out parts of a portfolio at once (:func:`pack_parts`; numpy releases the GIL)."""
@@ -141,11 +142,14 @@ def events_of(instruments: Instruments) -> EventTable:
         parts.append(
             (
                 dated,
-                dated_events(
-                    instruments.dated.take(dated),
-                    exercise[dated],
-                    number["strike"][dated],
-                    has_option[dated],
+                spread_cash_flows(
+                    dated_events(
+                        instruments.dated.take(dated),
+                        exercise[dated],
+                        number["strike"][dated],
+                        has_option[dated],
+                        number["steps_per_year"][dated],
+                    ),
                     number["steps_per_year"][dated],
                 ),
             )

@@ -400,11 +400,6 @@ class DatedRows:
         """``t(d) = (d - V) / D`` of each row's day (years of its tree)."""
         return (np.asarray(days) - self.valuation) / self.days_per_year
 
-    def steps(self, days, steps_per_year) -> np.ndarray:
-        """The tree step of each row's day: ``max(1, round_half_up(k * spy / D))`` in integers, k = d - V."""
-        k = np.asarray(days, dtype=np.int64) - self.valuation
-        return np.maximum((2 * k * steps_per_year + self.days_per_year) // (2 * self.days_per_year), 1)
-
 
 TERM_COLUMNS = (
     "issue_date",

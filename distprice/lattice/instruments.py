@@ -31,6 +31,7 @@ from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 from .payment_tables import with_payments
 from .payments import Payments
 from .swaptions import AS_BOND_OPTION, SWAPTION, SWAPTION_TYPES, swaption_rules
+from .placement import top_steps
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond", SWAPTION)
 OPTION_TYPES = ("call", "put")
@@ -739,7 +740,8 @@ def prepare(
 
     height = tree_height(np.nan_to_num(c["maturity"]), c["steps_per_year"])
     if dated is not None:
-        height = np.where(is_dated, dated.steps(dated.redemption_day, c["steps_per_year"]), height)
+        redemption = dated.redemption_day - dated.valuation
+        height = np.where(is_dated, top_steps(redemption, c["steps_per_year"], dated.days_per_year), height)
     geometry = tree_geometry(
         np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
         np.where(c["volatility"] > 0, c["volatility"], 1.0),

@@ -187,16 +187,30 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
 
 
 def _dated_events_by_step(ins, rows: DatedRows, r: int, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]:
-    """:func:`_events_by_step` of a dated row: a day k days after valuation is ``k / D`` years, on step
-    ``max(1, round(k * spy / D))`` (halves up, in integers); on the grid exactly when ``k * spy / D`` is whole."""
+    """:func:`_events_by_step` of a dated row: a day k days after valuation is ``k / D`` years, on the grid
+    exactly when ``k * spy / D`` is whole. An exercise, or a flow before the first step, goes to step
+    ``max(1, round(k * spy / D))`` (halves up, in integers). A cash flow between steps s0 >= 1 and s0 + 1 is paid
+    in two parts, ``(1 - b) A`` at s0 and ``b A`` at s0 + 1 (``b = k * spy / D - s0``), unless an exercise date
+    lies in ``[s0 dt, (s0 + 1) dt]``: then whole at its nearest step (docs/model/events.rst)."""
     spy, D, valuation = ins.steps_per_year, int(rows.days_per_year[r]), int(rows.valuation[r])
     seen = curve.at(valuation)
+    events = sorted(_dated_events(ins, rows, r), key=lambda e: (-e[0], ORDER[e[1]]))
+    exercised = [(day - valuation) * spy for day, kind, _ in events if kind not in (REDEMPTION, COUPON)]
     by_step = defaultdict(list)
-    for day, kind, amount in sorted(_dated_events(ins, rows, r), key=lambda e: (-e[0], ORDER[e[1]])):
-        k = day - valuation
-        s = max(1, (2 * k * spy + D) // (2 * D))
-        factor = 1.0 if (k * spy) % D == 0 else float(seen.discount(k / D) / seen.discount(s / spy))
+
+    def add(s: int, kind: str, amount: float, k: int) -> None:
+        factor = 1.0 if k * spy == s * D else float(seen.discount(k / D) / seen.discount(s / spy))
         by_step[s].append((kind, amount * factor))
+
+    for day, kind, amount in events:  # each step's list fills in decreasing time
+        k = day - valuation
+        s0, rest = divmod(k * spy, D)
+        spread = rest and s0 >= 1 and kind in (REDEMPTION, COUPON)
+        if spread and not any(s0 * D <= x <= (s0 + 1) * D for x in exercised):
+            add(s0 + 1, kind, amount * rest / D, k)
+            add(s0, kind, amount * (D - rest) / D, k)
+        else:
+            add(max(1, (2 * k * spy + D) // (2 * D)), kind, amount, k)
     return by_step
 
 
@@ -259,9 +273,11 @@ def price_reference(instruments: Instruments, curves: dict[str, ZeroCurve]):
     for r, ins in enumerate(instruments.table.itertuples(index=False)):
         if instruments.is_dated[r]:
             dated = instruments.dated
+            assert dated is not None  # a dated row comes with its dated terms
             events = _dated_events_by_step(ins, dated, r, curves[ins.curve])
             curve = curves[ins.curve].at(int(dated.valuation[r]))
-            n = max(events)
+            days, D = int(dated.redemption_day[r] - dated.valuation[r]), int(dated.days_per_year[r])
+            n = max(1, -(-days * ins.steps_per_year // D))  # the step at or after the redemption
         else:
             curve = curves[ins.curve].at(ins.valuation) if curves[ins.curve].dates is not None else curves[ins.curve]
             events = _events_by_step(ins, curve)

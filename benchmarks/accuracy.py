@@ -1,0 +1,219 @@
+"""Accuracy per node: the error of dated prices against the tree's steps, distprice beside QuantLib's tree engine;
+writes ``accuracy.json`` and ``accuracy.md`` to OUTPUT_DIR.
+
+    python benchmarks/accuracy.py OUTPUT_DIR [--rows 36] [--seed 3] [--years 10] [--grids 4,6,8,12,16,24,26,32,52]
+
+Two books: rows of the ``desk`` dataset (callable, puttable and plain bonds and bond options in three currencies;
+``--rows`` of them maturing within ``--years``, a third per currency, options first), and QuantLib's callable bond
+example (QuantLib-SWIG's ``callablebonds.py``: a 2.5 % quarterly bond to 15 September 2012, callable at 100 clean
+every quarter from 15 September 2006, valued on 16 August 2006 at a = 0.06, sigma = 0.20 and at a = 0.03, sigma =
+0.15), its flat 4.65 % semiannual curve read as distprice reads rates (ACT/365F years), and QuantLib priced on that
+same curve.
+
+The truth is each row's price where every date is a node (one step a day of its curve's year: 365 or 360),
+where distprice and QuantLib agree to rounding (the script reports how close; QuantLib moves a call in the week
+before a coupon onto the coupon's date, so QuantLib's own daily price is its truth). At each number of steps a
+year: distprice ``before`` (every cash flow whole on its nearest step, as distprice priced until 2026-11-28),
+``after`` (flows between two steps spread over both, :mod:`distprice.lattice.placement`), ``richardson``
+(``2 P(2n) - P(n)`` of ``after`` where the grid of twice the steps is measured too; its cost both grids' node-steps)
+and QuantLib's ``TreeCallableFixedRateBondEngine`` given ``round(T * spy)`` steps, which it spreads over a time
+grid with every coupon and exercise date on a node (american rows have no QuantLib counterpart: left out of its
+columns). Errors are per 100 of face: the root mean square and the largest over the rows. Node-steps are
+distprice's (``2 width height``); QuantLib's are estimated as ``2 width n`` for the n steps it is given and the
+width of distprice's tree of that step: its time grid adds a node for a date between two steps, so it does at
+least that much work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import distprice
+from distprice.curves import load_curves
+from distprice.lattice import batch
+from distprice.lattice.desk import AS_OF, desk
+from distprice.lattice.geometry import tree_geometry
+from distprice.lattice.quantlib_dated import price_dated_quantlib
+
+from common import save
+
+EXAMPLE_AS_OF = "2006-08-16"
+EXAMPLE_MODELS = ((0.06, 0.20), (0.03, 0.15))
+
+
+def example_book(a: float, sigma: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """QuantLib's callable bond example as a dated row, its calls and its curve."""
+    row = dict(
+        id=f"example a={a} sigma={sigma}",
+        instrument="callable_bond",
+        exercise="bermudan",
+        coupon=0.025,
+        coupon_frequency=4,
+        issue_date="2004-09-16",
+        maturity_date="2012-09-15",
+        day_count="ACT/ACT-ICMA",
+        calendar="US",
+        accrual_convention="unadjusted",
+        payment_convention="following",
+        settlement_days=3,
+        valuation_date=EXAMPLE_AS_OF,
+        mean_reversion=a,
+        volatility=sigma,
+        curve="flat",
+    )
+    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
+    calls = pd.DataFrame(dict(id=row["id"], date=dates, price=100.0, price_type="clean"))
+    curve = pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465, compounding="semiannual"))
+    return pd.DataFrame([row]), calls, curve
+
+
+def desk_rows(rows: int, seed: int, years: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``rows`` rows of the desk maturing within ``years``, a third per currency: options first (callable,
+    puttable, bond options), then plain bonds."""
+    book = desk(max(20 * rows, 200), seed=seed)
+    p = book.portfolio
+    p = p[pd.to_datetime(p["maturity_date"]) <= pd.Timestamp(AS_OF) + pd.DateOffset(years=years)]
+    order = p.assign(plain=p["instrument"] == "bond").sort_values(["plain"], kind="stable")
+    pick = pd.concat([order[order["currency"] == c].head(rows // 3) for c in ("USD", "EUR", "GBP")])
+    pick = pick.reset_index(drop=True)
+    return pick, book.exercise_schedule[book.exercise_schedule["id"].isin(pick["id"])], book.curves
+
+
+@contextmanager
+def whole_flows():
+    """distprice as it priced before: every cash flow whole on its nearest step (a taller tree by a step at most,
+    which changes no price)."""
+    spread = batch.spread_cash_flows
+    batch.spread_cash_flows = lambda table, steps_per_year: table
+    try:
+        yield
+    finally:
+        batch.spread_cash_flows = spread
+
+
+def node_steps(a, sigma, spy, height) -> np.ndarray:
+    g = tree_geometry(np.asarray(a), np.asarray(sigma), np.zeros(len(height)), np.asarray(spy), np.asarray(height))
+    return g.node_steps
+
+
+def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
+    """Errors against the steps of one book (see the module's notes)."""
+    curves = load_curves(curves_table)
+    D = np.array([curves[c].days_per_year for c in portfolio["curve"]])
+    fine = portfolio.assign(steps_per_year=D)
+    truth = distprice.price(fine, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
+    _say(f"truth: {len(fine)} rows")
+    assert truth["error"].isna().all(), truth["error"].dropna().tolist()
+    american = (portfolio.get("exercise", pd.Series(index=portfolio.index)) == "american").to_numpy()
+    peer = ~american
+    ql_truth = price_dated_quantlib(fine[peer], curves, as_of, schedule, steps=truth["height"][peer].tolist())[
+        "price"
+    ].to_numpy()
+    true = truth["price"].to_numpy()
+    _say("QuantLib's truth")
+    gap = float(np.abs(ql_truth - true[peer]).max())
+    result: dict[str, object] = dict(rows=len(portfolio), quantlib_rows=int(peer.sum()), daily_gap=gap)
+    per_grid = {}
+    for spy in grids:
+        rows = portfolio.assign(steps_per_year=spy)
+        started = time.perf_counter()
+        after = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
+        with whole_flows():
+            before = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
+        T = np.round(truth["height"].to_numpy() / D * spy).astype(int)  # QuantLib's steps: round(T * spy)
+        theirs = price_dated_quantlib(rows[peer], curves, as_of, schedule, steps=np.maximum(T[peer], 1).tolist())
+        per_grid[spy] = dict(
+            before=before["price"].to_numpy() - true,
+            after=after["price"].to_numpy() - true,
+            after_price=after["price"].to_numpy(),
+            quantlib=theirs["price"].to_numpy() - ql_truth,
+            node_steps=float((2.0 * after["width"] * after["height"]).sum()),
+            node_steps_before=float((2.0 * before["width"] * before["height"]).sum()),
+            quantlib_node_steps=float(
+                node_steps(
+                    rows["mean_reversion"][peer],
+                    rows["volatility"][peer],
+                    [spy] * int(peer.sum()),
+                    np.maximum(T[peer], 1),
+                ).sum()
+            ),
+            seconds=time.perf_counter() - started,
+        )
+        _say(f"{spy} steps a year")
+    for spy in grids:
+        if 2 * spy in per_grid:
+            per_grid[spy]["richardson"] = 2 * per_grid[2 * spy]["after_price"] - per_grid[spy]["after_price"] - true
+            per_grid[spy]["richardson_node_steps"] = per_grid[spy]["node_steps"] + per_grid[2 * spy]["node_steps"]
+    result["grids"] = {
+        spy: {
+            key: (
+                dict(rms=float(np.sqrt(np.mean(v**2))), max=float(np.abs(v).max())) if isinstance(v, np.ndarray) else v
+            )
+            for key, v in values.items()
+            if key != "after_price"
+        }
+        for spy, values in per_grid.items()
+    }
+    return result
+
+
+def _say(what: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {what}", file=sys.stderr, flush=True)
+
+
+def table(name: str, result: dict) -> list[str]:
+    lines = [
+        f"### {name}",
+        "",
+        f"{result['rows']} rows ({result['quantlib_rows']} with a QuantLib counterpart); distprice and QuantLib where "
+        f"every date is a node: within {result['daily_gap']:.1e} per 100.",
+        "",
+        "| steps a year | node-steps | before: rms, max | after: rms, max | Richardson (n, 2n): rms, max, node-steps "
+        "| QuantLib (est. node-steps): rms, max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for spy, g in result["grids"].items():
+        rich = (
+            f"{g['richardson']['rms']:.4f}, {g['richardson']['max']:.4f}, {g['richardson_node_steps']:.3g}"
+            if "richardson" in g
+            else ""
+        )
+        lines.append(
+            f"| {spy} | {g['node_steps']:.3g} | {g['before']['rms']:.4f}, {g['before']['max']:.4f} "
+            f"| {g['after']['rms']:.4f}, {g['after']['max']:.4f} | {rich} "
+            f"| ({g['quantlib_node_steps']:.3g}) {g['quantlib']['rms']:.4f}, {g['quantlib']['max']:.4f} |"
+        )
+    return lines + [""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output_dir", type=Path)
+    parser.add_argument("--rows", type=int, default=36)
+    parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--years", type=int, default=10, help="the desk rows' longest maturity (QuantLib's daily tree)")
+    parser.add_argument("--grids", default="4,6,8,12,16,24,26,32,52")
+    args = parser.parse_args()
+    grids = [int(g) for g in args.grids.split(",")]
+    report, lines = {}, ["## Accuracy per node: error (per 100 of face) against steps a year", ""]
+    for a, sigma in EXAMPLE_MODELS:
+        portfolio, calls, curve = example_book(a, sigma)
+        name = f"QuantLib's callable bond example, a = {a}, sigma = {sigma}"
+        report[name] = measure(portfolio, calls, curve, grids)
+        lines += table(name, report[name])
+    portfolio, schedule, curves = desk_rows(args.rows, args.seed, args.years)
+    name = f"desk rows maturing within {args.years} years (seed {args.seed})"
+    report[name] = measure(portfolio, schedule, curves, grids)
+    lines += table(name, report[name])
+    save(args.output_dir, "accuracy", report, lines)
+
+
+if __name__ == "__main__":
+    main()
