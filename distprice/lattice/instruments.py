@@ -30,8 +30,8 @@ from .events import AMERICAN, BERMUDAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 from .payment_tables import with_payments
 from .payments import Payments
-from .swaptions import AS_BOND_OPTION, SWAPTION, SWAPTION_TYPES, swaption_rules
 from .placement import top_steps
+from .swaptions import AS_BOND_OPTION, SWAPTION, SWAPTION_TYPES, swaption_rules
 
 INSTRUMENTS = ("bond_option", "callable_bond", "puttable_bond", "bond", "callable_puttable_bond", SWAPTION)
 OPTION_TYPES = ("call", "put")
