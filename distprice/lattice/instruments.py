@@ -740,7 +740,8 @@ def prepare(
 
     height = tree_height(np.nan_to_num(c["maturity"]), c["steps_per_year"])
     if dated is not None:
-        redemption = dated.redemption_day - dated.valuation
+        known = (dated.redemption_day != NO_DATE) & (dated.valuation != NO_DATE)  # else: the row's error, 1 step
+        redemption = np.where(known, dated.redemption_day - dated.valuation, 0)
         height = np.where(is_dated, top_steps(redemption, c["steps_per_year"], dated.days_per_year), height)
     geometry = tree_geometry(
         np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
