@@ -72,7 +72,8 @@ def large():
 
 def gpus(n: int, per_gpu: int = 2, task_seconds: float | None = None) -> Workers:
     """``n`` GPUs with ``per_gpu`` worker processes each, 2 chunks a worker (a local-cuda cluster)."""
-    return Workers(n * per_gpu, 2, True, "{}", per_gpu, task_seconds)
+    addresses = tuple(tuple(f"tcp://gpu{g}:{p}" for p in range(per_gpu)) for g in range(n))
+    return Workers(n * per_gpu, 2, True, "{}", per_gpu, task_seconds, gpus=addresses)
 
 
 def cpus(n: int, chunks: int = 4, task_seconds: float | None = None) -> Workers:
@@ -85,10 +86,11 @@ def ranges(job, workers: Workers, engine: str = "auto") -> list[tuple[int, int]]
     return [chunk.args[1:3] for chunk in family.split(family.PathJobs([job], engine), workers).chunks]
 
 
-def test_a_small_job_is_one_range_on_any_cluster(large):
-    small = with_options(large, paths=2**21)  # 2.3e9 PDU: 64 ms on one GPU
-    for workers in (gpus(1), gpus(2), gpus(4), gpus(8, per_gpu=4)):
-        assert ranges(small, workers) == [(0, 2**21)]
+def test_a_small_job_gets_the_ranges_its_work_pays_for(large):
+    small = with_options(large, paths=2**21)  # 2.3e9 PDU: 64 ms on one GPU, two ranges' worth
+    assert ranges(small, gpus(1)) == [(0, 2**21)]
+    for workers in (gpus(2), gpus(4), gpus(8, per_gpu=4)):
+        assert ranges(small, workers) == [(0, 2**20), (2**20, 2**20)]
     assert ranges(with_options(large, paths=2**20), gpus(16, per_gpu=1)) == [(0, 2**20)]
     tiny = validate(read_inputs(MEDIUM))[0]
     assert ranges(with_options(tiny, paths=2**14), cpus(64)) == [(0, 2**14)]
@@ -100,9 +102,21 @@ def test_a_big_job_gets_every_range(large):
         assert len(ranges(big, gpus(n, per_gpu=1))) == n * 2
         assert len(ranges(big, cpus(n))) == n * 4
         assert len(ranges(big, cpus(n), engine="reference")) == n * 4
-    # worker processes that share a GPU price in turns: one range on one GPU, one a worker on several
+    # worker processes that share a GPU price in turns: one range a GPU
     assert len(ranges(big, gpus(1))) == 1
-    assert len(ranges(big, gpus(2))) == 4 and len(ranges(big, gpus(4, per_gpu=4))) == 16
+    assert len(ranges(big, gpus(2))) == 2 and len(ranges(big, gpus(4, per_gpu=4))) == 4
+
+
+def test_ranges_on_shared_gpus_go_one_to_each_gpu_round_the_jobs(large):
+    jobs = [with_options(large, paths=2**21), with_options(large, paths=2**16), with_options(large, paths=2**21)]
+    work = family.split(family.PathJobs(jobs, "auto"), gpus(3, per_gpu=4))
+    on = gpus(3, per_gpu=4).gpus
+    # the first job's two ranges, the small job's one (anywhere), the last job's two on the next GPUs
+    assert [chunk.workers for chunk in work.chunks] == [on[0], on[1], (), on[2], on[0]]
+    assert [chunk.args[1:3] for chunk in work.chunks][2:4] == [(0, 2**16), (0, 2**20)]
+    # one worker per GPU, or workers whose GPUs are not known: the scheduler places every range
+    for workers in (gpus(3, per_gpu=1), Workers(12, 2, True, "{}", 4)):
+        assert {chunk.workers for chunk in family.split(family.PathJobs(jobs, "auto"), workers).chunks} == {()}
 
 
 def test_the_clusters_least_work_a_task_replaces_the_familys(large):

@@ -285,6 +285,8 @@ class Pricer:
                     *args,
                     key=dashboard.again_key(key) if chunk.again else key,
                     priority=chunk.priority,
+                    workers=list(chunk.workers) or None,
+                    allow_other_workers=bool(chunk.workers),
                 )
             return sent[chunk]
 
@@ -351,12 +353,17 @@ class Pricer:
                     f"{self.no_workers_timeout:g} s (cluster.no_workers_timeout)"
                 ) from None
             watch.check()
-            described = list(self.client.run(describe_worker, precision).values())
-            places = collections.Counter(d["place"] for d in described if d["place"] is not None)
+            answers = self.client.run(describe_worker, precision)
+            described = list(answers.values())
+            places = collections.defaultdict(list)
+            for address, d in sorted(answers.items()):
+                if d["place"] is not None:
+                    places[d["place"]].append(address)
             self._workers[precision] = {
                 **described[0],
-                "gpu_processes": max(places.values(), default=1),
+                "gpu_processes": max(map(len, places.values()), default=1),
                 "pricing_share": pricing_share(described),
+                "gpus": tuple(tuple(places[place]) for place in sorted(places)),
             }
         worker = self._workers[precision]
         return Workers(
@@ -367,6 +374,7 @@ class Pricer:
             worker["gpu_processes"],
             self.task_seconds,
             worker["pricing_share"],
+            worker["gpus"],
         )
 
     def _show_progress(self, futures, label: str) -> None:

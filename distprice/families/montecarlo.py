@@ -7,9 +7,9 @@ A job gets as many ranges as its work pays for (:func:`range_count`). Its work i
 × models (PDU) over its engine's PDU per second on one worker (:data:`PDU_PER_SECOND`); each
 :data:`MIN_RANGE_SECONDS` of it pays for one range, from one up to ``chunks_per_worker`` per worker, and more
 ranges than workers are a multiple of the workers, so that each prices as many. Worker processes that share a GPU
-price in turns, and the scheduler places ranges on workers, not on GPUs: there a job is one range, or one per
-worker when it pays for that many and the workers are on more than one GPU. A small job thus runs as one task
-wherever it runs, and a big one on every worker.
+price in turns: there a job gets at most one range per GPU, each sent to a worker of its own GPU, so that every
+GPU prices one launch and none two. A small job thus runs as one task wherever it runs, and a big one on every
+GPU or worker.
 """
 
 from __future__ import annotations
@@ -70,15 +70,29 @@ def range_count(job: Job, engine: str, workers: Workers) -> int:
     """How many ranges ``job``'s paths are cut into for ``workers``, priced on ``engine``: one per
     MIN_RANGE_SECONDS of work (``workers.task_seconds`` where set; 0: every range pays), from 1 to
     ``chunks_per_worker`` per worker, a multiple of the workers past their count. On workers that share GPUs
-    (``gpu_processes`` > 1), 1, or one per worker where the job pays for that many and the workers have more than
-    one GPU: ranges on one GPU price in turns."""
+    (``gpu_processes`` > 1), at most one per GPU (:func:`gpu_count`): ranges on one GPU price in turns."""
     count = max(workers.count, 1)
     least = MIN_RANGE_SECONDS if workers.task_seconds is None else workers.task_seconds
     seconds = job.paths * job.dims * len(job.models) / PDU_PER_SECOND[engine]
     ranges = task_count(seconds, count, workers.chunks_per_worker, least)
     if least > 0 and engine == "gpu" and workers.gpu_processes > 1:
-        return count if count > workers.gpu_processes and ranges >= count else 1
+        return min(ranges, gpu_count(workers))
     return ranges if ranges < count else ranges - ranges % count
+
+
+def gpu_count(workers: Workers) -> int:
+    """The GPUs of ``workers``: those whose workers are known, else the workers over the processes a GPU has."""
+    return len(workers.gpus) or max(1, workers.count // max(1, workers.gpu_processes))
+
+
+def placed(start: int, ranges: int, engine: str, workers: Workers) -> list[tuple[str, ...]]:
+    """The workers each of a job's ``ranges`` ranges is sent to: on GPUs shared by several workers, range ``i``
+    of a job of several to the workers of GPU ``start + i`` (counted round the GPUs); elsewhere, and a job of one
+    range, any worker."""
+    gpus = workers.gpus
+    if engine == "gpu" and workers.gpu_processes > 1 and 1 < ranges <= len(gpus):
+        return [gpus[(start + i) % len(gpus)] for i in range(ranges)]
+    return [()] * ranges
 
 
 TASK = "mc_paths_"
@@ -98,10 +112,12 @@ def split(read: PathJobs, workers: Workers) -> Work:
     jobs = read.jobs
     used = ("gpu" if workers.gpu else "cpu") if read.engine == "auto" else read.engine
     ranges_of = [path_ranges(job.paths, range_count(job, used, workers)) for job in jobs]
+    starts = itertools.accumulate((len(r) for r in ranges_of if len(r) > 1), initial=0)
+    places = [placed(next(starts) if len(r) > 1 else 0, len(r), used, workers) for r in ranges_of]
     chunks = [
-        Chunk(f"{task_name(used, job.precision)}-{job.name}-{i}", price_range, (job, first, count, used))
-        for job, ranges in zip(jobs, ranges_of)
-        for i, (first, count) in enumerate(ranges)
+        Chunk(f"{task_name(used, job.precision)}-{job.name}-{i}", price_range, (job, first, count, used), workers=on)
+        for job, ranges, where in zip(jobs, ranges_of, places)
+        for i, ((first, count), on) in enumerate(zip(ranges, where))
     ]
 
     def table(partials) -> pd.DataFrame:

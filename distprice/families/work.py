@@ -41,6 +41,8 @@ class Workers:
     gpu_processes: int = 1
     task_seconds: float | None = None
     pricing_share: float = 1.0
+    gpus: tuple[tuple[str, ...], ...] = ()
+    """The addresses of the workers on each GPU, a tuple per GPU (empty without GPUs, or where not known)."""
 
     def at_once(self, chunks: int) -> float:
         """The pricings in one process whose work the workers do at once on a job of ``chunks`` chunks: the cost
@@ -62,6 +64,8 @@ class Chunk:
     args: tuple = ()
     priority: int = 0
     again: bool = False
+    workers: tuple[str, ...] = ()
+    """The workers it runs on (any: empty); where none of them is left, any other."""
 
 
 @dataclass(frozen=True)
