@@ -175,8 +175,8 @@ def measure(on: Cluster, row: Row, path: Path, repeat: int, output, options: dic
             try:
                 result = job()
             finally:
+                end = time.time()  # before the task stream is fetched
                 gc.unfreeze()
-        end = time.time()
         after = pricer.client.run_on_scheduler(_pricing_totals)
 
         def spent(key):

@@ -44,6 +44,16 @@ def chunk_count(rows: int, workers: int, chunks_per_worker: int) -> int:
     return max(1, min(wanted, math.ceil(rows / MIN_CHUNK_ROWS)), math.ceil(rows / MAX_CHUNK_ROWS))
 
 
+def shared_gpu_slices(rows: int, gpus: int, gpu_processes: int, chunks_per_worker: int) -> int:
+    """Slices of a big file priced under several scenarios on GPUs that ``gpu_processes`` worker processes each
+    share: as many as one GPU's workers take (``gpu_processes`` x ``chunks_per_worker``), at least two a GPU,
+    within the row bounds of :func:`chunk_count`. A slice's host work (reading, checks, layout) serves all its
+    scenarios' launches, and every launch ends in a tail of idle multiprocessors (about 3 ms on an H200), so more
+    GPUs share the slices rather than cut them smaller: 10⁶ rows of R1 under 16 shifts in 64 slices took 14.5 s
+    of kernels on one H200, in 16 slices 12.0 s."""
+    return chunk_count(rows, 1, max(gpu_processes * chunks_per_worker, 2 * gpus))
+
+
 def work_grid(rows: int, scenarios: int, tasks: int, by_scenario: bool = False) -> tuple[int, list[range]]:
     """How to cut a job of ``rows`` under ``scenarios`` curve sets into about ``tasks`` tasks: the number of
     row chunks and the blocks of consecutive scenarios (each task prices one chunk under one block). Every

@@ -232,6 +232,28 @@ def test_a_big_file_is_checked_before_it_is_priced(book, tmp_path):
     assert all(sorted(p, reverse=True) == p for p in by_kind.values())  # each in file order
 
 
+def test_a_big_file_on_shared_gpus_goes_round_the_gpus_in_slices_one_gpu_would_take(book, tmp_path):
+    """On 4 GPUs of 8 worker processes each, a file's slices go round the GPUs; under scenarios the file is cut as
+    one GPU's workers would take it (8 x 2 slices), not into 2 slices a worker, whose launches would be smaller."""
+    big = pd.concat([book] * 16, ignore_index=True)  # 128 000 rows: 64 slices of 2 000
+    big["id"] = np.arange(len(big))
+    path = tmp_path / "book.parquet"
+    big.to_parquet(path, row_group_size=8000)
+    gpus = tuple(tuple(f"tcp://gpu{g}:{p}" for p in range(8)) for g in range(4))
+    workers = Workers(32, 2, True, "{}", 8, None, gpus=gpus)
+    for shifts, slices in ((None, 32 * 2), ([-10, 0, 10], 8 * 2)):
+        options = JobOptions.of(shifts_bp=shifts).checked()
+        read = lattice.read(str(path), options, folder=str(tmp_path), read_on_workers_rows=1000)
+        first = next(lattice.split(read, workers))
+        reads = [chunk.args[0] for chunk in first.chunks]
+        assert len(reads) == slices and all(r.name.startswith("read-chunk") for r in reads)
+        assert [r.workers for r in reads] == [gpus[i % 4] for i in range(slices)]
+        assert sum(r.args[0].rows for r in reads) == len(big)
+    one = Workers(8, 2, True, "{}", 8, None, gpus=gpus[:1])  # one GPU: any of its workers
+    first = next(lattice.split(lattice.read(str(path), options, read_on_workers_rows=1000), one))
+    assert {chunk.args[0].workers for chunk in first.chunks} == {()} and len(first.chunks) == 16
+
+
 def test_a_big_file_to_one_file_where_the_workers_cannot_write(local, book, in_process, tmp_path, monkeypatch, caplog):
     from distprice.cluster.tasks import can_write
 

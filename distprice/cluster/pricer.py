@@ -258,14 +258,16 @@ class Pricer:
             watch.check()
 
     def _started(self, work: Work, sent: dict, watch: Watch) -> list:
-        """Posts ``work``'s figures, sends its kept chunks then its own and shows their progress; the futures of
-        its own chunks."""
+        """Posts ``work``'s figures, sends its own chunks then its kept ones and shows the progress of its own;
+        their futures. Its own go first: a worker runs a task as soon as what it takes is done, so a kept
+        chunk sent first (a slice priced and written) would hold the worker's threads before the stage's own
+        (its checks) reached it."""
         if work.figures is not None:
             self._post(watch.job, **work.figures)
         if work.outline is not None:
             self.last_outline = work.outline
-        self._send(work.kept, sent, watch)
         futures = self._send(work.chunks, sent, watch)
+        self._send(work.kept, sent, watch)
         self._show_progress(futures, work.label)
         return futures
 

@@ -52,7 +52,7 @@ from ..lattice.dated import unmatched_lines
 from ..lattice.geometry import node_steps
 from ..lattice.instruments import DUPLICATE_ID, Instruments, duplicated_ids, id_hashes, prepare
 from ..lattice.quotes import Quotes
-from ..planner import FileSlice, chunk_count, spans, table_slices, task_count, work_grid
+from ..planner import FileSlice, chunk_count, shared_gpu_slices, spans, table_slices, task_count, work_grid
 from ..precision import precision_name
 from ..scenarios import Market
 from ..tables import (
@@ -298,16 +298,19 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     invalid."""
     options, market = file.options, file.market
     full = options.scenario_table == "full" and market.scenarios is not None
-    slices = table_slices(
-        file.groups,
-        chunk_count(file.rows, workers.count, workers.chunks_per_worker),
-        opening=workers.count if workers.gpu else 0,
-    )
+    gpus = len(workers.gpus)
+    if workers.gpu and workers.gpu_processes > 1 and len(market.curve_sets) > 1 and options.risk is None:
+        count = shared_gpu_slices(file.rows, gpus, workers.gpu_processes, workers.chunks_per_worker)
+        slices = table_slices(file.groups, count, opening=gpus)
+    else:
+        count = chunk_count(file.rows, workers.count, workers.chunks_per_worker)
+        slices = table_slices(file.groups, count, opening=workers.count if workers.gpu else 0)
     figures = dict(
         name=file.path, rows=file.rows, chunks=len(slices), scenarios=len(market.curve_sets), predicted_seconds=0.0
     )
     # a worker reads and checks its slices before it prices any, so that the whole file's checks end early and the
-    # client joins the parts while the rest are priced: checks first, then reads, then pricing, each in file order
+    # client joins the parts while the rest are priced: checks first, then reads, then pricing, each in file order;
+    # on several GPUs that several workers share, the slices go round the GPUs, and each is priced where it is read
     n = len(slices)
     read = [
         Chunk(
@@ -315,6 +318,7 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
             read_chunk,
             (piece, market, options, workers.model, workers.gpu, workers.gpu_processes),
             priority=n - i,
+            workers=workers.on_gpu(i),
         )
         for i, piece in enumerate(slices)
     ]

@@ -89,10 +89,7 @@ def placed(start: int, ranges: int, engine: str, workers: Workers) -> list[tuple
     """The workers each of a job's ``ranges`` ranges is sent to: on GPUs shared by several workers, range ``i``
     of a job of several to the workers of GPU ``start + i`` (counted round the GPUs); elsewhere, and a job of one
     range, any worker."""
-    gpus = workers.gpus
-    if engine == "gpu" and workers.gpu_processes > 1 and 1 < ranges <= len(gpus):
-        return [gpus[(start + i) % len(gpus)] for i in range(ranges)]
-    return [()] * ranges
+    return [workers.on_gpu(start + i) if engine == "gpu" and ranges > 1 else () for i in range(ranges)]
 
 
 TASK = "mc_paths_"

@@ -44,6 +44,14 @@ class Workers:
     gpus: tuple[tuple[str, ...], ...] = ()
     """The addresses of the workers on each GPU, a tuple per GPU (empty without GPUs, or where not known)."""
 
+    def on_gpu(self, i: int) -> tuple[str, ...]:
+        """The workers of GPU ``i`` (counted round the GPUs), for a task sent there: where several worker processes
+        share each of several GPUs, so that a job's tasks spread evenly over the GPUs, not over the workers;
+        elsewhere none (any worker)."""
+        if self.gpu_processes > 1 and len(self.gpus) > 1:
+            return self.gpus[i % len(self.gpus)]
+        return ()
+
     def at_once(self, chunks: int) -> float:
         """The pricings in one process whose work the workers do at once on a job of ``chunks`` chunks: the cost
         model's seconds of the whole job over this are its predicted seconds on the cluster."""
@@ -77,7 +85,7 @@ class Work:
     progress bar; ``figures`` are what the dashboard's page shows of the job (the keywords of
     :func:`~distprice.cluster.dashboard.post_job`), None to show nothing new.
 
-    ``kept``: chunks sent first, before the stage's own, whose results later stages take: they stay on the
+    ``kept``: chunks sent with the stage's own (after them), whose results later stages take: they stay on the
     workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
     that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told)."""
 
