@@ -258,16 +258,13 @@ class Pricer:
             watch.check()
 
     def _started(self, work: Work, sent: dict, watch: Watch) -> list:
-        """Posts ``work``'s figures, sends its own chunks then its kept ones and shows the progress of its own;
-        their futures. Its own go first: a worker runs a task as soon as what it takes is done, so a kept
-        chunk sent first (a slice priced and written) would hold the worker's threads before the stage's own
-        (its checks) reached it."""
+        """Posts ``work``'s figures, sends its chunks and its kept ones together and shows the progress of its
+        own; their futures."""
         if work.figures is not None:
             self._post(watch.job, **work.figures)
         if work.outline is not None:
             self.last_outline = work.outline
-        futures = self._send(work.chunks, sent, watch)
-        self._send(work.kept, sent, watch)
+        futures = self._send([*work.chunks, *work.kept], sent, watch)[: len(work.chunks)]
         self._show_progress(futures, work.label)
         return futures
 
@@ -275,26 +272,32 @@ class Pricer:
     def _send(chunks, sent: dict, watch: Watch) -> list:
         """Sends a task for each of ``chunks`` and for each chunk they take as an argument, unless ``sent`` (the
         job's chunks already sent, and their futures) holds it, keyed ``<name>-<job id>`` (a chunk run ``again``:
-        :func:`.dashboard.again_key`); the futures of ``chunks``."""
+        :func:`.dashboard.again_key`); the futures of ``chunks``. The chunks go in a graph each time all they take
+        has been sent (reads, then what takes them: a few graphs, not a message a task), so that a worker gets a
+        slice's checks with its pricing, and runs them first."""
+        pending: dict[Chunk, None] = {}
 
-        def send(chunk: Chunk):
-            if chunk not in sent:
-                args = [send(a) if isinstance(a, Chunk) else a for a in chunk.args]
-                key = f"{chunk.name}-{watch.job}"
-                sent[chunk] = watch.submit(
-                    run_chunk,
-                    chunk.run,
-                    *args,
-                    key=dashboard.again_key(key) if chunk.again else key,
-                    priority=chunk.priority,
-                    workers=list(chunk.workers) or None,
-                    allow_other_workers=bool(chunk.workers),
-                )
-            return sent[chunk]
+        def add(chunk: Chunk) -> None:
+            if chunk not in sent and chunk not in pending:
+                for a in chunk.args:
+                    if isinstance(a, Chunk):
+                        add(a)
+                pending[chunk] = None
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*large graph.*")  # tasks carry their inputs
-            return [send(chunk) for chunk in chunks]
+        for chunk in chunks:
+            add(chunk)
+        while pending:
+            ready = [c for c in pending if all(a in sent for a in c.args if isinstance(a, Chunk))]
+            tasks = []
+            for c in ready:
+                key = f"{c.name}-{watch.job}"
+                args = (c.run, *(sent[a] if isinstance(a, Chunk) else a for a in c.args))
+                tasks.append((dashboard.again_key(key) if c.again else key, run_chunk, args, c.priority, c.workers))
+                del pending[c]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*large graph.*")  # tasks carry their inputs
+                sent.update(zip(ready, watch.send(tasks)))
+        return [sent[chunk] for chunk in chunks]
 
     @contextlib.contextmanager
     def _watched(self, timeout: float | None = None):

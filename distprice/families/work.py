@@ -85,7 +85,7 @@ class Work:
     progress bar; ``figures`` are what the dashboard's page shows of the job (the keywords of
     :func:`~distprice.cluster.dashboard.post_job`), None to show nothing new.
 
-    ``kept``: chunks sent with the stage's own (after them), whose results later stages take: they stay on the
+    ``kept``: chunks sent with the stage's own, whose results later stages take: they stay on the
     workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
     that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told)."""
 
