@@ -37,7 +37,9 @@ class _Table:
 
     def __init__(self, name: str, frame: pd.DataFrame, problems: list[Problem]):
         self.name, self.frame, self.problems = name, frame, problems
-        self.jobs = [_key(v) if pd.notna(v) else None for v in frame["job"]]
+        codes, labels = pd.factorize(frame["job"])  # each distinct label made a key once
+        keys = [_key(v) for v in labels]
+        self.jobs = [keys[c] if c >= 0 else None for c in codes]
         self.rows: dict[str, list[int]] = {}
         for r, job in enumerate(self.jobs):
             if job is None:
