@@ -116,7 +116,7 @@ def adjust(business, calendar, day, convention):
     business day, costs a bit test; a holiday calls :func:`move`."""
     if convention == UNADJUSTED or is_business(business, calendar, day):
         return day
-    return move(business, calendar, day, convention)
+    return move(business, calendar, day, np.int64(convention))  # one compiled move for int8 and int64 codes
 
 
 @numba.njit(cache=True)

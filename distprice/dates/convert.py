@@ -160,6 +160,7 @@ def _strict_iso(text) -> np.ndarray | None:
         _, offsets, data = chunk.buffers()
         width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
         offsets = np.frombuffer(offsets, dtype=width)[chunk.offset : chunk.offset + n + 1] if n else np.zeros(1, width)
+        offsets = offsets.astype(np.int64, copy=False)  # one compiled kernel for both widths
         data = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
         valid = chunk.is_valid().to_numpy(zero_copy_only=False) if chunk.null_count else np.zeros(0, dtype=bool)
         if not _iso_days(offsets, data, valid, days[start : start + n]):

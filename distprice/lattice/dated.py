@@ -948,16 +948,17 @@ def _merge(
         k = p_off[r] if p_off[r + 1] > p_off[r] else -1  # the row's live coupons in the schedules' arrays
         # coupon i, the latest not merged yet (paid on dc; NONE_DAY once i < first), from d0 to d1 on the
         # reference period (b, d1); and coupon i + 1, merged last, from n0 to n1 on (nb, n1)
-        i, d0, d1, b, dc = row.periods, 0, 0, 0, NONE_DAY
-        n0, n1, nb = 0, 0, 0
+        # days start as np.int64(0), not a literal 0, for which numba would compile every callee once more
+        i, dc = row.periods, NONE_DAY
+        d0 = d1 = b = n0 = n1 = nb = np.int64(0)
         if i >= first:
             d1 = schedule_date(business, row, i, issue[r], calendar[r], accrual[r])
             d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
             dc = adjust(business, calendar[r], d1, payment[r])
-        period, anchor, aux = -1, 0, 0  # the coupon whose accrual_anchor is at hand
+        period, anchor, aux = -1, np.int64(0), np.int64(0)  # the coupon whose accrual_anchor is at hand
         american = code[r] == AMERICAN
         thirty = dc_r == THIRTY_360 or dc_r == THIRTY_E_360
-        y1, m1, a1 = 0, 0, 0  # of the end of the coupon merged next, on the 30/360 counts
+        y1 = m1 = a1 = np.int64(0)  # of the end of the coupon merged next, on the 30/360 counts
         e, end = offsets[r], offsets[r + 1]
         while e < end:
             if walk:
