@@ -595,14 +595,20 @@ def write_tables(tables: Iterable[pd.DataFrame], path) -> int:
 @contextlib.contextmanager
 def scratch_folder(path):
     """An empty hidden folder beside ``path`` for the time of the block, then removed with what it holds (an
-    error of writing in it as :class:`OutputError`, :func:`_writing`)."""
+    error of writing in it as :class:`OutputError`, :func:`_writing`): at once where the block left it empty
+    (its parts joined and removed), else as :func:`_discard` removes a folder late writers may still fill."""
     path = check_output(path)
     with _writing(path):
         folder = _beside(path, ".parts.tmp", folder=True)
     try:
         with _writing(path, NO_ROOM):
             yield folder
-    finally:
+    except BaseException:
+        _discard(folder, path)
+        raise
+    try:
+        folder.rmdir()
+    except OSError:
         _discard(folder, path)
 
 

@@ -478,3 +478,48 @@ def test_cli_run_on_a_local_cluster_config(tmp_path, book, in_process):
     assert "dashboard: http://127.0.0.1:" in result.output
     assert "priced 1000 of 1000 rows" in result.output and "on 2 workers" in result.output
     assert_same_prices(pd.read_csv(tmp_path / "priced.csv"), in_process.head(1000))
+
+
+class _Done:
+    """A future that is done, or not yet (``ready``), holding ``value``."""
+
+    def __init__(self, value, ready=True):
+        self.value, self.ready = value, ready
+
+    def done(self):
+        return self.ready
+
+
+class _Fetching:
+    """A watch whose waits make a future done and whose gathers are counted, each a message."""
+
+    def __init__(self):
+        self.messages = []
+
+    def wait(self, futures):
+        for f in futures:
+            f.ready = True
+
+    def gather(self, futures):
+        self.messages.append([f.value for f in futures])
+        return [f.value for f in futures]
+
+    def cancel(self):
+        pass
+
+
+def test_light_results_already_done_come_in_one_message_in_order():
+    futures = [_Done(i, ready=i not in (0, 5)) for i in range(8)]
+    watch = _Fetching()
+    results = list(Pricer._ordered(futures, watch, lambda i, r: (i, r * 10), run=4))
+    assert results == [(i, i * 10) for i in range(8)]
+    # the first waits for future 0, then takes 1-3 with it (a run of 4); 4 alone (5 not done); 5 waited for, 6, 7
+    assert watch.messages == [[0, 1, 2, 3], [4], [5, 6, 7]]
+    assert futures == [None] * 8  # each released once handed on
+
+
+def test_results_of_a_stage_not_light_come_one_message_each():
+    futures = [_Done(i) for i in range(3)]
+    watch = _Fetching()
+    assert list(Pricer._ordered(futures, watch)) == [0, 1, 2]
+    assert watch.messages == [[0], [1], [2]]

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from distprice.errors import InvalidInputError, OptionError
-from distprice.tables import check_output, read_portfolio, read_table, write_tables
+from distprice.tables import check_output, read_portfolio, read_table, scratch_folder, write_tables
 
 
 def pieces(count, rows=1000, fail_at=None):
@@ -234,3 +234,17 @@ def test_a_row_that_breaks_the_csv_form_is_named_and_shown_escaped(tmp_path):
     assert "\x1b" not in said and "\u202e" not in said
     result = CliRunner().invoke(main, ["run", "--portfolio", str(path), "--output", str(tmp_path / "o.csv")])
     assert result.exit_code == 2 and "row 2: 4 field(s)" in result.output and "\\x1b[31m64\\u202e" in result.output
+
+
+def test_a_scratch_folder_is_removed_whether_left_empty_or_not(tmp_path):
+    output = tmp_path / "priced.parquet"
+    with scratch_folder(output) as folder:
+        assert folder.is_dir() and folder.parent == tmp_path and folder.name.endswith(".parts.tmp")
+    assert not folder.exists()
+    with scratch_folder(output) as folder:
+        (folder / "part.0.parquet").write_bytes(b"left")
+    assert not folder.exists()
+    with pytest.raises(KeyError), scratch_folder(output) as folder:
+        (folder / "part.0.parquet").write_bytes(b"left")
+        raise KeyError("a failed job")
+    assert list(tmp_path.iterdir()) == []

@@ -49,6 +49,9 @@ from .watch import Watch, connected
 
 log = logging.getLogger(__name__)
 
+FETCH_RUN = 16
+"""The most results of a stage's light chunks (:attr:`~distprice.families.Work.light`) fetched in one message."""
+
 
 class Pricer:
     """A cluster kept across pricing jobs (scheduled risk runs price many portfolios on one cluster).
@@ -238,7 +241,7 @@ class Pricer:
         work = split if isinstance(split, Work) else self._last_stage(split, sent, watch)
         futures = self._started(work, sent, watch)
         sent.clear()
-        return work.combine(self._ordered(futures, watch, work.each))
+        return work.combine(self._ordered(futures, watch, work.each, FETCH_RUN if work.light else 1))
 
     def _last_stage(self, stages: Stages, sent: dict, watch: Watch) -> Work:
         """Runs each stage the family yields, its results gathered and its ``combine``'s result sent back to the
@@ -388,24 +391,30 @@ class Pricer:
             follow(self.client, futures, label)
 
     @staticmethod
-    def _ordered(futures, watch: Watch, each=None):
+    def _ordered(futures, watch: Watch, each=None, run: int = 1):
         """The results of ``futures`` in their order (``each(i, result)`` of each, when given), each released
-        once handed on; the next result is fetched from its worker (and ``each`` applied) while the caller uses
-        this one (writes it, say). Whatever stops the caller (an error, a signal, the generator closed early)
-        cancels the job before the fetching thread is joined."""
+        once handed on; the next results are fetched from their workers (and ``each`` applied) while the caller
+        uses these (writes them, say): the next one's, with those after it already done, up to ``run`` of them in
+        one message. Whatever stops the caller (an error, a signal, the generator closed early) cancels the job
+        before the fetching thread is joined."""
 
-        def fetched(i: int):
-            result = watch.result(futures[i])
-            return result if each is None else each(i, result)
+        def fetched(i: int) -> list:
+            watch.wait([futures[i]])
+            end = i + 1
+            while end < min(len(futures), i + run) and futures[end].done():
+                end += 1
+            results = watch.gather(futures[i:end])
+            return results if each is None else [each(k, r) for k, r in enumerate(results, start=i)]
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="distprice-fetch") as fetch:
             try:
-                ahead = fetch.submit(fetched, 0) if futures else None
-                for i in range(len(futures)):
-                    frame = ahead.result()
-                    futures[i] = None
-                    ahead = fetch.submit(fetched, i + 1) if i + 1 < len(futures) else None
-                    yield frame
+                i, ahead = 0, fetch.submit(fetched, 0) if futures else None
+                while ahead is not None:
+                    results = ahead.result()
+                    futures[i : i + len(results)] = [None] * len(results)
+                    i += len(results)
+                    ahead = fetch.submit(fetched, i) if i < len(futures) else None
+                    yield from results
             except BaseException:
                 watch.cancel()
                 raise

@@ -363,7 +363,7 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
             Chunk(w.name, write_read_chunk, (r, mine, file.folder, i, len(slices), w), again=True) if mine else w
             for i, (r, w, mine) in enumerate(zip(read, written, found))
         ]
-        return Work(again, lambda tallies: (tally, Parts(paths(tallies))), "pricing and writing", figures)
+        return Work(again, lambda tallies: (tally, Parts(paths(tallies))), "pricing and writing", figures, light=True)
     priced = [
         Chunk(f"{task_name(s['engines'] or ['none'], options.real)}-{i}", price_read_chunk, (r, mine), priority=-i)
         for i, (r, s, mine) in enumerate(zip(read, summaries, found))

@@ -87,7 +87,9 @@ class Work:
 
     ``kept``: chunks sent with the stage's own, whose results later stages take: they stay on the
     workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
-    that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told)."""
+    that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told).
+    ``light``: each chunk's result is a few bytes (a tally, the templates of the parts a worker wrote), so those
+    already done are fetched together, one message for a run of them."""
 
     chunks: list[Chunk]
     combine: Callable[[Iterator], Any]
@@ -96,6 +98,7 @@ class Work:
     each: Callable[[int, Any], Any] | None = None
     kept: tuple[Chunk, ...] = ()
     outline: Outline | None = None
+    light: bool = False
 
 
 @dataclass(frozen=True)
