@@ -703,8 +703,8 @@ def test_id_hashes_find_the_ids_two_slices_share(kind):
 @given(st.lists(st.integers(-(2**63), 2**64 - 1), max_size=300), st.integers(0, 5), st.integers(0, 2**32))
 def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
     """The bucketed hash tables of ``_same_hash`` flag exactly the keys a sort finds twice or more: any 64-bit
-    keys (signed or not, sequential, all alike), repeated anywhere, in books small and (with few keys a bucket)
-    in many buckets."""
+    keys (signed or not, sequential, all alike), repeated anywhere or in order, in books small and (with few keys a
+    bucket) in many buckets."""
     from distprice.lattice import instruments
 
     rng = np.random.default_rng(seed)
@@ -726,6 +726,8 @@ def test_repeated_keys_are_found_as_a_sort_finds_them(values, copies, seed):
         try:
             np.testing.assert_array_equal(instruments._same_hash(keys), expected)
             np.testing.assert_array_equal(instruments._same_hash(keys.view(np.int64)), expected)
+            # in order (ids ascending: no key repeats, found without the tables; else the tables find them)
+            np.testing.assert_array_equal(instruments._same_hash(ordered), np.flatnonzero(np.isin(ordered, twice)))
         finally:
             instruments.BUCKET_KEYS = 1024
 

@@ -523,3 +523,25 @@ def test_results_of_a_stage_not_light_come_one_message_each():
     watch = _Fetching()
     assert list(Pricer._ordered(futures, watch)) == [0, 1, 2]
     assert watch.messages == [[0], [1], [2]]
+
+
+def _after(seconds: float, value: int) -> int:
+    time.sleep(seconds)
+    return value
+
+
+def test_a_stage_results_are_fetched_as_they_are_done_and_handed_on_in_order(local, monkeypatch):
+    from distprice.cluster.watch import Watch
+
+    watch = Watch(local, no_workers_timeout=30)
+    futures = [local.submit(_after, s, i, pure=False) for i, s in enumerate((1.5, 0.0, 3.0))]
+    messages = []
+    gather = local.gather
+
+    def counted(fs):
+        messages.append(len(fs))
+        return gather(fs)
+
+    monkeypatch.setattr(local, "gather", counted)
+    assert watch.gather(futures) == [0, 1, 2]
+    assert len(messages) >= 2 and sum(messages) == 3  # the early ones fetched before the last ended

@@ -67,26 +67,32 @@ class Watch:
         self.futures.update(futures)
         return futures
 
-    def result(self, future):
-        """The result of one of the job's tasks, once done."""
-        self.wait([future])
-        return self._fetched(lambda: future.result())
-
     def gather(self, futures) -> list:
-        """The results of ``futures``, in order, once every one is done."""
-        self.wait(futures)
-        return self._fetched(lambda: self.client.gather(futures))
+        """The results of ``futures``, in order, once every one is done: those done are fetched while the others
+        still run (a message for those done at once), so that little is left to fetch when the last ends."""
+        results: list = [None] * len(futures)
+        pending = dict(enumerate(futures))
+        while pending:
+            self.wait(list(pending.values()), first=True)
+            done = [i for i, f in pending.items() if f.done()]
+            fetched = self._fetched(lambda: self.client.gather([pending[i] for i in done]))
+            for i, result in zip(done, fetched):
+                results[i] = result
+                del pending[i]
+        return results
 
-    def wait(self, futures) -> None:
-        """Waits until every one of ``futures`` is done (finished, failed or cancelled), looking at the
-        cluster and the clock every POLL_SECONDS."""
+    def wait(self, futures, first: bool = False) -> None:
+        """Waits until every one of ``futures`` is done (finished, failed or cancelled), or with ``first`` until
+        one is, looking at the cluster and the clock every POLL_SECONDS."""
         from distributed import wait
 
         pending = [f for f in futures if not f.done()]
+        if first and len(pending) < len(futures):
+            return
         while pending:
             self.check()
             try:
-                wait(pending, timeout=POLL_SECONDS)
+                wait(pending, timeout=POLL_SECONDS, return_when="FIRST_COMPLETED" if first else "ALL_COMPLETED")
             except TimeoutError:
                 pending = [f for f in pending if not f.done()]
             except concurrent.futures.CancelledError:

@@ -410,6 +410,8 @@ def _duplicated(raw: pd.Series | None, missing: np.ndarray) -> np.ndarray:
 def _same_hash(keys: np.ndarray) -> np.ndarray:
     """Positions (sorted) of the keys (64-bit integers) that another position also holds."""
     keys = np.ascontiguousarray(keys).view(np.uint64)
+    if len(keys) < 2 or bool(np.all(keys[1:] > keys[:-1])):  # ascending (integer ids in order): none repeats
+        return np.zeros(0, dtype=np.int64)
     bits = max(0, int(np.ceil(np.log2(max(len(keys), 1) / BUCKET_KEYS))))
     start, order, size = _buckets(keys, bits)
     out = np.zeros(len(keys), dtype=np.bool_)
