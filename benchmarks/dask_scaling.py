@@ -316,7 +316,7 @@ def main(argv=None):
         "--workers-per-gpu",
         type=int,
         default=None,
-        help="worker processes per GPU (default: the cluster's, half the cores per GPU up to 8)",
+        help="worker processes per GPU (default: the cluster's, half the cores per GPU up to 6)",
     )
     parser.add_argument("--shifts-bp", type=parse_shifts, default=None, help="parallel shifts, e.g. -100,0,100")
     parser.add_argument("--shift-count", type=int, default=0, help="N shifts 10 bp apart, centred on 0")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,14 +284,25 @@ def footer(path) -> Footer:
     return Footer(meta, 4, size - 8 - length)
 
 
-class Joined:
-    """One Parquet file written part by part into the open binary ``file``: :meth:`add` copies a part's row
-    groups and fills in their footer entries, :meth:`close` writes the footer. Every part must have the first
-    part's schema (ValueError)."""
+COPIERS = 4
+"""Threads that copy parts' bytes into a joined file at once (each copy at its own offset, in the kernel)."""
 
-    def __init__(self, file):
-        self.file, self.first, self.groups, self.rows = file, None, [], 0
+
+class Joined:
+    """One Parquet file written part by part into the open binary ``file``: :meth:`add` places a part's row groups
+    after the previous part's and fills in their footer entries, its bytes copied on one of ``copiers`` threads
+    (and the part removed after, with ``remove``) while the next parts come; :meth:`close` waits for the copies
+    and writes the footer. Every part must have the first part's schema (ValueError)."""
+
+    def __init__(self, file, copiers: ThreadPoolExecutor, remove: bool = False):
+        self.file, self.copiers, self.remove = file, copiers, remove
+        self.first: Template | None = None
+        self.groups: list[Encoded] = []
+        self.copies: list[Future] = []
+        self.rows = 0
         file.write(MAGIC)
+        file.flush()
+        self.end = len(MAGIC)
 
     def add(self, part) -> None:
         """Adds a part: a :class:`Template`, or the path of a Parquet file (its template made here)."""
@@ -299,53 +311,56 @@ class Joined:
             self.first = part
         elif part.schema != self.first.schema:
             raise ValueError(f"{part.path}: its schema differs from the first part's")
-        by = self.file.tell() - part.start
-        with open(part.path, "rb") as source:
-            _copy(source, self.file, part.start, part.stop - part.start)
+        count = part.stop - part.start
+        self.copies.append(self.copiers.submit(_copy, part.path, part.start, self.file, self.end, count, self.remove))
         for group in part.groups:
-            self.groups.append(Encoded(_filled(group, by, len(self.groups))))
+            self.groups.append(Encoded(_filled(group, self.end - part.start, len(self.groups))))
+        self.end += count
         self.rows += part.rows
 
     def close(self) -> None:
         if self.first is None:
             raise ValueError("no part to join")
+        for copy in self.copies:
+            copy.result()
         fields = [list(f) for f in self.first.meta.fields]
         fields.append([ROW_GROUPS, LIST, List(STRUCT, self.groups)])
         meta = Struct(sorted(fields, key=lambda f: f[0]))
         meta.set(NUM_ROWS, self.rows)
         data = encode(meta)
+        self.file.seek(self.end)
         self.file.write(data + struct.pack("<I", len(data)) + MAGIC)
 
 
-def _copy(source, target, offset: int, count: int) -> None:
-    """``count`` bytes of ``source`` from ``offset`` to the end of ``target``: in the kernel where it can
-    (``copy_file_range``), else through memory."""
-    target.flush()
-    at, done = target.tell(), 0
-    try:
+def _copy(path, offset: int, target, at: int, count: int, remove: bool) -> None:
+    """``count`` bytes of the file ``path`` from ``offset`` into ``target`` at ``at``, in the kernel where it can
+    (``copy_file_range``), else through memory; then, with ``remove``, the file removed."""
+    out, done = target.fileno(), 0
+    with open(path, "rb") as source:
+        try:
+            while done < count:
+                sent = os.copy_file_range(source.fileno(), out, count - done, offset + done, at + done)
+                if not sent:
+                    break
+                done += sent
+        except OSError:  # another file system, or a kernel without it: the rest through memory
+            pass
         while done < count:
-            sent = os.copy_file_range(source.fileno(), target.fileno(), count - done, offset + done, at + done)
-            if not sent:
-                break
-            done += sent
-    except OSError:  # another file system, or a kernel without it: the rest through memory
-        pass
-    source.seek(offset + done)
-    target.seek(at + done)
-    while done < count:
-        block = source.read(min(count - done, 1 << 24))
-        target.write(block)
-        done += len(block)
+            block = os.pread(source.fileno(), min(count - done, 1 << 24), offset + done)
+            if not block:
+                raise ValueError(f"{path}: shorter than its footer says")
+            done += os.pwrite(out, block, at + done)
+    if remove:
+        os.unlink(path)
 
 
 def join_parquet(parts, path, remove: bool = False) -> int:
     """The Parquet files ``parts`` (paths or :class:`Template` values, in order) joined into one file at
-    ``path``; returns its rows. With ``remove`` each part is deleted once its bytes are copied."""
-    with open(Path(path), "wb") as file:
-        joined = Joined(file)
+    ``path``; returns its rows. With ``remove`` each part is deleted once its bytes are copied; all are copied
+    (and removed) when this returns."""
+    with open(Path(path), "wb") as file, ThreadPoolExecutor(COPIERS, thread_name_prefix="distprice-join") as copiers:
+        joined = Joined(file, copiers, remove)  # the copies end (the executor's exit) before the file closes
         for part in parts:
             joined.add(part)
-            if remove:
-                os.unlink(part.path if isinstance(part, Template) else part)
         joined.close()
     return joined.rows

@@ -100,12 +100,12 @@ def test_local_cuda_workers_share_each_gpu_and_see_only_it(monkeypatch):
     assert scheduler["options"]["dashboard"] is False and scheduler["options"]["protocol"] == "tls://"
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     defaults = ClusterConfig(kind="local-cuda")
-    assert [workers_per_gpu(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    assert [workers_per_gpu(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [6, 4, 2, 1, 1]
     # the cores the workers leave become their threads, at most 4 each
     assert [gpu_worker_threads(defaults, gpus) for gpus in (1, 2, 4, 8, 16)] == [2, 2, 2, 2, 1]
     assert gpu_worker_threads(ClusterConfig(kind="local-cuda", workers_per_gpu=1), 1) == 4
     monkeypatch.setattr("os.cpu_count", lambda: 128)
-    assert workers_per_gpu(defaults, 8) == 8 and workers_per_gpu(config, 8) == 2
+    assert workers_per_gpu(defaults, 8) == 6 and workers_per_gpu(config, 8) == 2
     assert gpu_worker_threads(defaults, 8) == 2 and gpu_worker_threads(config, 8) == 3
     assert gpu_cluster_spec(defaults, ["0"], security)[1]["gpu0-0"]["options"]["nthreads"] == 4
 

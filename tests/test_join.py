@@ -65,3 +65,31 @@ def test_parts_of_another_schema_or_not_parquet_are_refused(tmp_path):
     pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "indexed.parquet", write_page_index=True)
     with pytest.raises(ValueError, match="page indexes"):
         footer(tmp_path / "indexed.parquet")
+
+
+def test_parts_joined_with_remove_are_all_gone_when_the_join_returns(tmp_path):
+    rng = np.random.default_rng(3)
+    frames = [_part(rng, n, 100 * k) for k, n in enumerate([40, 1, 77])]
+    for k, frame in enumerate(frames):
+        write_part(frame, tmp_path, k)
+    parts = [template(p) for p in sorted(tmp_path.glob("part-*.parquet"))]
+    assert join_parquet(parts, tmp_path / "joined.parquet", remove=True) == 118
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["joined.parquet"]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "joined.parquet"), pd.concat(frames, ignore_index=True))
+
+
+def test_parts_are_copied_through_memory_where_the_kernel_cannot_copy(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    frames = [_part(rng, n, 1000 * k) for k, n in enumerate([70_000, 3, 900])]
+    for k, frame in enumerate(frames):
+        write_part(frame, tmp_path, k)
+    parts = sorted(tmp_path.glob("part-*.parquet"))
+    join_parquet(parts, tmp_path / "kernel.parquet")
+
+    def unsupported(*args):
+        raise OSError("copy_file_range: not supported here")
+
+    monkeypatch.setattr("os.copy_file_range", unsupported)
+    join_parquet(parts, tmp_path / "memory.parquet")
+    assert (tmp_path / "memory.parquet").read_bytes() == (tmp_path / "kernel.parquet").read_bytes()
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "memory.parquet"), pd.concat(frames, ignore_index=True))

@@ -29,9 +29,11 @@ from ..job import JobOptions, valuation_day
 
 JOBQUEUE_KINDS = ("slurm", "pbs")
 CLUSTER_KINDS = ("local", "local-cuda", "address", *JOBQUEUE_KINDS)
-WORKERS_PER_GPU = 8
+WORKERS_PER_GPU = 6
 """The most worker processes a ``local-cuda`` cluster gives a GPU by default (on a 16-core H100 host, 10^6
-rows priced from Parquet to Parquet: 6.9 s with one, 4.2 s with two, 3.2-3.8 s with four to eight)."""
+rows priced from Parquet to Parquet: 6.9 s with one, 4.2 s with two, 3.2-3.8 s with four to eight; on H200
+hosts of 16 cores a GPU, six against eight: 10 copies of R1 to one file on two GPUs 0.66-0.73 s against
+0.72-0.75 s, on one GPU 1.03-1.16 s against 1.07-1.11 s, under 16 shifts 12.9-13.1 s against 13.7 s)."""
 WORKER_THREADS = 4
 """The most threads a ``local-cuda`` worker gets by default (on that host, 8 workers of 2 threads price 10^6
 rows from Parquet to a folder of parts in 1.5 s, against 1.7 s with one thread)."""
