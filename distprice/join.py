@@ -312,7 +312,8 @@ class Joined:
         elif part.schema != self.first.schema:
             raise ValueError(f"{part.path}: its schema differs from the first part's")
         count = part.stop - part.start
-        self.copies.append(self.copiers.submit(_copy, part.path, part.start, self.file, self.end, count, self.remove))
+        copy = self.copiers.submit(_copy, part.path, part.start, self.file.name, self.end, count, self.remove)
+        self.copies.append(copy)
         for group in part.groups:
             self.groups.append(Encoded(_filled(group, self.end - part.start, len(self.groups))))
         self.end += count
@@ -333,23 +334,28 @@ class Joined:
 
 
 def _copy(path, offset: int, target, at: int, count: int, remove: bool) -> None:
-    """``count`` bytes of the file ``path`` from ``offset`` into ``target`` at ``at``, in the kernel where it can
-    (``copy_file_range``), else through memory; then, with ``remove``, the file removed."""
-    out, done = target.fileno(), 0
-    with open(path, "rb") as source:
-        try:
-            while done < count:
-                sent = os.copy_file_range(source.fileno(), out, count - done, offset + done, at + done)
-                if not sent:
-                    break
-                done += sent
-        except OSError:  # another file system, or a kernel without it: the rest through memory
-            pass
+    """``count`` bytes of the file ``path`` from ``offset`` into the file ``target`` at ``at`` (through handles of
+    this copy's own), in the kernel where it can (``copy_file_range``), else through memory; then, with
+    ``remove``, the file removed."""
+    done = 0
+    with open(path, "rb") as source, open(target, "r+b") as out:
+        if hasattr(os, "copy_file_range"):  # Linux
+            try:
+                while done < count:
+                    sent = os.copy_file_range(source.fileno(), out.fileno(), count - done, offset + done, at + done)
+                    if not sent:
+                        break
+                    done += sent
+            except OSError:  # another file system, or a kernel without it: the rest through memory
+                pass
+        source.seek(offset + done)
+        out.seek(at + done)
         while done < count:
-            block = os.pread(source.fileno(), min(count - done, 1 << 24), offset + done)
+            block = source.read(min(count - done, 1 << 24))
             if not block:
                 raise ValueError(f"{path}: shorter than its footer says")
-            done += os.pwrite(out, block, at + done)
+            out.write(block)
+            done += len(block)
     if remove:
         os.unlink(path)
 

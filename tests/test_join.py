@@ -78,7 +78,8 @@ def test_parts_joined_with_remove_are_all_gone_when_the_join_returns(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "joined.parquet"), pd.concat(frames, ignore_index=True))
 
 
-def test_parts_are_copied_through_memory_where_the_kernel_cannot_copy(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kernel", ["refuses", "absent"])
+def test_parts_are_copied_through_memory_where_the_kernel_cannot_copy(tmp_path, monkeypatch, kernel):
     rng = np.random.default_rng(5)
     frames = [_part(rng, n, 1000 * k) for k, n in enumerate([70_000, 3, 900])]
     for k, frame in enumerate(frames):
@@ -89,7 +90,10 @@ def test_parts_are_copied_through_memory_where_the_kernel_cannot_copy(tmp_path, 
     def unsupported(*args):
         raise OSError("copy_file_range: not supported here")
 
-    monkeypatch.setattr("os.copy_file_range", unsupported)
+    if kernel == "absent":  # not Linux
+        monkeypatch.delattr("os.copy_file_range")
+    else:
+        monkeypatch.setattr("os.copy_file_range", unsupported)
     join_parquet(parts, tmp_path / "memory.parquet")
     assert (tmp_path / "memory.parquet").read_bytes() == (tmp_path / "kernel.parquet").read_bytes()
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "memory.parquet"), pd.concat(frames, ignore_index=True))
