@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,7 +299,7 @@ class Joined:
         self.file, self.copiers, self.remove = file, copiers, remove
         self.first: Template | None = None
         self.groups: list[Encoded] = []
-        self.copies: list[Future] = []
+        self.copies: deque[Future] = deque()  # the copies not yet seen to end well, in order
         self.rows = 0
         file.write(MAGIC)
         file.flush()
@@ -311,6 +312,7 @@ class Joined:
             self.first = part
         elif part.schema != self.first.schema:
             raise ValueError(f"{part.path}: its schema differs from the first part's")
+        self._check()
         count = part.stop - part.start
         copy = self.copiers.submit(_copy, part.path, part.start, self.file.name, self.end, count, self.remove)
         self.copies.append(copy)
@@ -318,6 +320,12 @@ class Joined:
             self.groups.append(Encoded(_filled(group, self.end - part.start, len(self.groups))))
         self.end += count
         self.rows += part.rows
+
+    def _check(self) -> None:
+        """Raises the error of the first copy that failed among those ended (a full disk stops the join at the
+        next part, not at its end)."""
+        while self.copies and self.copies[0].done():
+            self.copies.popleft().result()
 
     def close(self) -> None:
         if self.first is None:

@@ -1,5 +1,8 @@
 """Parquet files joined without decoding them: the same table, row group by row group, as pyarrow reads it."""
 
+import errno
+import time
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -97,3 +100,25 @@ def test_parts_are_copied_through_memory_where_the_kernel_cannot_copy(tmp_path, 
     join_parquet(parts, tmp_path / "memory.parquet")
     assert (tmp_path / "memory.parquet").read_bytes() == (tmp_path / "kernel.parquet").read_bytes()
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "memory.parquet"), pd.concat(frames, ignore_index=True))
+
+
+def test_a_copy_that_fails_stops_the_join_at_the_next_part(tmp_path, monkeypatch):
+    """A full disk found by one part's copy ends the join when the next part comes, not after the last."""
+    for k in range(5):
+        write_part(_part(np.random.default_rng(k), 10, 10 * k), tmp_path, k)
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("distprice.join._copy", full)
+    handed = []
+
+    def parts():
+        for path in sorted(tmp_path.glob("part-*.parquet")):
+            handed.append(path)
+            yield path
+            time.sleep(0.2)  # the failed copy has ended before the next part comes
+
+    with pytest.raises(OSError, match="No space left"):
+        join_parquet(parts(), tmp_path / "joined.parquet", remove=True)
+    assert len(handed) == 2
