@@ -10,18 +10,18 @@ every quarter from 15 September 2006, valued on 16 August 2006 at a = 0.06, sigm
 0.15), its flat 4.65 % semiannual curve read as distprice reads rates (ACT/365F years), and QuantLib priced on that
 same curve.
 
-The truth is each row's price where every date is a node (one step a day of its curve's year: 365 or 360),
-where distprice and QuantLib agree to rounding (the script reports how close; QuantLib moves a call in the week
-before a coupon onto the coupon's date, so QuantLib's own daily price is its truth). At each number of steps a
-year: distprice ``before`` (every cash flow whole on its nearest step, as distprice priced until 2026-11-28),
-``after`` (flows between two steps spread over both, :mod:`distprice.lattice.placement`), ``richardson``
-(``2 P(2n) - P(n)`` of ``after`` where the grid of twice the steps is measured too; its cost both grids' node-steps)
-and QuantLib's ``TreeCallableFixedRateBondEngine`` given ``round(T * spy)`` steps, which it spreads over a time
-grid with every coupon and exercise date on a node (american rows have no QuantLib counterpart: left out of its
-columns). Errors are per 100 of face: the root mean square and the largest over the rows. Node-steps are
-distprice's (``2 width height``); QuantLib's are estimated as ``2 width n`` for the n steps it is given and the
-width of distprice's tree of that step: its time grid adds a node for a date between two steps, so it does at
-least that much work.
+The truth is each row's price where every date is a node (one step a day of its curve's year: 365 or 360), where
+distprice and QuantLib agree to rounding (the script reports how close; QuantLib moves a call in the week before a
+coupon onto the coupon's date, so QuantLib's own daily price is its truth). At each number of steps a year:
+distprice on a ``uniform`` grid (every tree of phase 0, its exercise dates rounded to their nearest steps, as
+distprice priced until 2026-11-29), distprice as it prices (``phase``: each dated tree's steps shifted to put its
+exercise dates on nodes, :mod:`distprice.lattice.geometry`), ``richardson`` (``2 P(2n) - P(n)`` of ``phase`` where
+the grid of twice the steps is measured too; its cost both grids' node-steps) and QuantLib's
+``TreeCallableFixedRateBondEngine`` given ``round(T * spy)`` steps, which it spreads over a time grid with every
+coupon and exercise date on a node (american rows have no QuantLib counterpart: left out of its columns). Errors are
+per 100 of face: the root mean square and the largest over the rows. Node-steps are distprice's (``2 width
+height``); QuantLib's are estimated as ``2 width n`` for the n steps it is given and the width of distprice's tree
+of that step: its time grid adds a node for a date between two steps, so it does at least that much work.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pandas as pd
 
 import distprice
 from distprice.curves import load_curves
-from distprice.lattice import batch
+from distprice.lattice import instruments
 from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.geometry import tree_geometry
 from distprice.lattice.quantlib_dated import price_dated_quantlib
@@ -87,15 +87,14 @@ def desk_rows(rows: int, seed: int, years: int) -> tuple[pd.DataFrame, pd.DataFr
 
 
 @contextmanager
-def whole_flows():
-    """distprice as it priced before: every cash flow whole on its nearest step (a taller tree by a step at most,
-    which changes no price)."""
-    spread = batch.spread_cash_flows
-    batch.spread_cash_flows = lambda table, steps_per_year: table
+def uniform_grid():
+    """distprice as it priced before its trees had phases: every tree's steps at ``s dt``."""
+    phases = instruments.exercise_phases
+    instruments.exercise_phases = lambda rows, exercise, steps_per_year: np.zeros(len(exercise), np.int64)
     try:
         yield
     finally:
-        batch.spread_cash_flows = spread
+        instruments.exercise_phases = phases
 
 
 def node_steps(a, sigma, spy, height) -> np.ndarray:
@@ -124,18 +123,18 @@ def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
     for spy in grids:
         rows = portfolio.assign(steps_per_year=spy)
         started = time.perf_counter()
-        after = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
-        with whole_flows():
-            before = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
+        phase = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
+        with uniform_grid():
+            uniform = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
         T = np.round(truth["height"].to_numpy() / D * spy).astype(int)  # QuantLib's steps: round(T * spy)
         theirs = price_dated_quantlib(rows[peer], curves, as_of, schedule, steps=np.maximum(T[peer], 1).tolist())
         per_grid[spy] = dict(
-            before=before["price"].to_numpy() - true,
-            after=after["price"].to_numpy() - true,
-            after_price=after["price"].to_numpy(),
+            uniform=uniform["price"].to_numpy() - true,
+            phase=phase["price"].to_numpy() - true,
+            phase_price=phase["price"].to_numpy(),
             quantlib=theirs["price"].to_numpy() - ql_truth,
-            node_steps=float((2.0 * after["width"] * after["height"]).sum()),
-            node_steps_before=float((2.0 * before["width"] * before["height"]).sum()),
+            node_steps=float((2.0 * phase["width"] * phase["height"]).sum()),
+            node_steps_uniform=float((2.0 * uniform["width"] * uniform["height"]).sum()),
             quantlib_node_steps=float(
                 node_steps(
                     rows["mean_reversion"][peer],
@@ -149,7 +148,7 @@ def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
         _say(f"{spy} steps a year")
     for spy in grids:
         if 2 * spy in per_grid:
-            per_grid[spy]["richardson"] = 2 * per_grid[2 * spy]["after_price"] - per_grid[spy]["after_price"] - true
+            per_grid[spy]["richardson"] = 2 * per_grid[2 * spy]["phase_price"] - per_grid[spy]["phase_price"] - true
             per_grid[spy]["richardson_node_steps"] = per_grid[spy]["node_steps"] + per_grid[2 * spy]["node_steps"]
     result["grids"] = {
         spy: {
@@ -157,7 +156,7 @@ def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
                 dict(rms=float(np.sqrt(np.mean(v**2))), max=float(np.abs(v).max())) if isinstance(v, np.ndarray) else v
             )
             for key, v in values.items()
-            if key != "after_price"
+            if key != "phase_price"
         }
         for spy, values in per_grid.items()
     }
@@ -175,7 +174,7 @@ def table(name: str, result: dict) -> list[str]:
         f"{result['rows']} rows ({result['quantlib_rows']} with a QuantLib counterpart); distprice and QuantLib where "
         f"every date is a node: within {result['daily_gap']:.1e} per 100.",
         "",
-        "| steps a year | node-steps | before: rms, max | after: rms, max | Richardson (n, 2n): rms, max, node-steps "
+        "| steps a year | node-steps | uniform: rms, max | phase: rms, max | Richardson (n, 2n): rms, max, node-steps "
         "| QuantLib (est. node-steps): rms, max |",
         "|---|---|---|---|---|---|",
     ]
@@ -186,8 +185,8 @@ def table(name: str, result: dict) -> list[str]:
             else ""
         )
         lines.append(
-            f"| {spy} | {g['node_steps']:.3g} | {g['before']['rms']:.4f}, {g['before']['max']:.4f} "
-            f"| {g['after']['rms']:.4f}, {g['after']['max']:.4f} | {rich} "
+            f"| {spy} | {g['node_steps']:.3g} | {g['uniform']['rms']:.4f}, {g['uniform']['max']:.4f} "
+            f"| {g['phase']['rms']:.4f}, {g['phase']['max']:.4f} | {rich} "
             f"| ({g['quantlib_node_steps']:.3g}) {g['quantlib']['rms']:.4f}, {g['quantlib']['max']:.4f} |"
         )
     return lines + [""]

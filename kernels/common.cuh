@@ -48,6 +48,8 @@ struct Portfolio {
     const double* dt;
     const double* dr;
     const double* M;
+    const int* phase;
+    const double* root;
     const unsigned char* is_call;
     const int* curve;
     const long long* curve_offsets;
@@ -63,19 +65,21 @@ struct Portfolio {
 // Kernel parameters that make up a Portfolio, and the braced list that builds it from them.
 #define PORTFOLIO_PARAMS                                                                                          \
     const int *in_jmax, const int *in_height, const double *in_dt, const double *in_dr, const double *in_M,     \
-        const unsigned char *in_is_call, const int *in_curve, const long long *in_curve_offsets,                 \
+        const int *in_phase, const double *in_root, const unsigned char *in_is_call, const int *in_curve, const long long *in_curve_offsets,                 \
         const double *in_curve_t, const double *in_curve_z, const long long *in_event_offsets,                   \
         const int *in_event_step, const unsigned char *in_event_kind, const real *in_event_amount,               \
         const int *in_option_from
 #define PORTFOLIO_ARGS                                                                                           \
-    {in_jmax, in_height, in_dt, in_dr, in_M, in_is_call, in_curve, in_curve_offsets, in_curve_t, in_curve_z,   \
+    {in_jmax, in_height, in_dt, in_dr, in_M, in_phase, in_root, in_is_call, in_curve, in_curve_offsets, in_curve_t, in_curve_z,   \
      in_event_offsets, in_event_step, in_event_kind, in_event_amount, in_option_from}
 
 // One instrument's tree: its shape, its zero curve and the weights of its two edge nodes, which are the
-// edge branching probabilities times the edge node's own discount exp(-j dr dt).
+// edge branching probabilities times the edge node's own discount exp(-j dr dt). A tree of a phase (a dated row's,
+// distprice/lattice/geometry.py) has its steps s >= 1 at time(s) and a first step of its own length, whose
+// root branches root / 6, 1 - root / 3, root / 6 (root_share, root_value).
 struct Tree {
-    int jmax, width, height;
-    double dt, M, drdt;
+    int jmax, width, height, phase;
+    double dt, M, drdt, root;
     const double *knot_t, *knot_z;
     int knots;
     real top_up, top_mid, top_down, bottom_up, bottom_mid, bottom_down;
@@ -90,6 +94,8 @@ struct Tree {
         height = book.height[row];
         dt = book.dt[row];
         M = book.M[row];
+        phase = book.phase[row];
+        root = book.root[row];
         drdt = dr * dt;
         const int c = book.curve[row];
         knot_t = book.curve_t + book.curve_offsets[c];
@@ -107,6 +113,23 @@ struct Tree {
 
     // exp(-j dr dt) of node p.
     HOST_DEVICE double node_discount(int p) const { return exp(-(p - jmax) * drdt); }
+
+    // The time of step s (years).
+    HOST_DEVICE double time(int s) const { return step_time(s, dt, phase); }
+
+    // On a tree of a phase, what the root sends node p on its first step (its state price there, undiscounted).
+    HOST_DEVICE double root_share(int p) const
+    {
+        return p == jmax ? 1.0 - root / 3.0 : (p == jmax - 1 || p == jmax + 1) ? root / 6.0 : 0.0;
+    }
+
+    // On a tree of a phase, the root's value from the values V of step 1 (nodes `stride` apart) and the first
+    // step's e = exp(-alpha_0 h).
+    HOST_DEVICE real root_value(real e, const real* V, long long stride) const
+    {
+        const long long c = jmax * stride;
+        return e * (real(root / 6.0) * V[c - stride] + real(1.0 - root / 3.0) * V[c] + real(root / 6.0) * V[c + stride]);
+    }
 
     // Interior branching probabilities of node p times its discount; zero for the edge nodes, whose own
     // branching the caller adds with the edge weights.
@@ -202,9 +225,9 @@ __device__ void alphas_from_sums(const Portfolio& book, const long long* rows, i
     __syncthreads();
     if (low < high) {
         const Tree tree(book, row);
-        double P_above = discount_bond(high * tree.dt, tree.knot_t, tree.knot_z, tree.knots);
+        double P_above = discount_bond(tree.time(high), tree.knot_t, tree.knot_z, tree.knots);
         for (int m = high - 1; m >= low; --m) {
-            const double P_here = discount_bond(m * tree.dt, tree.knot_t, tree.knot_z, tree.knots);
+            const double P_here = discount_bond(tree.time(m), tree.knot_t, tree.knot_z, tree.knots);
             const double S = ea[(long long)m * count + mine];
             const double S_before = m > low ? double(ea[(long long)(m - 1) * count + mine]) : double(below_chunk);
             ea[(long long)m * count + mine] = real(P_above * S_before / (P_here * S));

@@ -23,6 +23,16 @@ HOST_DEVICE bool is_exercise(unsigned char kind)
     return kind == EVENT_EXERCISE || kind == EVENT_CALL || kind == EVENT_PUT;
 }
 
+// A tree's phase counts sixteenths of a step (distprice/lattice/geometry.py).
+constexpr int PHASES = 16;
+
+// The time of step s of a tree of step dt and phase: (16 s + phase) dt / 16 years for s >= 1 (one rounding, the
+// division is exact; s dt itself at phase 0), 0 at the root: the event tables' times of steps, to the bit.
+HOST_DEVICE double step_time(int s, double dt, int phase)
+{
+    return s > 0 ? double(PHASES * (long long)s + phase) * dt / PHASES : 0.0;
+}
+
 // P(0, t) / P(0, tau): the factor that carries an amount due at t to the time tau of its step.
 HOST_DEVICE double forward_adjustment(double t, double tau, const double* knot_t, const double* knot_z, int knots)
 {

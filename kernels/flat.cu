@@ -173,6 +173,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
                 for (int u = 0; u < NODES; ++u) {
                     q[u] = g[u][0] * window[u] + g[u][1] * window[u + 1] + g[u][2] * window[u + 2] +
                            g[u][3] * window[u + 3] + g[u][4] * window[u + 4];
+                    if (m == 0 && tree.phase != 0 && k >= 0) q[u] = real(tree.root_share(p0 + u));  // the root's step
                     v += q[u] * discount[u];
                 }
                 store_nodes(Q_next, node, q);
@@ -246,6 +247,15 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
                 } else {
 #pragma unroll
                     for (int u = 0; u < NODES; ++u) o[u] = real(0);
+                }
+            }
+            if (i == 0 && tree.phase != 0 && centre_thread) {  // the root's first step of its own
+#pragma unroll
+                for (int u = 0; u < NODES; ++u) {
+                    if (p0 + u == tree.jmax) {
+                        b[u] = tree.root_value(e, B + start, 1);
+                        o[u] = i < last_exercise ? tree.root_value(e, O + start, 1) : real(0);
+                    }
                 }
             }
             const StepEvents events = cursor.at(book, i);

@@ -49,7 +49,7 @@ HOST_DEVICE void forward(const Tree& tree, real* Q, real* ea, long long stride, 
     for (int m = 0;; ++m) {
         if (m == save_at && saved != nullptr)
             for (int p = 0; p < w; ++p) saved[p * stride] = Q[p * stride];
-        const real e = real(discount_bond((m + 1) * tree.dt, tree.knot_t, tree.knot_z, tree.knots, hint) / s);
+        const real e = real(discount_bond(tree.time(m + 1), tree.knot_t, tree.knot_z, tree.knots, hint) / s);
         ea[m * stride] = e;
         if (m == tree.height - 1) break;
         // Q(m+1, p) = e (fu(p-1) Q(p-1) + fm(p) Q(p) + fd(p+1) Q(p+1)) + edge inflows, in place.
@@ -78,6 +78,13 @@ HOST_DEVICE void forward(const Tree& tree, real* Q, real* ea, long long stride, 
                 discount_here = real(walk.discount);
                 q_before = q_here;
                 q_here = q_after;
+            }
+        }
+        if (m == 0 && tree.phase != 0) {  // a tree of a phase: the root's first step of its own
+            s = real(0);
+            for (int p = tree.jmax - 1; p <= tree.jmax + 1; ++p) {
+                Q[p * stride] = e * real(tree.root_share(p));
+                s += Q[p * stride] * real(tree.node_discount(p));
             }
         }
     }
@@ -162,13 +169,19 @@ HOST_DEVICE void backward(const Portfolio& book, const Tree& tree, long long row
         bond[p * stride] = b;
         option[p * stride] = o;
     }
-    for (int i = tree.height - 1; i >= 0; --i) {
+    const int last_rolled = tree.phase != 0 ? 1 : 0;  // a tree of a phase: its root's step apart
+    for (int i = tree.height - 1; i >= last_rolled; --i) {
         const real e = ea[i * ea_stride];
         const StepEvents events = cursor.at(book, i);
         if (i < last_exercise)
             roll_back<true>(book, tree, e, bond, option, stride, events, call);
         else
             roll_back<false>(book, tree, e, bond, option, stride, events, call);
+    }
+    if (last_rolled) {  // no event lies at the root
+        bond_root = double(tree.root_value(ea[0], bond, stride));
+        option_root = double(tree.root_value(ea[0], option, stride));
+        return;
     }
     bond_root = double(bond[tree.jmax * stride]);
     option_root = double(option[tree.jmax * stride]);

@@ -123,7 +123,7 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
             ++keep;
         }
         if (t == 0) {
-            step_e = real(discount_bond((m + 1) * tree.dt, tree.knot_t, tree.knot_z, tree.knots, hint) / s);
+            step_e = real(discount_bond(tree.time(m + 1), tree.knot_t, tree.knot_z, tree.knots, hint) / s);
             ea[m] = step_e;
         }
         __syncthreads();
@@ -136,7 +136,8 @@ extern "C" __global__ void risk_forward_block(PORTFOLIO_PARAMS, const long long*
             if (p >= w) break;
             const real below = p > 0 ? from_below[u] * Q[p - 1] : real(0);
             const real above = p + 1 < w ? from_above[u] * Q[p + 1] : real(0);
-            const real q = e * (below + own[u] * Q[p] + above) + edge_inflow(tree, p, top_flow, bottom_flow);
+            real q = e * (below + own[u] * Q[p] + above) + edge_inflow(tree, p, top_flow, bottom_flow);
+            if (m == 0 && tree.phase != 0) q = e * real(tree.root_share(p));  // the root's first step of its own
             Q_next[p] = q;
             v += q * discount[u];
         }
@@ -194,13 +195,13 @@ __device__ void finish_item(const Portfolio& book, const Tree& tree, long long r
         for (int p = tree.jmax - reach; p <= tree.jmax + reach; ++p)
             value += double(q[(long long)p * q_lanes]) * double(rolled[p * stride]);
     }
-    value *= exp(-bump_exponent(cut * tree.dt, grid, bump, knots));
+    value *= exp(-bump_exponent(tree.time(cut), grid, bump, knots));
     double bond = 0.0, tail = 0.0;  // the cash flows, and those from the cut on, discounted on the bumped curve
     for (long long e = book.event_offsets[row]; e < book.event_offsets[row + 1]; ++e) {
         if (is_exercise(book.event_kind[e])) continue;
         const int step = book.event_step[e];
         const double present = double(book.event_amount[e]) *
-                               discount_bond(step * tree.dt, tree.knot_t, tree.knot_z, tree.knots) *
+                               discount_bond(tree.time(step), tree.knot_t, tree.knot_z, tree.knots) *
                                exp(-bump_exponent(event_time[e], grid, bump, knots));
         bond += present;
         if (step >= cut) tail += present;
@@ -241,13 +242,19 @@ extern "C" __global__ void __launch_bounds__(RISK_THREADS)
     const int n_steps = tree.height;
     for (int p = 0; p < tree.width; ++p) B[p * stride] = O[p * stride] = real(0);
     for (int i = n_steps; i >= cut; --i) {
-        const double tau = i * tree.dt;
+        const double tau = tree.time(i);
         if (i < n_steps) {
-            const real e = real(ea[i * ea_stride] * bump_rate_factor(tau, (i + 1) * tree.dt, grid, bump, knots));
-            if (i < last_exercise && !held)
+            const real e = real(ea[i * ea_stride] * bump_rate_factor(tau, tree.time(i + 1), grid, bump, knots));
+            const bool with_option = i < last_exercise && !held;
+            if (i == 0 && tree.phase != 0) {  // the root's first step of its own: only its node is read
+                const real b = tree.root_value(e, B, stride), o = with_option ? tree.root_value(e, O, stride) : real(0);
+                B[tree.jmax * stride] = b;
+                if (with_option) O[tree.jmax * stride] = o;
+            } else if (with_option) {
                 roll_back<true>(book, tree, e, B, O, stride, none, call);
-            else
+            } else {
                 roll_back<false>(book, tree, e, B, O, stride, none, call);
+            }
         }
         apply_bumped_events(book, cursor.at(book, i), tree, tau, event_time, grid, bump, knots, call, held, B, O,
                             stride);
@@ -318,7 +325,7 @@ extern "C" __global__ void
     // (amount[e - e_low]), each exactly as risk_roll computes it in its step.
     int i_top = -1, i_low = top + 1, e_low = cursor.next, e_high = cursor.next;
     for (int i = top; i >= cut; --i) {
-        const double tau = i * tree.dt;
+        const double tau = tree.time(i);
         const StepEvents events = cursor.at(book, i);
         const bool rolls = i < top, with_option = i < last_exercise && !held;
         const bool new_rates = rolls && i < i_low, new_events = events.last > e_high &&
@@ -329,14 +336,14 @@ extern "C" __global__ void
             const int s = i - t;
             if (s >= i_low)
                 rate[t] = real(ea[s * alpha_lanes] *
-                               bump_rate_factor(s * tree.dt, (s + 1) * tree.dt, grid, bump, knots));
+                               bump_rate_factor(tree.time(s), tree.time(s + 1), grid, bump, knots));
         }
         if (new_events) {
             e_low = events.first;
             e_high = min(cursor.end, e_low + RISK_EVENT_WINDOW);
             for (int ev = e_low + t; ev < e_high; ev += threads)
                 amount[ev - e_low] = real(book.event_amount[ev] * bump_event_factor(event_time[ev],
-                                          book.event_step[ev] * tree.dt, grid, bump, knots));
+                                          tree.time(book.event_step[ev]), grid, bump, knots));
         }
         if (new_rates || new_events) __syncthreads();
         const real e = rolls ? rate[i_top - i] : real(0);
@@ -355,6 +362,10 @@ extern "C" __global__ void
                 } else {
                     b = e * (up[u] * B[p + 1] + mid[u] * B[p] + down[u] * B[p - 1]);
                     if (with_option) o = e * (up[u] * O[p + 1] + mid[u] * O[p] + down[u] * O[p - 1]);
+                }
+                if (i == 0 && tree.phase != 0 && p == tree.jmax) {  // the root's first step of its own
+                    b = tree.root_value(e, B, 1);
+                    if (with_option) o = tree.root_value(e, O, 1);
                 }
             }
             B_next[p] = b;

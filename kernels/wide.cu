@@ -57,6 +57,7 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
                 const Branching here = tree.interior_weights(p, discount[p]);
                 const Branching above = tree.interior_weights(p + 1, discount[p + 1]);
                 real q = real(below.up) * Q[p - 1] + real(here.mid) * Q[p] + real(above.down) * Q[p + 1];
+                if (m == 0 && tree.phase != 0) q = real(tree.root_share(p));  // the root's first step of its own
                 if (p <= 2 || p >= w - 3) {  // the edge nodes' own branching
                     if (p == 2) q += tree.bottom_up * Q[0];
                     if (p == 1) q += tree.bottom_mid * Q[0];
@@ -114,6 +115,10 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS)
                 }
                 b = e * (c0 * B[from] + c1 * B[from + 1] + c2 * B[from + 2]);
                 if (i < last_exercise) o = e * (c0 * O[from] + c1 * O[from + 1] + c2 * O[from + 2]);
+                if (i == 0 && tree.phase != 0 && p == tree.jmax) {  // the root's first step of its own
+                    b = tree.root_value(e, B, 1);
+                    o = i < last_exercise ? tree.root_value(e, O, 1) : real(0);
+                }
             }
             apply_events(book, events, call, b, o);
             B_next[p] = b;

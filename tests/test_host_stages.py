@@ -374,7 +374,10 @@ def outcome(frame: pd.DataFrame, keywords: dict, table: pd.DataFrame | None, cur
         }
     )
     arrays.update(
-        {f"geometry.{f}": getattr(prepared.geometry, f) for f in ("dt", "dr", "M", "jmax", "width", "height")}
+        {
+            f"geometry.{f}": getattr(prepared.geometry, f)
+            for f in ("dt", "dr", "M", "jmax", "width", "height", "phase", "root")
+        }
     )
     if prepared.dated is not None:
         dated = prepared.dated

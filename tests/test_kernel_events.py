@@ -1,6 +1,6 @@
 """The GPU kernels' event arithmetic (kernels/events.cuh, kernels/curve.cuh) built on the host and held against
-the CPU engine and the reference engine: the forward adjustment of an amount, and a step's events applied in
-order at a node."""
+the CPU engine and the reference engine: a step's time, the forward adjustment of an amount, and a step's events
+applied in order at a node."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import pytest
 from distprice.cuda import kernel_dir
 from distprice.curves import builtin_curves
 from distprice.lattice.cpu import _apply, _event_amount
-from distprice.lattice.events import CALL, COUPON, EXERCISE, PUT, REDEMPTION
+from distprice.lattice.events import CALL, COUPON, EXERCISE, PUT, REDEMPTION, step_time
 
 from utils import host_library
 
 SHIM = """
 #include "events.cuh"
+extern "C" double time_of(int s, double dt, int phase) { return step_time(s, dt, phase); }
 extern "C" double adjustment(double t, double tau, const double* knot_t, const double* knot_z, int knots)
 {
     return forward_adjustment(t, tau, knot_t, knot_z, knots);
@@ -34,6 +35,8 @@ KINDS = np.ctypeslib.ndpointer(np.uint8, flags="C_CONTIGUOUS")
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     library = host_library(SHIM, tmp_path_factory.mktemp("events"), kernel_dir())
+    library.time_of.restype = ctypes.c_double
+    library.time_of.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.c_int]
     library.adjustment.restype = ctypes.c_double
     library.adjustment.argtypes = [ctypes.c_double, ctypes.c_double, DOUBLES, DOUBLES, ctypes.c_int]
     library.apply.argtypes = [
@@ -48,14 +51,19 @@ def shim(tmp_path_factory):
 
 
 def test_forward_adjustment_equals_the_cpu_engines_and_the_curves(shim):
+    """On trees of every phase; a step's time is the event tables' to the bit (0 at the root), ``s dt`` at phase 0."""
     curve = builtin_curves()["hull"]
     rng = np.random.default_rng(1)
-    for t, spy in zip(rng.uniform(0.0, 40.0, 500), rng.choice([1, 12, 52, 365], 500)):
-        s = max(1, int(np.floor(t * spy + 0.5)))
-        tau = s * (1.0 / spy)
+    draws = zip(rng.uniform(0.0, 40.0, 500), rng.choice([1, 12, 52, 365], 500), rng.integers(-8, 8, 500))
+    for t, spy, phase in draws:
+        s = max(1, int(np.floor(t * spy - phase / 16 + 0.5)))
+        tau = shim.time_of(s, 1.0 / spy, int(phase))
+        assert tau == step_time(s, 1.0 / spy, phase)
+        assert shim.time_of(s, 1.0 / spy, 0) == s * (1.0 / spy) and shim.time_of(0, 1.0 / spy, int(phase)) == 0.0
         device = shim.adjustment(t, tau, curve.t, curve.zero_rate, len(curve.t))
         assert device == pytest.approx(curve.discount(t) / curve.discount(tau), rel=1e-14)
-        assert device == pytest.approx(_event_amount(1.0, t, s, 1.0 / spy, curve.t, curve.zero_rate), rel=1e-14)
+        host = _event_amount(1.0, t, s, 1.0 / spy, phase, curve.t, curve.zero_rate)
+        assert device == pytest.approx(host, rel=1e-14)
     assert shim.adjustment(5.0, 5.0, curve.t, curve.zero_rate, len(curve.t)) == 1.0  # on the grid: exactly one
 
 

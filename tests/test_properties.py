@@ -8,6 +8,8 @@ runs in seconds; the ``ci`` profile of conftest.py makes the draws the same on e
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 import distprice
 from distprice.dates import CALENDARS, CONVENTIONS, DAY_COUNTS, cash_flows, terms_from_frame, to_iso
+from distprice.lattice import instruments
 
 from utils import assert_engines_close, european_terms, jamshidian_bond_option
 
@@ -182,13 +185,19 @@ def test_european_put_call_parity(bond, curve):
 @given(bond=INSTRUMENTS, curve=curves(), kind=st.sampled_from(["call", "put"]))
 def test_american_above_bermudan_above_european(bond, curve, kind):
     """Each style's exercise dates hold the next's (the drawn instruments make it so): more rights are worth
-    at least as much."""
+    at least as much, to rounding on one tree (every row's phase 0). Each style's own tree has the phase of its
+    own dates (docs/model/tree.rst), so there the order holds within the trees' error, ``face / 50 /
+    steps_per_year`` (Jamshidian's bound below; measured up to 0.12 per 100 at 12 steps a year)."""
     rows = [
         dict(bond, instrument="bond_option", option_type=kind, exercise=style)
         for style in ("european", "bermudan", "american")
     ]
-    european, bermudan, american = _price(rows, curve)["option_price"]
+    with mock.patch.object(instruments, "exercise_phases", lambda rows, exercise, spy: np.zeros(len(exercise), int)):
+        european, bermudan, american = _price(rows, curve)["option_price"]
     tolerance = _rounding(bond)
+    assert european <= bermudan + tolerance and bermudan <= american + tolerance
+    european, bermudan, american = _price(rows, curve)["option_price"]
+    tolerance = bond["face"] / 50 / bond["steps_per_year"]
     assert european <= bermudan + tolerance and bermudan <= american + tolerance
 
 

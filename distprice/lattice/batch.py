@@ -139,6 +139,7 @@ def events_of(instruments: Instruments) -> EventTable:
     )
     if instruments.dated is not None:
         dated = np.flatnonzero(instruments.is_dated)
+        phase = instruments.geometry.phase[dated]
         parts.append(
             (
                 dated,
@@ -149,8 +150,10 @@ def events_of(instruments: Instruments) -> EventTable:
                         number["strike"][dated],
                         has_option[dated],
                         number["steps_per_year"][dated],
+                        phase,
                     ),
                     number["steps_per_year"][dated],
+                    phase,
                 ),
             )
         )

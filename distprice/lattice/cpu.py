@@ -42,7 +42,7 @@ import numpy as np
 
 from ..dates.parallel import over_ranges
 from .batch import Batch
-from .events import CALL, EXERCISE, PUT, is_exercise
+from .events import CALL, EXERCISE, PUT, is_exercise, step_time
 from .groups import TreeGroups, batch_groups, kept_states
 from .sweeps import cut_steps
 
@@ -176,11 +176,24 @@ def _clear(rows, jmax, reach):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, save_rows, saved):
+def _root_step(jmax, e, root, ej, Q):
+    """The state prices of step 1 of a tree of a phase, into ``Q``: its root branches ``root / 6``, ``1 -
+    root / 3`` and ``root / 6`` (the first step's own variance, :mod:`~.geometry`), discounted by ``e``; returns
+    ``sum_j Q(1, j) exp(-j dr dt)``."""
+    c = jmax + 1
+    Q[c - 1] = Q[c + 1] = e * root / 6.0
+    Q[c] = e * (1.0 - root / 3.0)
+    return Q[c - 1] * ej[c - 1] + Q[c] * ej[c] + Q[c + 1] * ej[c + 1]
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
+def _forward(jmax, n, dt, phase, root, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_at, save_rows, saved):
     """Fill ``ea[m] = exp(-alpha_m dt)`` for m < n; ``Q, Qn`` are zeroed scratch rows of length w + 2. The state
     prices ``Q(m, .)`` of the steps ``save_at`` (increasing, < n), their nodes ``|j| <= min(m, jmax)``, are
     copied to the rows of ``saved`` at ``save_rows`` (node j of row c at ``saved[save_rows[c] + j + jmax + 1]``:
-    :class:`~.groups.KeptStates`).
+    :class:`~.groups.KeptStates`). On a tree of a ``phase`` the alphas fit the curve at the steps' times and the
+    first step branches with the variance ratio ``root`` (:func:`_root_step`); ``ea[0]`` is then ``exp(-alpha_0
+    h)`` over the first step's length h.
 
     ``s`` carries ``sum_j Q(m, j) exp(-j dr dt)``, accumulated while row m is written.
     """
@@ -197,13 +210,16 @@ def _forward(jmax, n, dt, curve_t, curve_z, coef, top, bottom, Q, Qn, ea, save_a
             for p in range(lo, hi):
                 saved[row + p] = Q[p]
             c += 1
-        P, k = _discount_bond((m + 1) * dt, curve_t, curve_z, k)
+        P, k = _discount_bond(step_time(m + 1, dt, phase), curve_t, curve_z, k)
         ea[m] = P / s
         if m == n - 1:
             break
         e = ea[m]
         lo, hi = _span(jmax, min(m + 1, jmax))
-        s = _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi)
+        if m == 0 and phase != 0:
+            s = _root_step(jmax, e, root, ej, Qn)
+        else:
+            s = _gather(e, fu, fm, fd, Q, Qn, ej, lo, hi)
         if m >= jmax:  # the edge nodes are reached: add their own branching
             flow = e * Q[w] * ej[w]
             for target, prob in ((w, top[0]), (w - 1, top[1]), (w - 2, top[2])):
@@ -225,12 +241,21 @@ def _edge_values(jmax, e, coef, top, bottom, V, Vn):
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
-def _event_amount(amount, t, s, dt, curve_t, curve_z):
-    """An amount due at ``t`` applied at step ``s``: ``A * P(0, t) / P(0, s dt)`` (exactly A on the grid)."""
-    tau = s * dt
+def _event_amount(amount, t, s, dt, phase, curve_t, curve_z):
+    """An amount due at ``t`` applied at step ``s``: ``A * P(0, t) / P(0, tau_s)`` (exactly A on the grid;
+    :func:`~.events.step_time`)."""
+    tau = step_time(s, dt, phase)
     if t == tau:
         return amount
     return amount * (_discount_bond(t, curve_t, curve_z, 0)[0] / _discount_bond(tau, curve_t, curve_z, 0)[0])
+
+
+@numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
+def _root_roll(jmax, e, root, V, Vn):
+    """The root's value on a tree of a phase into ``Vn`` (its one node) from step 1's values ``V``: its first
+    step branches ``root / 6``, ``1 - root / 3``, ``root / 6`` (:func:`_root_step`), discounted by ``e``."""
+    c = jmax + 1
+    Vn[c] = e * (root / 6.0 * V[c - 1] + (1.0 - root / 3.0) * V[c] + root / 6.0 * V[c + 1])
 
 
 @numba.njit(cache=True, fastmath=_FASTMATH, _nrt=False)
@@ -321,6 +346,8 @@ def _backward(
     n,
     cut,
     dt,
+    phase,
+    root,
     is_call,
     ea,
     coef,
@@ -351,7 +378,11 @@ def _backward(
     real = B.dtype.type
     ei = 0
     for i in range(n, cut - 1, -1):
-        if i < n:
+        if i == 0 and phase != 0:  # the root's first step of its own (an option not rolled is zero)
+            _root_roll(jmax, ea[0], root, B, Bn)
+            _root_roll(jmax, ea[0], root, O, On)
+            B, Bn, O, On = Bn, B, On, O
+        elif i < n:
             if _roll_step(jmax, i, ea[i], coef, top, bottom, B, Bn, O, On, option_from):
                 O, On = On, O
             B, Bn = Bn, B
@@ -359,7 +390,7 @@ def _backward(
         while ei < len(e_step) and e_step[ei] == i:
             _apply(
                 e_kind[ei],
-                real(_event_amount(e_amount[ei], e_time[ei], i, dt, curve_t, curve_z)),
+                real(_event_amount(e_amount[ei], e_time[ei], i, dt, phase, curve_t, curve_z)),
                 is_call,
                 B,
                 O,
@@ -379,6 +410,8 @@ def _price_range(
     jmax,
     height,
     dt,
+    phase,
+    root,
     dr,
     M,
     is_call,
@@ -415,6 +448,8 @@ def _price_range(
         jmax,
         height,
         dt,
+        phase,
+        root,
         dr,
         M,
         is_call,
@@ -450,6 +485,8 @@ def _price_rows(
     jmax,
     height,
     dt,
+    phase,
+    root,
     dr,
     M,
     is_call,
@@ -503,7 +540,22 @@ def _price_rows(
         if first < 0:
             step[0] = cut[r]
             _forward(
-                jm, n, dt[r], ct, cz, coef, top, bottom, rows[0], rows[1], own, step[: int(cut[r] > 0)], at, own_state
+                jm,
+                n,
+                dt[r],
+                phase[r],
+                root[r],
+                ct,
+                cz,
+                coef,
+                top,
+                bottom,
+                rows[0],
+                rows[1],
+                own,
+                step[: int(cut[r] > 0)],
+                at,
+                own_state,
             )
             source, first, Q = own, 0, own_state
         b, o = _backward(
@@ -511,6 +563,8 @@ def _price_rows(
             n,
             cut[r],
             dt[r],
+            phase[r],
+            root[r],
             is_call[r],
             source[first : first + n],
             coef,
@@ -543,6 +597,8 @@ def _forward_range(
     jmax,
     height,
     dt,
+    phase,
+    root,
     M,
     curve_index,
     curve_offsets,
@@ -571,6 +627,8 @@ def _forward_range(
         jmax,
         height,
         dt,
+        phase,
+        root,
         M,
         curve_index,
         curve_offsets,
@@ -596,6 +654,8 @@ def _forward_trees(
     jmax,
     height,
     dt,
+    phase,
+    root,
     M,
     curve_index,
     curve_offsets,
@@ -626,6 +686,8 @@ def _forward_trees(
             jm,
             n,
             dt[r],
+            phase[r],
+            root[r],
             ct,
             cz,
             coef,
@@ -751,6 +813,8 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
                 g.jmax,
                 g.height,
                 g.dt,
+                g.phase,
+                g.root,
                 g.M,
                 batch.curve_index,
                 batch.curve_offsets,
@@ -775,6 +839,8 @@ def run_cpu(batch: Batch, share: bool = True) -> CpuRun:
             g.jmax,
             g.height,
             g.dt,
+            g.phase,
+            g.root,
             g.dr,
             g.M,
             batch.is_call,

@@ -26,12 +26,12 @@ from .cpu import (
     _forward_range,
     _roll_pair,
     _roll_step,
+    _root_roll,
     _span,
     _state_value,
     balance,
 )
-from .events import CALL, EXERCISE, PUT, is_exercise
-from .geometry import TreeGeometry
+from .events import CALL, EXERCISE, PUT, is_exercise, step_time
 from .groups import kept_states, tree_groups
 from .sweeps import Trees, bump_exponent, cut_steps, exponent_in, start_steps
 
@@ -76,6 +76,8 @@ def _backward_bumped(
     applied,
     cut,
     dt,
+    phase,
+    root,
     is_call,
     embedded,
     ea,
@@ -114,18 +116,28 @@ def _backward_bumped(
     while ei < len(e_step) and (e_step[ei] > first or (e_step[ei] == first and applied)):
         ei += 1
     c = 0
-    above, above2 = bump_exponent(first * dt, grid, dz), bump_exponent(first * dt, grid, dz2)
+    top_time = step_time(first, dt, phase)
+    above, above2 = bump_exponent(top_time, grid, dz), bump_exponent(top_time, grid, dz2)
     here, here2 = above, above2
     options = 0 if embedded else option_from
     j = len(grid) - 2  # the knot interval of the step's time, walked down with it
     for i in range(first, cut - 1, -1):
-        tau = i * dt
+        tau = step_time(i, dt, phase)
         while j > 0 and grid[j] >= tau:
             j -= 1
         here = exponent_in(tau, grid, dz, j)
         if pair:
             here2 = exponent_in(tau, grid, dz2, j)
-        if i < first:
+        if i < first and i == 0 and phase != 0:  # the root's first step of its own
+            e, f = ea[0] * math.exp(here - above), ea[0] * math.exp(here2 - above2)
+            _root_roll(jmax, e, root, B, Bn)
+            _root_roll(jmax, e, root, O, On)
+            _root_roll(jmax, f, root, C, Cn)
+            _root_roll(jmax, f, root, P, Pn)
+            B, Bn, O, On, C, Cn, P, Pn = Bn, B, On, O, Cn, C, Pn, P
+            b_moved, o_moved = not b_moved, not o_moved
+            above, above2 = here, here2
+        elif i < first:
             e = ea[i] * math.exp(here - above)
             if pair:
                 rolled = _roll_pair(
@@ -317,7 +329,9 @@ def _discount_trees(
 
 
 @numba.njit(cache=True, parallel=True, nogil=True)
-def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_amount, adjusted, present):
+def _adjust_all(
+    dt, phase, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step, e_time, e_amount, adjusted, present
+):
     """Per event: its amount forward-adjusted on its row's curve (:func:`~.cpu._event_amount`) and its amount times
     ``P(0, t)``."""
     for r in numba.prange(len(e_off) - 1):
@@ -325,7 +339,7 @@ def _adjust_all(dt, curve_index, curve_offsets, curve_t, curve_z, e_off, e_step,
         ct = curve_t[curve_offsets[c] : curve_offsets[c + 1]]
         cz = curve_z[curve_offsets[c] : curve_offsets[c + 1]]
         for e in range(e_off[r], e_off[r + 1]):
-            adjusted[e] = _event_amount(e_amount[e], e_time[e], e_step[e], dt[r], ct, cz)
+            adjusted[e] = _event_amount(e_amount[e], e_time[e], e_step[e], dt[r], phase[r], ct, cz)
             present[e] = e_amount[e] * _discount_bond(e_time[e], ct, cz, 0)[0]
 
 
@@ -361,6 +375,8 @@ def _roll_all(
     jmax,
     height,
     dt,
+    phase,
+    root,
     M,
     is_call,
     embedded,
@@ -410,6 +426,8 @@ def _roll_all(
             jmax,
             height,
             dt,
+            phase,
+            root,
             M,
             is_call,
             embedded,
@@ -474,6 +492,8 @@ def _roll_trees(
     jmax,
     height,
     dt,
+    phase,
+    root,
     M,
     is_call,
     embedded,
@@ -537,7 +557,7 @@ def _roll_trees(
             if b and first <= cut and not from_bond:  # bump 0's values at the cut are this bump's
                 _settle(
                     base,
-                    bump_exponent(cut * dt[r], grid, dz[k, b]),
+                    bump_exponent(step_time(cut, dt[r], phase[r]), grid, dz[k, b]),
                     grid,
                     dz[k, b],
                     is_call[r],
@@ -560,7 +580,7 @@ def _roll_trees(
                         break
             done[mate] = True
             if from_bond:
-                tau = last * dt[r]
+                tau = step_time(last, dt[r], phase[r])
                 _rows_discounted(
                     rows,
                     w,
@@ -582,6 +602,8 @@ def _roll_trees(
                 first < n and not from_bond,
                 cut,
                 dt[r],
+                phase[r],
+                root[r],
                 is_call[r],
                 embedded[r],
                 ea,
@@ -662,6 +684,7 @@ class CpuRisk:
         bump."""
         _adjust_all(
             batch.geometry.dt,
+            batch.geometry.phase,
             batch.curve_index,
             batch.curve_offsets,
             batch.curve_t,
@@ -685,7 +708,7 @@ class CpuRisk:
         b, g = self.batch, self.batch.geometry
         rows = np.asarray(rows, np.int64)
         dr = np.ascontiguousarray(dr, np.float64)
-        shape = TreeGeometry(g.dt[rows], dr, g.M[rows], g.jmax[rows], g.width[rows], g.height[rows])
+        shape = g.take(rows).with_dr(dr)
         groups = tree_groups(shape, b.curve_index[rows])
         leaders, heights = groups.leader, shape.height[groups.leader]
         alpha_offsets = np.zeros(len(leaders) + 1, dtype=np.int64)
@@ -707,6 +730,8 @@ class CpuRisk:
                 g.jmax,
                 g.height,
                 g.dt,
+                g.phase,
+                g.root,
                 g.M,
                 b.curve_index,
                 b.curve_offsets,
@@ -783,6 +808,8 @@ class CpuRisk:
             g.jmax,
             g.height,
             g.dt,
+            g.phase,
+            g.root,
             g.M,
             b.is_call,
             self.embedded,

@@ -39,8 +39,8 @@ from ..dates.schedules import schedule_date, shape
 from ..dates.terms import read_terms
 from ..errors import Problem
 from ..tables import check_names, factorized
-from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable
-from .geometry import consecutive
+from .events import AMERICAN, BERMUDAN, CALL, COUPON, EUROPEAN, EXERCISE, PUT, REDEMPTION, EventTable, step_time
+from .geometry import PHASES, consecutive
 from .payments import Payments
 from .swaptions import PAR, SWAPTION_COLUMNS, exercise_dates, fixed_leg, renamed
 
@@ -682,7 +682,7 @@ def _exercise_cursor(r, code, tabled, expiry, schedule_offsets, row):
 
 
 @numba.njit(cache=True, nogil=True)
-def _exercise_counts(
+def _exercise_walk(
     lo,
     hi,
     code,
@@ -702,14 +702,22 @@ def _exercise_counts(
     payment,
     end_of_month,
     live,
+    valuation,
+    days_per_year,
+    spy,
     counts,
+    phase,
 ):
-    """How many exercise dates after settlement rows ``lo .. hi`` have, into ``counts`` (:func:`_previous_exercise`'s
-    walk, counted; an american row's business days counted in its calendar's bits; a bermudan row's coupons paid
-    from its start to its expiry found by two binary searches, the payment dates increasing)."""
+    """Rows ``lo .. hi``'s exercise dates after settlement (:func:`_previous_exercise`'s walk): with ``spy[r]``
+    0, how many into ``counts`` (an american row's business days counted in its calendar's bits; a bermudan row's
+    coupons paid from its start to its expiry found by two binary searches, the payment dates increasing); else
+    the tree's phase their places give (:func:`exercise_phases`) into ``phase``."""
     business = business_view(address)
     for r in range(lo, hi):
-        if code[r] == AMERICAN:  # every business day from start to expiry
+        if code[r] == NO_EXERCISE:
+            continue
+        wants_phase = spy[r] > 0
+        if code[r] == AMERICAN and not wants_phase:  # every business day from start to expiry
             counts[r] = business_count(business, calendar[r], start[r], expiry[r])
             continue
         # only a bermudan row without a table walks its coupons: the others take the shape of no coupons
@@ -725,12 +733,14 @@ def _exercise_counts(
             end_of_month[r],
         )
         first = row.periods + 1 - live[r]
-        if on_coupons:  # the live coupons i with start <= payment(i) <= expiry
+        if on_coupons and not wants_phase:  # the live coupons i with start <= payment(i) <= expiry
             lo = first_live(business, row, issue[r], calendar[r], accrual[r], payment[r], start[r] - 1)
             hi = first_live(business, row, issue[r], calendar[r], accrual[r], payment[r], expiry[r])
             counts[r] = max(hi - max(lo, first), 0)
             continue
         cursor = _exercise_cursor(r, code[r], tabled[r], expiry[r], schedule_offsets, row)
+        D = days_per_year[r]
+        cos_sum = sin_sum = 0.0
         while True:
             day, cursor = _previous_exercise(
                 r,
@@ -753,10 +763,19 @@ def _exercise_counts(
             if day == NONE_DAY:
                 break
             counts[r] += 1
+            if wants_phase:
+                angle = 2.0 * np.pi * (((day - valuation[r]) * spy[r]) % D) / D
+                cos_sum += np.cos(angle)
+                sin_sum += np.sin(angle)
+                if code[r] == AMERICAN:  # every business day: its expiry's place alone
+                    break
+        if wants_phase and abs(cos_sum) + abs(sin_sum) >= 1e-9:
+            q = int(np.round(PHASES * np.arctan2(sin_sum, cos_sum) / (2.0 * np.pi))) % PHASES
+            phase[r] = q - PHASES if q >= PHASES // 2 else q
 
 
 def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
-    """The exercise walk's per-row arguments (:func:`_exercise_counts`' first eight after ``lo, hi``)."""
+    """The exercise walk's per-row arguments (:func:`_exercise_walk`'s first eight after ``lo, hi``)."""
     start = np.maximum(np.where(rows.first == NO_DATE, rows.settlement + 1, rows.first), rows.settlement + 1)
     schedule = rows.schedule
     return (
@@ -772,7 +791,7 @@ def _exercise_inputs(rows: DatedRows, exercise: np.ndarray):
 
 
 def _schedule_inputs(rows: DatedRows):
-    """The columns that fix each row's live coupons (:func:`_exercise_counts`' nine before ``counts``)."""
+    """The columns that fix each row's live coupons (:func:`_exercise_walk`'s nine after the first eight)."""
     terms = rows.terms
     return (
         terms.issue,
@@ -789,29 +808,48 @@ def _schedule_inputs(rows: DatedRows):
 
 def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
     """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
-    counts = np.zeros(len(exercise), np.int64)
-    over_rows(_exercise_counts, len(exercise), *_exercise_inputs(rows, exercise), *_schedule_inputs(rows), counts)
+    counts, none = np.zeros(len(exercise), np.int64), np.zeros(len(exercise), np.int64)
+    inputs = (*_exercise_inputs(rows, exercise), *_schedule_inputs(rows), rows.valuation, rows.days_per_year)
+    over_rows(_exercise_walk, len(exercise), *inputs, none, counts, none)
     return counts
 
 
-@numba.njit(cache=True, inline="always")
-def _step_of(k, spy, D):
-    """The step of a day k days after the valuation date, ``max(1, round_half_up(k * spy / D))``, and whether
-    the day lies on the step's grid."""
-    return max((2 * k * spy + D) // (2 * D), 1), (k * spy) % D == 0
+def exercise_phases(rows: DatedRows, exercise: np.ndarray, steps_per_year: np.ndarray) -> np.ndarray:
+    """The phase of each row's tree (sixteenths of a step, -8 .. 7; :mod:`~.geometry`) that brings its exercise
+    dates nearest to nodes: the circular mean of their places within a step, ``k spy / D mod 1`` for a date k
+    days after the valuation date, rounded to sixteenths; an american row's, its expiry's place alone (its dates
+    are every business day). 0 for rows without checked exercise dates (``rows.exercises``) and those whose dates
+    spread evenly over a step."""
+    wanted = (rows.exercises > 0) & (exercise != NO_EXERCISE)
+    phase = np.zeros(len(exercise), np.int64)
+    if wanted.any():
+        codes = np.where(wanted, exercise, NO_EXERCISE)
+        spy = np.ascontiguousarray(steps_per_year, np.int64)
+        inputs = (*_exercise_inputs(rows, codes), *_schedule_inputs(rows), rows.valuation, rows.days_per_year)
+        over_rows(_exercise_walk, len(codes), *inputs, spy, np.zeros(len(codes), np.int64), phase)
+    return phase
 
 
 @numba.njit(cache=True, inline="always")
-def _placed(k, spy, D, per_step):
+def _step_of(k, spy, D, q):
+    """The step of a day k days after the valuation date on a tree of phase q, ``max(1, round_half_up(u / (16
+    D)))`` with ``u = 16 k spy - q D`` (the day's place in sixteenths of a step past the phase), and whether the
+    day lies on a step s >= 1."""
+    u = PHASES * k * spy - q * D
+    return max((2 * u + PHASES * D) // (2 * PHASES * D), 1), u > 0 and u % (PHASES * D) == 0
+
+
+@numba.njit(cache=True, inline="always")
+def _placed(k, spy, D, per_step, q):
     """The step and tree time of a day k days after the valuation date (:func:`_step_of`; on the step's grid
-    the step's own time)."""
+    the step's own time, :func:`~.events.step_time`)."""
     if D == 365:  # the day counts' D as constants: divisions by them compile to multiplications
-        s, on_grid = _step_of(k, spy, 365)
+        s, on_grid = _step_of(k, spy, 365, q)
     elif D == 360:
-        s, on_grid = _step_of(k, spy, 360)
+        s, on_grid = _step_of(k, spy, 360, q)
     else:
-        s, on_grid = _step_of(k, spy, D)
-    return s, s * per_step if on_grid else k / D
+        s, on_grid = _step_of(k, spy, D, q)
+    return s, step_time(s, per_step, q) if on_grid else k / D
 
 
 @numba.njit(cache=True)
@@ -835,6 +873,7 @@ def _american_run(
     spy,
     D,
     per_step,
+    q,
     step,
     time,
     kind,
@@ -856,7 +895,7 @@ def _american_run(
             else:
                 paid += accruing * accrual_fraction(day_count, anchor, aux, n0, min(dx, n1), nb, n1)
         kind[e], amount[e] = EXERCISE, paid
-        step[e], time[e] = _placed(dx - v, spy, D, per_step)
+        step[e], time[e] = _placed(dx - v, spy, D, per_step, q)
         e += 1
         dx -= 1
         if thirty:
@@ -891,6 +930,7 @@ def _merge(
     valuation,
     days_per_year,
     spy,
+    phase,
     redemption_day,
     redemption_amount,
     strike,
@@ -943,7 +983,7 @@ def _merge(
         by_table = code[r] == BERMUDAN and tabled[r]
         redeemed = False
         # the row's constants, read once: the compiler cannot keep them across the stores below
-        D, sp, v, dc_r = days_per_year[r], spy[r], valuation[r], day_count[r]
+        D, sp, q, v, dc_r = days_per_year[r], spy[r], phase[r], valuation[r], day_count[r]
         per_step, face_r, accruing, strike_r = 1.0 / sp, face[r], face[r] * coupon[r], strike[r]
         k = p_off[r] if p_off[r + 1] > p_off[r] else -1  # the row's live coupons in the schedules' arrays
         # coupon i, the latest not merged yet (paid on dc; NONE_DAY once i < first), from d0 to d1 on the
@@ -1013,6 +1053,7 @@ def _merge(
                     sp,
                     D,
                     per_step,
+                    q,
                     step,
                     time,
                     kind,
@@ -1058,17 +1099,22 @@ def _merge(
                     d1 = n0
                     d0, b = coupon_period(business, row, i, d1, issue[r], calendar[r], accrual[r], end_of_month[r])
                     dc = adjust(business, calendar[r], d1, payment[r])
-            step[e], time[e] = _placed(d - v, sp, D, per_step)
+            step[e], time[e] = _placed(d - v, sp, D, per_step, q)
             e += 1
 
 
 def dated_events(
-    rows: DatedRows, exercise: np.ndarray, strike: np.ndarray, has_option: np.ndarray, steps_per_year: np.ndarray
+    rows: DatedRows,
+    exercise: np.ndarray,
+    strike: np.ndarray,
+    has_option: np.ndarray,
+    steps_per_year: np.ndarray,
+    phase: np.ndarray,
 ) -> EventTable:
     """The events of dated rows (validated: :func:`read_dated`): the redemption and the coupons paid after
     settlement, and (rows ``has_option`` whose exercise dates were checked) their exercise dates after
-    settlement (see the module's notes); ``exercise`` codes, ``strike`` (% of face) and ``steps_per_year`` per
-    row."""
+    settlement (see the module's notes); ``exercise`` codes, ``strike`` (% of face), ``steps_per_year`` and the
+    tree's ``phase`` (:func:`exercise_phases`) per row."""
     codes = np.where(has_option & (rows.exercises > 0), exercise, NO_EXERCISE)
     offsets = offsets_of(1 + rows.live + np.where(codes == NO_EXERCISE, 0, rows.exercises))
     m = offsets[-1]
@@ -1091,6 +1137,7 @@ def dated_events(
         rows.valuation,
         rows.days_per_year,
         np.ascontiguousarray(steps_per_year, np.int64),
+        np.ascontiguousarray(phase, np.int64),
         rows.redemption_day,
         redeemed,
         np.nan_to_num(np.asarray(strike, np.float64)),

@@ -7,8 +7,9 @@ pay their cash flow, an exercise is worth ``payoff(bond, amount)`` (its amount i
 at its own time). It is applied at step ``s = max(1, round(t * spy))`` (halves up); the tree's height is
 ``n = max(1, round(T * spy))``, T the time of the redemption. Within a step, events come in decreasing time;
 at equal times the redemption first, then the exercises, then the coupons. An engine applies an amount A due
-at t at step s as ``A * P(0, t) / P(0, s * dt)`` (the forward adjustment): exactly A when the event lies on
-the tree's grid, where its time is stored as ``s * dt`` itself.
+at t at step s as ``A * P(0, t) / P(0, tau_s)`` (the forward adjustment), ``tau_s`` the step's time
+(:func:`step_time`: ``s * dt``, or ``(s + phase / 16) dt`` on a dated tree of a phase): exactly A when the event
+lies on the tree's grid, where its time is stored as ``tau_s`` itself.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numba
 import numpy as np
 
 from ..dates.parallel import over_rows
-from .geometry import consecutive
+from .geometry import PHASES, consecutive
 
 _SCHEDULE_EPS = 1e-9
 """Tolerance, in periods of a schedule, when deciding whether a time falls on the schedule."""
@@ -162,6 +163,14 @@ def accrued(t, maturity, coupon, coupon_frequency, face):
     (which runs back before today); zero on a coupon date and for zero-coupon bonds.
     """
     return _accrued(t, maturity, coupon, coupon_frequency, face)
+
+
+@numba.njit(cache=True, inline="always", _nrt=False)
+def step_time(s, dt, phase):
+    """The time of step s of a tree of step ``dt`` and ``phase``, ``(16 s + phase) dt / 16`` years for s >= 1
+    (one rounding: the division is exact), 0 at the root; ``s * dt`` itself at phase 0. The engines and the
+    event tables all use it, so that an event on the grid is at its step's time to the bit."""
+    return (PHASES * s + phase) * dt / PHASES if s > 0 else 0.0
 
 
 @numba.njit(cache=True, _nrt=False)

@@ -1,10 +1,12 @@
 """Hull-White trinomial-tree geometry of a whole portfolio at once (numpy).
 
-Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with
-halves rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height
-``n = max(1, round(T * spy))`` steps for a redemption at T years. ``jmax`` is Hull and White's cut, except for
-a mean reversion so low that the cut lies beyond :data:`CUT_LIMIT`: that tree is never cut, ``jmax = n``.
-The geometry is computed once, when a portfolio is validated, and travels with its rows.
+Conventions: times in years, ``dt = 1 / steps_per_year``; a time t maps to step ``round(t * spy)`` with halves
+rounded up; node ``(i, j)`` has ``|j| <= min(i, jmax)``; width ``2 jmax + 1``; height ``n = max(1, round(T * spy))``
+steps for a redemption at T years. A dated row's tree may have a *phase*: its steps s >= 1 lie at ``(s + phase / 16)
+dt`` (:func:`~.events.step_time`), so that its exercise dates fall on nodes, its first step lasting ``(1 + phase /
+16) dt`` (docs/model/tree.rst); time-form rows have phase 0. ``jmax`` is Hull and White's cut, except for a mean
+reversion so low that the cut lies beyond :data:`CUT_LIMIT`: that tree is never cut, ``jmax = n``. The geometry is
+computed once, when a portfolio is validated, and travels with its rows.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import numpy as np
 
 JMAX_FACTOR = 0.184
 """Hull and White's choice: ``jmax`` is the smallest integer above ``0.184 / |M|``."""
+PHASES = 16
+"""A tree's phase counts sixteenths of a step, from ``-PHASES / 2`` to ``PHASES / 2 - 1``."""
 CUT_LIMIT = 16384
 """The widest cut (``jmax``) of a tree: a tree whose Hull-White cut lies beyond it (a mean reversion below about
 ``0.184 steps_per_year / 16384``, down to 0) is not cut at all but fans out to its last step, ``jmax = height``
@@ -38,7 +42,10 @@ def tree_height(maturity, steps_per_year):
 
 @dataclass(frozen=True)
 class TreeGeometry:
-    """Per-instrument tree shape: ``dt`` (years), ``dr`` (rate step), ``M``, ``jmax``, ``width``, ``height``."""
+    """Per-instrument tree shape: ``dt`` (years), ``dr`` (rate step), ``M``, ``jmax``, ``width``, ``height``,
+    ``phase`` (sixteenths of a step by which the steps s >= 1 lie late, from -8 to 7) and ``root`` (the variance
+    of the first step, ``(1 + phase / 16) dt`` long, over a step's: the root branches ``root / 6``,
+    ``1 - root / 3``, ``root / 6``)."""
 
     dt: np.ndarray
     dr: np.ndarray
@@ -46,11 +53,17 @@ class TreeGeometry:
     jmax: np.ndarray
     width: np.ndarray
     height: np.ndarray
+    phase: np.ndarray
+    root: np.ndarray
 
     @property
     def node_steps(self) -> np.ndarray:
         """:func:`node_steps` of each tree."""
         return node_steps(self.width, self.height)
+
+    def with_dr(self, dr) -> TreeGeometry:
+        """The same trees with rate steps ``dr`` (other volatilities, which change nothing else of a tree)."""
+        return dataclasses.replace(self, dr=np.asarray(dr, dtype=np.float64))
 
     def take(self, positions) -> TreeGeometry:
         """The geometry of the trees at ``positions`` (an index array or a boolean mask; consecutive positions:
@@ -81,10 +94,10 @@ def consecutive(positions):
     return positions
 
 
-def tree_geometry(mean_reversion, volatility, maturity, steps_per_year, height=None) -> TreeGeometry:
+def tree_geometry(mean_reversion, volatility, maturity, steps_per_year, height=None, phase=0) -> TreeGeometry:
     """Geometry of the Hull-White tree of each instrument (Hull and White 1994) whose redemption is ``maturity``
-    years away, or ``height`` steps where given (a dated row's, counted in days); arguments are arrays or
-    scalars, ``mean_reversion`` > 0.
+    years away, or ``height`` steps where given (a dated row's, counted in days), of ``phase`` (a dated row's);
+    arguments are arrays or scalars, ``mean_reversion`` > 0.
 
     The step's variance ``sigma^2 (1 - exp(-2 a dt)) / (2 a)`` and ``M = exp(-a dt) - 1`` are computed with
     ``expm1``, exact to rounding however small ``a dt`` is (the variance tends to ``sigma^2 dt``, Ho-Lee's)."""
@@ -100,7 +113,20 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year, height=N
     dr = np.sqrt(3.0 * variance)
     height = tree_height(maturity, spy) if height is None else np.asarray(height, dtype=np.int64)
     jmax = np.where(cut <= CUT_LIMIT, cut, height).astype(np.int64)
-    return TreeGeometry(dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height)
+    phase = np.broadcast_to(np.asarray(phase, dtype=np.int64), np.shape(jmax))
+    return TreeGeometry(
+        dt=dt, dr=dr, M=M, jmax=jmax, width=2 * jmax + 1, height=height, phase=phase, root=root_variance(a, dt, phase)
+    )
+
+
+def root_variance(mean_reversion, dt, phase) -> np.ndarray:
+    """The variance of a first step ``h = (1 + phase / 16) dt`` long over that of a step dt long,
+    ``(1 - exp(-2 a h)) / (1 - exp(-2 a dt))`` (``h / dt`` as a tends to 0); exactly 1 at phase 0."""
+    a = np.asarray(mean_reversion, dtype=np.float64)
+    h = (PHASES + np.asarray(phase, dtype=np.int64)) * np.asarray(dt, dtype=np.float64) / PHASES
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        ratio = np.where(a * dt > 0, np.expm1(-2.0 * a * h) / np.expm1(-2.0 * a * dt), h / dt)
+    return np.where(np.asarray(phase) == 0, 1.0, ratio)
 
 
 def branching(jmax: int, M: float):

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..cuda import require_cupy
 from .batch import Batch
-from .geometry import TreeGeometry
 from .gpu import KERNEL_ARGS, _Device, _module, upload
 from .groups import kept_states, tree_groups
 from .layouts import WARP, exclusive_cumsum, outer_layout
@@ -117,9 +116,7 @@ class GpuRisk:
         q_at[alone[layout.order]] = layout.row_base[slots // WARP] + slots % WARP
         # trees blocks run: a forward pass per group of trees that share one, after them in the tables
         r = rows[shared]
-        groups = tree_groups(
-            TreeGeometry(g.dt[r], dr[shared], g.M[r], g.jmax[r], g.width[r], g.height[r]), self.batch.curve_index[r]
-        )
+        groups = tree_groups(g.take(r).with_dr(dr[shared]), self.batch.curve_index[r])
         leaders = shared[groups.leader]
         kept = kept_states(groups.group, cut[shared], g.jmax[rows[leaders]])
         runs, alpha_total = exclusive_cumsum(height[leaders].astype(np.int64))

@@ -1,14 +1,14 @@
 """Rows whose trees share one forward pass.
 
 A tree's forward pass (the alphas fitted to the zero curve with Arrow-Debreu state prices, docs/model/tree.rst)
-reads the tree's shape, ``jmax``, ``dt``, ``dr`` and ``M``, and the zero curve its row is priced on as seen
-from its valuation date (a Batch's ``curve_index``: the curve id, and for a curve with knots by date the
-valuation date, whose day count sets the curve's years); nothing else of the row, not its events, not its
-height. Rows that agree on all of these, bit for bit, compute the same ``exp(-alpha_m dt)`` at every step
-m they both reach. They form a *group*; the group's tallest row (the first of them, in row order) is its
+reads the tree's shape, ``jmax``, ``dt``, ``dr``, ``M`` and ``phase`` (its ``root`` follows from them), and the zero
+curve its row is priced on as seen from its valuation date (a Batch's ``curve_index``: the curve id, and for a curve
+with knots by date the valuation date, whose day count sets the curve's years); nothing else of the row, not its
+events, not its height. Rows that agree on all of these, bit for bit, compute the same ``exp(-alpha_m dt)`` at every
+step m they both reach. They form a *group*; the group's tallest row (the first of them, in row order) is its
 *leader*, whose forward pass serves every other row of the group (its *followers*), which then run only their
-backward pass. In a book of a few models (one Hull-White a, sigma, curve and steps a year per currency),
-this halves the work.
+backward pass. In a book of a few models (one Hull-White a, sigma, curve and steps a year per currency), this halves
+the work.
 
 Work is counted as the rest of the package counts it, over full rectangles: a forward pass of width x height
 node-steps per group (its leader's) and a backward pass of width x height per row, where pricing every row
@@ -132,7 +132,8 @@ def tree_groups(geometry: TreeGeometry, curve: np.ndarray) -> TreeGroups:
     """The groups of rows with the tree shapes ``geometry`` on the curves ``curve`` (one integer per row that
     names the curve as the row's tree sees it: a Batch's ``curve_index``)."""
     shape = [np.asarray(getattr(geometry, name), dtype=np.float64).view(np.int64) for name in ("dt", "dr", "M")]
-    group = _combine(np.asarray(curve, dtype=np.int64), np.asarray(geometry.jmax, dtype=np.int64), *shape)
+    integers = [np.asarray(getattr(geometry, name), dtype=np.int64) for name in ("jmax", "phase")]
+    group = _combine(np.asarray(curve, dtype=np.int64), *integers, *shape)
     height = np.asarray(geometry.height, dtype=np.int64)
     leader = _leaders(group, height)
     return TreeGroups(group, leader, np.bincount(group, minlength=len(leader)))

@@ -25,7 +25,7 @@ from ..dates.parallel import SMALL, over_rows
 from ..errors import Problem
 from ..stopwatch import stage
 from ..tables import STR, factorized
-from .dated import DatedRows, ExerciseSchedule, read_dated
+from .dated import NO_EXERCISE, DatedRows, ExerciseSchedule, exercise_phases, read_dated
 from .events import AMERICAN, BERMUDAN, EUROPEAN, EXERCISE_CODES
 from .geometry import TreeGeometry, consecutive, tree_geometry, tree_height
 from .payment_tables import with_payments
@@ -741,16 +741,20 @@ def prepare(
     _check_knot_dates(check, curve, known_label, curves, curve_sets or [curves], c["valuation"])
 
     height = tree_height(np.nan_to_num(c["maturity"]), c["steps_per_year"])
+    phase = np.zeros(n, dtype=np.int64)
     if dated is not None:
         known = (dated.redemption_day != NO_DATE) & (dated.valuation != NO_DATE)  # else: the row's error, 1 step
         redemption = np.where(known, dated.redemption_day - dated.valuation, 0)
-        height = np.where(is_dated, top_steps(redemption, c["steps_per_year"], dated.days_per_year), height)
+        spy = np.where(c["steps_per_year"] >= 1, c["steps_per_year"], 1).astype(np.int64)
+        phase = np.where(is_dated & known, exercise_phases(dated, np.where(has_option, exercise, NO_EXERCISE), spy), 0)
+        height = np.where(is_dated, top_steps(redemption, c["steps_per_year"], dated.days_per_year, phase), height)
     geometry = tree_geometry(
         np.where(c["mean_reversion"] > 0, c["mean_reversion"], 1.0),
         np.where(c["volatility"] > 0, c["volatility"], 1.0),
         np.nan_to_num(c["maturity"]),
         c["steps_per_year"],
         height,
+        phase,
     )
     check.flag(
         (c["mean_reversion"] > 0) & (c["volatility"] > 0) & (geometry.width > limits.max_width),

@@ -1,9 +1,10 @@
 """Cash flows between two tree steps, shared by both: how a dated row's redemption and coupons reach a tree
 whose steps are not on their dates (docs/model/events.rst).
 
-A cash flow A due at t with ``s0 dt < t < (s0 + 1) dt`` (s0 >= 1) is paid in two parts, ``(1 - b) A`` at step
-s0 and ``b A`` at step s0 + 1, ``b = t / dt - s0``, each with the forward adjustment of its step (the engines
-apply it: ``P(0, t) / P(0, s dt)``). The parts are worth A ``P(0, t)`` together on the curve, as the whole flow
+A cash flow A due at t between the times of steps s0 and s0 + 1 (s0 >= 1; :func:`~.events.step_time`, which a
+tree's phase shifts) is paid in two parts, ``(1 - b) A`` at step s0 and ``b A`` at step s0 + 1, b its place
+between them (``t / dt - phase / 16 - s0``), each with the forward adjustment of its step (the engines apply it:
+``P(0, t) / P(0, tau_s)``). The parts are worth A ``P(0, t)`` together on the curve, as the whole flow
 at its nearest step is, but node by node they are worth what the flow is worth there: a step's value of 1
 paid a step later falls as the step's rate rises, as the value of 1 paid at t does. A flow moved whole to its
 nearest step is worth the same in every state of that step; on a coarse tree, the redemption's error in a
@@ -13,8 +14,8 @@ A flow stays whole, on its nearest step, where an exercise date lies between (or
 exercise sees the flows after its own date only, and a part moved past it would be seen, or missed.
 
 Only dated rows are spread (:mod:`~.dated`'s events; time-form rows keep their flows on their nearest steps).
-A dated row's tree reaches the step after its redemption: ``max(1, ceil(k spy / D))`` steps, k the days from
-the valuation date to the redemption and D the curve's days a year.
+A dated row's tree reaches the step at or after its redemption: ``max(1, ceil((16 k spy - phase D) / (16 D)))``
+steps, k the days from the valuation date to the redemption and D the curve's days a year.
 """
 
 from __future__ import annotations
@@ -25,38 +26,47 @@ import numba
 import numpy as np
 
 from ..dates.parallel import over_rows
-from .events import COUPON, REDEMPTION, EventTable, is_exercise
+from .events import COUPON, REDEMPTION, EventTable, is_exercise, step_time
+from .geometry import PHASES
 
 
-def top_steps(days, steps_per_year, days_per_year) -> np.ndarray:
-    """The height of a dated row's tree whose redemption is ``days`` days after its valuation date:
-    ``max(1, ceil(days * spy / D))``, in integers."""
-    k = np.asarray(days, dtype=np.int64) * np.asarray(steps_per_year, dtype=np.int64)
-    return np.maximum(-(-k // np.asarray(days_per_year, dtype=np.int64)), 1)
+def top_steps(days, steps_per_year, days_per_year, phase=0) -> np.ndarray:
+    """The height of a dated row's tree of ``phase`` whose redemption is ``days`` days after its valuation
+    date: ``max(1, ceil((16 days spy - phase D) / (16 D)))``, in integers."""
+    D = np.asarray(days_per_year, dtype=np.int64)
+    u = PHASES * np.asarray(days, dtype=np.int64) * np.asarray(steps_per_year, dtype=np.int64)
+    u -= np.asarray(phase, dtype=np.int64) * D
+    return np.maximum(-(-u // (PHASES * D)), 1)
 
 
 @numba.njit(cache=True, inline="always")
-def _interval(e, time, step, kind, per_step, spy):
+def _place(t, spy, q):
+    """Where time ``t`` lies in steps: ``t spy - q / 16`` (step s >= 1 at s)."""
+    return t * spy - q / PHASES
+
+
+@numba.njit(cache=True, inline="always")
+def _interval(e, time, step, kind, per_step, spy, q):
     """The step s0 before a cash flow between two steps, or -1 where it stays whole (on the grid, a flow
     before the first step, or not a cash flow)."""
     if kind[e] != REDEMPTION and kind[e] != COUPON:
         return -1
     t = time[e]
-    if t == step[e] * per_step:
+    if t == step_time(step[e], per_step, q):
         return -1
-    s0 = int(math.floor(t * spy))
+    s0 = int(math.floor(_place(t, spy, q)))
     return s0 if s0 >= 1 else -1
 
 
 @numba.njit(cache=True)
-def _spread_at(e, lo, hi, time, step, kind, per_step, spy):
+def _spread_at(e, lo, hi, time, step, kind, per_step, spy, q):
     """The step s0 before event e when e is a cash flow to spread over s0 and s0 + 1 (no exercise of its row,
-    events ``lo .. hi``, in ``[s0 dt, (s0 + 1) dt]``), else -1. A row's events come in decreasing time: the
-    exercises in that span are e's neighbours."""
-    s0 = _interval(e, time, step, kind, per_step, spy)
+    events ``lo .. hi``, between those steps' times or on one), else -1. A row's events come in decreasing time:
+    the exercises in that span are e's neighbours."""
+    s0 = _interval(e, time, step, kind, per_step, spy, q)
     if s0 < 0:
         return -1
-    first, last = s0 * per_step, (s0 + 1) * per_step
+    first, last = step_time(s0, per_step, q), step_time(s0 + 1, per_step, q)
     x = e - 1
     while x >= lo and time[x] <= last:
         if is_exercise(kind[x]):
@@ -71,52 +81,53 @@ def _spread_at(e, lo, hi, time, step, kind, per_step, spy):
 
 
 @numba.njit(cache=True, nogil=True)
-def _counts(lo, hi, offsets, time, step, kind, spy, counts):
+def _counts(lo, hi, offsets, time, step, kind, spy, phase, counts):
     """Events per row of rows ``lo .. hi`` once their flows are spread (a spread flow is two events)."""
     for r in range(lo, hi):
-        per_step = 1.0 / spy[r]
+        per_step, q = 1.0 / spy[r], phase[r]
         count = 0
         for e in range(offsets[r], offsets[r + 1]):
-            count += 2 if _spread_at(e, offsets[r], offsets[r + 1], time, step, kind, per_step, spy[r]) >= 0 else 1
+            count += 2 if _spread_at(e, offsets[r], offsets[r + 1], time, step, kind, per_step, spy[r], q) >= 0 else 1
         counts[r] = count
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(lo, hi, offsets, time, step, kind, amount, spy, new_offsets, n_step, n_time, n_kind, n_amount):
+def _fill(lo, hi, offsets, time, step, kind, amount, spy, phase, new_offsets, n_step, n_time, n_kind, n_amount):
     """Rows ``lo .. hi``'s events into their new slices: each run of spread flows between the same two steps
     (consecutive: no other event lies between them) as their parts at the later step, then at the earlier one,
     so that the table stays in decreasing step and time."""
     for r in range(lo, hi):
-        per_step, sp = 1.0 / spy[r], spy[r]
+        per_step, sp, q = 1.0 / spy[r], spy[r], phase[r]
         a, b = offsets[r], offsets[r + 1]
         out = new_offsets[r]
         e = a
         while e < b:
-            s0 = _spread_at(e, a, b, time, step, kind, per_step, sp)
+            s0 = _spread_at(e, a, b, time, step, kind, per_step, sp, q)
             if s0 < 0:
                 n_step[out], n_time[out], n_kind[out], n_amount[out] = step[e], time[e], kind[e], amount[e]
                 out += 1
                 e += 1
                 continue
             end = e + 1
-            while end < b and _spread_at(end, a, b, time, step, kind, per_step, sp) == s0:
+            while end < b and _spread_at(end, a, b, time, step, kind, per_step, sp, q) == s0:
                 end += 1
             for upper in (True, False):
                 for f in range(e, end):
-                    part = time[f] * sp - s0
+                    part = _place(time[f], sp, q) - s0
                     n_step[out], n_time[out], n_kind[out] = s0 + 1 if upper else s0, time[f], kind[f]
                     n_amount[out] = amount[f] * (part if upper else 1.0 - part)
                     out += 1
             e = end
 
 
-def spread_cash_flows(table: EventTable, steps_per_year) -> EventTable:
+def spread_cash_flows(table: EventTable, steps_per_year, phase) -> EventTable:
     """The events of dated rows (:func:`~.dated.dated_events`) with their cash flows between two steps spread
-    over both (see the module's notes); ``steps_per_year`` per row."""
+    over both (see the module's notes); ``steps_per_year`` and the tree's ``phase`` per row."""
     spy = np.ascontiguousarray(steps_per_year, np.int64)
+    phase = np.ascontiguousarray(phase, np.int64)
     rows = len(table.offsets) - 1
     counts = np.zeros(rows, np.int64)
-    over_rows(_counts, rows, table.offsets, table.time, table.step, table.kind, spy, counts)
+    over_rows(_counts, rows, table.offsets, table.time, table.step, table.kind, spy, phase, counts)
     offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     if offsets[-1] == table.offsets[-1]:
@@ -134,6 +145,7 @@ def spread_cash_flows(table: EventTable, steps_per_year) -> EventTable:
         table.kind,
         table.amount,
         spy,
+        phase,
         offsets,
         spread.step,
         spread.time,

@@ -19,7 +19,7 @@ from ..curves import ZeroCurve
 from ..dates import NO_DATE, accrued, cash_flows, coupons, is_business_day, year_fractions
 from .dated import DatedRows
 from .events import CALL as CALL_EVENT, PUT as PUT_EVENT
-from .geometry import branching, tree_geometry
+from .geometry import PHASES, branching, tree_geometry
 from .instruments import Instruments
 from .payments import Payments
 from .sweeps import BumpedCurve, Trees
@@ -186,39 +186,82 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
     return events
 
 
-def _dated_events_by_step(ins, rows: DatedRows, r: int, curve: ZeroCurve) -> dict[int, list[tuple[str, float]]]:
-    """:func:`_events_by_step` of a dated row: a day k days after valuation is ``k / D`` years, on the grid
-    exactly when ``k * spy / D`` is whole. An exercise, or a flow before the first step, goes to step
-    ``max(1, round(k * spy / D))`` (halves up, in integers). A cash flow between steps s0 >= 1 and s0 + 1 is paid
-    in two parts, ``(1 - b) A`` at s0 and ``b A`` at s0 + 1 (``b = k * spy / D - s0``), unless an exercise date
-    lies in ``[s0 dt, (s0 + 1) dt]``: then whole at its nearest step (docs/model/events.rst)."""
+def _dated_phase(ins, rows: DatedRows, r: int, days: list[int]) -> int:
+    """The phase of a dated row's tree (sixteenths of a step): the circular mean of its exercise ``days``'
+    places within a step, ``k spy / D mod 1`` for a day k days after valuation, rounded to sixteenths, taken
+    from -8 to 7 (american exercise: the last day's place alone); 0 without exercise dates or where the places
+    spread evenly."""
+    spy, D, valuation = ins.steps_per_year, int(rows.days_per_year[r]), int(rows.valuation[r])
+    if not days or ins.instrument == "bond":
+        return 0
+    if ins.exercise == "american":  # every business day: the expiry's place alone
+        days = [max(days)]
+    angles = [2 * math.pi * ((day - valuation) * spy % D) / D for day in days]
+    x, y = sum(math.cos(a) for a in angles), sum(math.sin(a) for a in angles)
+    if abs(x) + abs(y) < 1e-9:
+        return 0
+    q = round(PHASES * math.atan2(y, x) / (2 * math.pi)) % PHASES
+    return q - PHASES if q >= PHASES // 2 else q
+
+
+def _dated_events_by_step(ins, rows: DatedRows, r: int, curve: ZeroCurve) -> tuple[dict, int, int]:
+    """:func:`_events_by_step` of a dated row, its tree's height and phase q: a day k days after valuation is
+    ``k / D`` years, its place ``u / (16 D)`` steps with ``u = 16 k spy - q D`` (step s >= 1 lies at ``(s + q /
+    16) dt``), on the grid exactly when u is a positive multiple of 16 D. An exercise, or a flow before the first
+    step, goes to step ``max(1, round(u / (16 D)))`` (halves up, in integers). A cash flow between steps s0 >= 1
+    and s0 + 1 is paid in two parts, ``(1 - b) A`` at s0 and ``b A`` at s0 + 1 (``b = u / (16 D) - s0``), unless
+    an exercise date lies between the two steps or on one: then whole at its nearest step
+    (docs/model/events.rst). The height is the step at or after the redemption."""
     spy, D, valuation = ins.steps_per_year, int(rows.days_per_year[r]), int(rows.valuation[r])
     seen = curve.at(valuation)
     events = sorted(_dated_events(ins, rows, r), key=lambda e: (-e[0], ORDER[e[1]]))
-    exercised = [(day - valuation) * spy for day, kind, _ in events if kind not in (REDEMPTION, COUPON)]
+    q = _dated_phase(ins, rows, r, [day for day, kind, _ in events if kind not in (REDEMPTION, COUPON)])
+    unit = PHASES * D  # a step, in u
+
+    def place(day: int) -> int:
+        return PHASES * (day - valuation) * spy - q * D
+
+    def tau(s: int) -> float:
+        return (PHASES * s + q) / (PHASES * spy)
+
+    exercised = [place(day) for day, kind, _ in events if kind not in (REDEMPTION, COUPON)]
     by_step = defaultdict(list)
 
-    def add(s: int, kind: str, amount: float, k: int) -> None:
-        factor = 1.0 if k * spy == s * D else float(seen.discount(k / D) / seen.discount(s / spy))
+    def add(s: int, kind: str, amount: float, u: int, k: int) -> None:
+        factor = 1.0 if u == s * unit else float(seen.discount(k / D) / seen.discount(tau(s)))
         by_step[s].append((kind, amount * factor))
 
     for day, kind, amount in events:  # each step's list fills in decreasing time
-        k = day - valuation
-        s0, rest = divmod(k * spy, D)
+        k, u = day - valuation, place(day)
+        s0, rest = divmod(u, unit)
         spread = rest and s0 >= 1 and kind in (REDEMPTION, COUPON)
-        if spread and not any(s0 * D <= x <= (s0 + 1) * D for x in exercised):
-            add(s0 + 1, kind, amount * rest / D, k)
-            add(s0, kind, amount * (D - rest) / D, k)
+        if spread and not any(s0 * unit <= x <= (s0 + 1) * unit for x in exercised):
+            add(s0 + 1, kind, amount * rest / unit, u, k)
+            add(s0, kind, amount * (unit - rest) / unit, u, k)
         else:
-            add(max(1, (2 * k * spy + D) // (2 * D)), kind, amount, k)
-    return by_step
+            add(max(1, (2 * u + unit) // (2 * unit)), kind, amount, u, k)
+    height = max(1, -(-place(int(rows.redemption_day[r])) // unit))
+    return by_step, height, q
 
 
-def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, float]]], n: int) -> tuple[float, float]:
+def price_instrument(
+    ins, curve: ZeroCurve, events: dict[int, list[tuple[str, float]]], n: int, phase: int = 0
+) -> tuple[float, float]:
     """``(bond_price, option_price)`` of one instrument (a row with the canonical columns) on a tree of ``n``
-    steps, its ``events`` by step."""
+    steps of ``phase`` (its first step ``(1 + phase / 16) dt`` long, with the variance of that length on the
+    tree's rate grid: the root branches ``r / 6``, ``1 - r / 3``, ``r / 6``, r its variance over a step's), its
+    ``events`` by step."""
     g = tree_geometry(ins.mean_reversion, ins.volatility, ins.maturity, ins.steps_per_year, n)
     dt, dr, jmax = float(g.dt), float(g.dr), int(g.jmax)
+    a, sigma = ins.mean_reversion, ins.volatility
+    first = (PHASES + phase) * dt / PHASES
+    lengths = [first] + [dt] * (n - 1)  # of the steps from 0 .. n - 1 to the next
+    times = [0.0] + [(PHASES * s + phase) * dt / PHASES for s in range(1, n + 1)]
+
+    def variance(h: float) -> float:
+        return sigma**2 * (1 - math.exp(-2 * a * h)) / (2 * a)
+
+    root = 1.0 if phase == 0 else variance(first) / variance(dt)
     j = np.arange(-jmax, jmax + 1)
     pu, pm, pd_ = branching(jmax, float(g.M))
     # targets of the up, middle and down branches of each node (as array indices j + jmax)
@@ -227,18 +270,25 @@ def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, fl
     up[0], mid[0], down[0] = -jmax + 2, -jmax + 1, -jmax
     up, mid, down = up + jmax, mid + jmax, down + jmax
     width = 2 * jmax + 1
+    root_up, root_mid, root_down = np.zeros(width), np.zeros(width), np.zeros(width)
+    root_up[jmax], root_mid[jmax], root_down[jmax] = root / 6, 1 - root / 3, root / 6
 
-    # forward: state prices Q and the displacements alpha fitted to P(0, (m+1) dt)
+    def probabilities(m: int):
+        return (root_up, root_mid, root_down) if m == 0 and phase else (pu, pm, pd_)
+
+    # forward: state prices Q and the displacements alpha fitted to P(0, t_{m+1})
     Q = np.zeros(width)
     Q[jmax] = 1.0
     alphas = np.empty(n)
     for m in range(n):
-        alphas[m] = (math.log(np.sum(Q * np.exp(-j * dr * dt))) - math.log(curve.discount((m + 1) * dt))) / dt
-        flow = Q * np.exp(-(alphas[m] + j * dr) * dt)
+        h = lengths[m]
+        alphas[m] = (math.log(np.sum(Q * np.exp(-j * dr * h))) - math.log(curve.discount(times[m + 1]))) / h
+        flow = Q * np.exp(-(alphas[m] + j * dr) * h)
+        p_up, p_mid, p_down = probabilities(m)
         Q = (
-            np.bincount(up, flow * pu, width)
-            + np.bincount(mid, flow * pm, width)
-            + np.bincount(down, flow * pd_, width)
+            np.bincount(up, flow * p_up, width)
+            + np.bincount(mid, flow * p_mid, width)
+            + np.bincount(down, flow * p_down, width)
         )
 
     # backward: bond and option together; after rolling back to a step, its events in order
@@ -260,9 +310,10 @@ def price_instrument(ins, curve: ZeroCurve, events: dict[int, list[tuple[str, fl
     option = np.zeros(width)
     apply_events(n, bond, option)
     for i in range(n - 1, -1, -1):
-        discount = np.exp(-(alphas[i] + j * dr) * dt)
-        bond = discount * (pu * bond[up] + pm * bond[mid] + pd_ * bond[down])
-        option = discount * (pu * option[up] + pm * option[mid] + pd_ * option[down])
+        discount = np.exp(-(alphas[i] + j * dr) * lengths[i])
+        p_up, p_mid, p_down = probabilities(i)
+        bond = discount * (p_up * bond[up] + p_mid * bond[mid] + p_down * bond[down])
+        option = discount * (p_up * option[up] + p_mid * option[mid] + p_down * option[down])
         apply_events(i, bond, option)
     return float(bond[jmax]), float(option[jmax])
 
@@ -274,15 +325,13 @@ def price_reference(instruments: Instruments, curves: dict[str, ZeroCurve]):
         if instruments.is_dated[r]:
             dated = instruments.dated
             assert dated is not None  # a dated row comes with its dated terms
-            events = _dated_events_by_step(ins, dated, r, curves[ins.curve])
+            events, n, phase = _dated_events_by_step(ins, dated, r, curves[ins.curve])
             curve = curves[ins.curve].at(int(dated.valuation[r]))
-            days, D = int(dated.redemption_day[r] - dated.valuation[r]), int(dated.days_per_year[r])
-            n = max(1, -(-days * ins.steps_per_year // D))  # the step at or after the redemption
         else:
             curve = curves[ins.curve].at(ins.valuation) if curves[ins.curve].dates is not None else curves[ins.curve]
             events = _events_by_step(ins, curve)
-            n = max(1, math.floor(ins.maturity * ins.steps_per_year + 0.5))
-        results.append(price_instrument(ins, curve, events, n))
+            n, phase = max(1, math.floor(ins.maturity * ins.steps_per_year + 0.5)), 0
+        results.append(price_instrument(ins, curve, events, n, phase))
     prices = np.array(results, dtype=np.float64).reshape(-1, 2)
     return prices[:, 0], prices[:, 1]
 
