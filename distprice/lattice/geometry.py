@@ -105,8 +105,8 @@ def tree_geometry(mean_reversion, volatility, maturity, steps_per_year, height=N
     sigma = np.asarray(volatility, dtype=np.float64)
     spy = np.asarray(steps_per_year, dtype=np.float64)
     dt = 1.0 / spy
-    x = 2.0 * a * dt
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a or sigma of 1e308 (refused): no warning
+        x = 2.0 * a * dt
         variance = sigma**2 * dt * np.where(x > 0, -np.expm1(-x) / x, 1.0)
         M = np.expm1(-a * dt)
         cut = np.ceil(np.where(M < 0, -JMAX_FACTOR / M, np.inf))
