@@ -241,7 +241,7 @@ def real_bonds() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_five_real_bonds_converge_to_their_fine_limit():
     """At 12, 52 and 365 steps a year, within 0.008, 0.004 and 0.001 per 100 of the limit extrapolated from 730
-    and 1 460 (first order); measured: 0.0042, 0.0024 and 0.00076 at most (B1, B5, B4; 0.011 and 0.0038 on a tree
+    and 1 460 (first order); measured: 0.0042, 0.0025 and 0.00076 at most (B1, B5, B4; 0.011 and 0.0038 on a tree
     without a phase). QuantLib's grid, on which every date is a node, gives 0.0048, 0.0027 and, at 365 where ours
     is one too, the same prices but for B4, whose last put it moves onto the coupon's payment date three days
     later."""

@@ -763,10 +763,11 @@ def _exercise_walk(
             if day == NONE_DAY:
                 break
             counts[r] += 1
-            if wants_phase:
+            if wants_phase:  # a date t years away weighs exp(-t)
                 angle = 2.0 * np.pi * (((day - valuation[r]) * spy[r]) % D) / D
-                cos_sum += np.cos(angle)
-                sin_sum += np.sin(angle)
+                weight = np.exp(-(day - valuation[r]) / D)
+                cos_sum += weight * np.cos(angle)
+                sin_sum += weight * np.sin(angle)
                 if code[r] == AMERICAN:  # every business day: its expiry's place alone
                     break
         if wants_phase and abs(cos_sum) + abs(sin_sum) >= 1e-9:
@@ -817,7 +818,8 @@ def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
 def exercise_phases(rows: DatedRows, exercise: np.ndarray, steps_per_year: np.ndarray) -> np.ndarray:
     """The phase of each row's tree (sixteenths of a step, -8 .. 7; :mod:`~.geometry`) that brings its exercise
     dates nearest to nodes: the circular mean of their places within a step, ``k spy / D mod 1`` for a date k
-    days after the valuation date, rounded to sixteenths; an american row's, its expiry's place alone (its dates
+    days after the valuation date, each weighted by ``exp(-k / D)`` (the nearer dates, which decide more of an
+    option's value, weigh more), rounded to sixteenths; an american row's, its expiry's place alone (its dates
     are every business day). 0 for rows without checked exercise dates (``rows.exercises``) and those whose dates
     spread evenly over a step."""
     wanted = (rows.exercises > 0) & (exercise != NO_EXERCISE)

@@ -188,16 +188,18 @@ def _dated_events(ins, rows: DatedRows, r: int) -> list[tuple[int, str, float]]:
 
 def _dated_phase(ins, rows: DatedRows, r: int, days: list[int]) -> int:
     """The phase of a dated row's tree (sixteenths of a step): the circular mean of its exercise ``days``'
-    places within a step, ``k spy / D mod 1`` for a day k days after valuation, rounded to sixteenths, taken
-    from -8 to 7 (american exercise: the last day's place alone); 0 without exercise dates or where the places
-    spread evenly."""
+    places within a step, ``k spy / D mod 1`` for a day k days after valuation, each weighted by ``exp(-k / D)``,
+    rounded to sixteenths, taken from -8 to 7 (american exercise: the last day's place alone); 0 without exercise
+    dates or where the places spread evenly."""
     spy, D, valuation = ins.steps_per_year, int(rows.days_per_year[r]), int(rows.valuation[r])
     if not days or ins.instrument == "bond":
         return 0
     if ins.exercise == "american":  # every business day: the expiry's place alone
         days = [max(days)]
     angles = [2 * math.pi * ((day - valuation) * spy % D) / D for day in days]
-    x, y = sum(math.cos(a) for a in angles), sum(math.sin(a) for a in angles)
+    weights = [math.exp(-(day - valuation) / D) for day in days]
+    x = sum(w * math.cos(a) for w, a in zip(weights, angles))
+    y = sum(w * math.sin(a) for w, a in zip(weights, angles))
     if abs(x) + abs(y) < 1e-9:
         return 0
     q = round(PHASES * math.atan2(y, x) / (2 * math.pi)) % PHASES
