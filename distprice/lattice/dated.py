@@ -809,9 +809,9 @@ def _schedule_inputs(rows: DatedRows):
 
 def exercise_counts(rows: DatedRows, exercise: np.ndarray) -> np.ndarray:
     """How many exercise dates after settlement each row has (``exercise`` codes; NO_EXERCISE: none)."""
-    counts, none = np.zeros(len(exercise), np.int64), np.zeros(len(exercise), np.int64)
+    counts, no_phase = np.zeros(len(exercise), np.int64), np.zeros(len(exercise), np.int64)
     inputs = (*_exercise_inputs(rows, exercise), *_schedule_inputs(rows), rows.valuation, rows.days_per_year)
-    over_rows(_exercise_walk, len(exercise), *inputs, none, counts, none)
+    over_rows(_exercise_walk, len(exercise), *inputs, no_phase, counts, no_phase)  # steps a year 0: counts only
     return counts
 
 
