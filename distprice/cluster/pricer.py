@@ -241,6 +241,9 @@ class Pricer:
         work = split if isinstance(split, Work) else self._last_stage(split, sent, watch)
         futures = self._started(work, sent, watch)
         sent.clear()
+        if work.together:
+            watch.wait(futures)
+            return work.combine(iter(watch.gather(futures)))
         return work.combine(self._ordered(futures, watch, work.each, FETCH_RUN if work.light else 1))
 
     def _last_stage(self, stages: Stages, sent: dict, watch: Watch) -> Work:

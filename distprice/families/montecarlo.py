@@ -130,7 +130,7 @@ def split(read: PathJobs, workers: Workers) -> Work:
         chunks=len(chunks),
         predicted_seconds=0.0,
     )
-    return Work(chunks, table, "pricing paths", figures)
+    return Work(chunks, table, "pricing paths", figures, together=True)
 
 
 PATHS = Family(read, split, counted=(TASK,))

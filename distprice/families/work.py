@@ -89,7 +89,8 @@ class Work:
     workers until the job's last stage is sent. The results of an earlier stage's other chunks are let go once
     that stage is over. ``outline``: how the job's rows were cut and planned, for its report (None: not told).
     ``light``: each chunk's result is a few bytes (a tally, the templates of the parts a worker wrote), so those
-    already done are fetched together, one message for a run of them."""
+    already done are fetched together, one message for a run of them. ``together``: the results are used only all
+    at once (small partial sums, say), so they are fetched in one message once every chunk is done."""
 
     chunks: list[Chunk]
     combine: Callable[[Iterator], Any]
@@ -99,6 +100,7 @@ class Work:
     kept: tuple[Chunk, ...] = ()
     outline: Outline | None = None
     light: bool = False
+    together: bool = False
 
 
 @dataclass(frozen=True)

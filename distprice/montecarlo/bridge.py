@@ -49,28 +49,31 @@ def from_dates(t: np.ndarray) -> Bridge:
     middle m = ⌊(l + r)/2⌋ with sd = √((t_m − t_l)(t_r − t_m)/(t_r − t_l)), lw = (t_r − t_m)/(t_r − t_l),
     rw = (t_m − t_l)/(t_r − t_l), then visits (l, m) and (m, r)."""
     t = np.concatenate([[0.0], np.asarray(t, dtype=np.float64)])
-    dates = len(t) - 1
-    steps = [(dates, 0, 0, np.sqrt(t[dates]), 0.0, 0.0)]
+    index, left, right = _order(len(t) - 1)
+    m, l, r = index[1:], left[1:], right[1:]
+    span = t[r] - t[l]
+    sd = np.concatenate([[np.sqrt(t[-1])], np.sqrt((t[m] - t[l]) * (t[r] - t[m]) / span)])
+    lw = np.concatenate([[0.0], (t[r] - t[m]) / span])
+    rw = np.concatenate([[0.0], (t[m] - t[l]) / span])
+    return Bridge(index, left, right, sd, lw, rw)
+
+
+@functools.lru_cache(maxsize=64)
+def _order(dates: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (index, left, right) of :func:`from_dates`'s steps over ``dates`` dates (int32, read-only): they
+    depend on the number of dates alone."""
+    steps = [(dates, 0, 0)]
     intervals = [(0, dates)]
     while intervals:
         l, r = intervals.pop()
         if r - l < 2:
             continue
         m = (l + r) // 2
-        span = t[r] - t[l]
-        steps.append(
-            (m, l, r, np.sqrt((t[m] - t[l]) * (t[r] - t[m]) / span), (t[r] - t[m]) / span, (t[m] - t[l]) / span)
-        )
+        steps.append((m, l, r))
         intervals += [(m, r), (l, m)]  # (l, m) is popped first
-    index, left, right, sd, lw, rw = (np.array(column) for column in zip(*steps))
-    return Bridge(
-        index.astype(np.int32),
-        left.astype(np.int32),
-        right.astype(np.int32),
-        sd.astype(np.float64),
-        lw.astype(np.float64),
-        rw.astype(np.float64),
-    )
+    columns = np.array(steps, dtype=np.int32).T.copy()
+    columns.flags.writeable = False
+    return columns[0], columns[1], columns[2]
 
 
 def problems(bridge: Bridge) -> list[tuple[int, str, str]]:

@@ -18,6 +18,7 @@ Tables (CSV or Parquet, one file per table named after it, e.g. ``DIR/mc_jobs.cs
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -91,6 +92,12 @@ def _table_file(folder: Path, name: str) -> Path | None:
     return found[0] if found else None
 
 
+@functools.cache
+def _empty(name: str) -> pd.DataFrame:
+    """An absent table: its columns and no rows (shared: never written to)."""
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS[name]})
+
+
 def complete(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """Every table present (absent ones empty), defaults filled in; problems for missing tables and columns."""
     problems = [Problem(None, name, None, "required table is missing") for name in REQUIRED if name not in tables]
@@ -100,15 +107,20 @@ def complete(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     for name, columns in COLUMNS.items():
         frame = tables.get(name)
         if frame is None:
-            frame = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
-        frame = frame.reset_index(drop=True).copy()
+            frame = _empty(name)
+        elif not frame.index.equals(pd.RangeIndex(len(frame))):
+            frame = frame.reset_index(drop=True)
         problems += [Problem(None, name, c, "required column is missing") for c in columns if c not in frame]
         problems += check_names(name, frame.columns, (*columns, *DEFAULTS.get(name, {})))
-        for column, default in DEFAULTS.get(name, {}).items():
-            if column not in frame:
-                frame[column] = default
-            else:
-                frame[column] = frame[column].where(frame[column].notna(), default)
+        filled = {
+            column: default
+            for column, default in DEFAULTS.get(name, {}).items()
+            if column not in frame or frame[column].isna().any()
+        }
+        if filled:
+            frame = frame.copy(deep=False)  # the defaults go into a frame of its own, never the caller's
+            for column, default in filled.items():
+                frame[column] = frame[column].where(frame[column].notna(), default) if column in frame else default
         out[name] = frame
     if problems:
         raise InvalidInputError(problems)

@@ -37,15 +37,20 @@ class _Table:
 
     def __init__(self, name: str, frame: pd.DataFrame, problems: list[Problem]):
         self.name, self.frame, self.problems = name, frame, problems
+        self._numbers: dict[str, np.ndarray] = {}  # each column read as numbers once
         codes, labels = pd.factorize(frame["job"])  # each distinct label made a key once
         keys = [_key(v) for v in labels]
         self.jobs = [keys[c] if c >= 0 else None for c in codes]
         self.rows: dict[str, list[int]] = {}
-        for r, job in enumerate(self.jobs):
-            if job is None:
-                self.flag(r, "job", "job is required")
+        order = np.argsort(codes, kind="stable")  # rows grouped by label, each group in table order
+        groups = np.split(order, np.flatnonzero(np.diff(codes[order])) + 1) if len(codes) else []
+        for group in groups:
+            code = codes[group[0]]
+            if code < 0:
+                for r in group.tolist():
+                    self.flag(r, "job", "job is required")
             else:
-                self.rows.setdefault(job, []).append(r)
+                self.rows.setdefault(keys[code], []).extend(group.tolist())
 
     def where(self, r: int) -> str:
         job = self.jobs[r]
@@ -60,13 +65,14 @@ class _Table:
     def numbers(self, rows: list[int], column: str, integer: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Values of ``column`` in ``rows`` as float64 and whether each is usable (finite, whole if
         ``integer``); unusable ones are flagged."""
-        values = pd.to_numeric(self.frame[column].iloc[rows], errors="coerce").to_numpy(dtype=np.float64)
+        if column not in self._numbers:
+            self._numbers[column] = pd.to_numeric(self.frame[column], errors="coerce").to_numpy(dtype=np.float64)
+        values = self._numbers[column][np.asarray(rows, dtype=np.int64)]
         ok = np.isfinite(values)
         if integer:
             ok &= np.floor(values) == values
-        for r, good in zip(rows, ok):
-            if not good:
-                self.flag(r, column, "must be a whole number" if integer else "must be a finite number")
+        for p in np.flatnonzero(~ok).tolist():
+            self.flag(rows[p], column, "must be a whole number" if integer else "must be a finite number")
         return values, ok
 
     def grid(self, job: str, rows: list[int], keys: list[tuple[str, np.ndarray, int, int]]) -> tuple[list[int], tuple]:
@@ -313,13 +319,11 @@ def _model_axis(table: _Table, job: str, rows: list[int], models: tuple) -> np.n
     number = {}
     for i, model in enumerate(models):
         number.setdefault(_key(model), i)
-    index = np.full(len(rows), np.nan)
-    for p, (r, value) in enumerate(zip(rows, table.frame["model"].iloc[rows].tolist())):
-        key = _key(value)
-        if key in number:
-            index[p] = number[key]
-        else:
-            table.flag(r, "model", f"model '{key}' has no mc_spots rows for this job")
+    codes, labels = pd.factorize(table.frame["model"].iloc[rows], use_na_sentinel=False)
+    keys = [_key(v) for v in labels]
+    index = np.array([number.get(k, np.nan) for k in keys], dtype=np.float64)[codes]
+    for p in np.flatnonzero(np.isnan(index)).tolist():
+        table.flag(rows[p], "model", f"model '{keys[codes[p]]}' has no mc_spots rows for this job")
     return index
 
 
@@ -330,10 +334,9 @@ def _diffusion(table: _Table, job: str, models: tuple, T: int, U: int):
     underlying, _ = table.numbers(rows, "underlying", integer=True)
     vol, ok_vol = table.numbers(rows, "vol")
     drift, ok_drift = table.numbers(rows, "drift")
-    for p, r in enumerate(rows):
-        if ok_vol[p] and vol[p] < 0:
-            table.flag(r, "vol", "must be >= 0")
-            ok_vol[p] = False
+    for p in np.flatnonzero(ok_vol & (vol < 0)).tolist():
+        table.flag(rows[p], "vol", "must be >= 0")
+        ok_vol[p] = False
     before = len(table.problems)
     placed, cell = table.grid(
         job, rows, [("model", model, 0, len(models)), ("date_index", date, 1, T), ("underlying", underlying, 0, U)]
