@@ -24,7 +24,7 @@ import pandas as pd
 from .choices import ON_INVALID, SCENARIO_TABLES
 from .dates import NO_DATE, parse_dates
 from .errors import InvalidInputError, JobTooLongError, OptionError, Problem
-from .execute import checkpoint, host_pieces, this_model
+from .execute import checkpoint, measure_pieces, this_model
 from .lattice.dated import (
     SCHEDULE_LABELS,
     TERM_COLUMNS,
@@ -47,7 +47,7 @@ from .lattice.measures import (
 from .lattice.payment_tables import TABLES, read_steps
 from .lattice.payments import Payments, Steps
 from .lattice.quotes import QUOTE_COLUMNS, Quotes, read_market_prices
-from .lattice.risk import price_measures, price_of
+from .lattice.risk import measured_by, price_measures, price_of
 from .lattice.swaptions import SWAPTION_COLUMNS
 from .models.hull_white_fit import MODEL_COLUMNS
 from .precision import precision_name, real_dtype
@@ -211,18 +211,16 @@ class Risk:
     ) -> dict[str, np.ndarray]:
         """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
         ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
-        the OAS search starts from when they are float64. The rows are measured in the pieces a pricing in
-        this process takes (:func:`~.execute.host_pieces`), each of about the time of a pricing's piece (a
-        pricing's predicted time per measure column): a risk engine holds its rows' events, trees and bumped
-        values at once, so a big book's memory stays that of a piece, and a stop waits for one piece at most;
-        each row's measures are what they are measured whole."""
+        the OAS search starts from when they are float64. The rows are measured in pieces
+        (:func:`~.execute.measure_pieces`) of about a pricing piece's time on the engine that measures (over the
+        measure columns): a risk engine holds its rows' events, trees and bumped values at once, so a big book's
+        memory stays that of a piece, and a stop waits for one piece at most; each row's measures are what they
+        are measured whole."""
         base = None
         if bond is not None and np.dtype(real) == np.float64:
             base = price_of(instruments.table["instrument"].to_numpy(dtype=object), bond, option)
         rows = np.arange(len(instruments))
-        engine = "reference" if self.engine == "reference" else "cpu"
-        passes = len(self.columns)
-        pieces = host_pieces(instruments, rows, engine, this_model(np.float64), passes) if len(rows) else [rows]
+        pieces = measure_pieces(instruments, measured_by(self.engine), this_model(np.float64), len(self.columns))
         out = {}
         for piece in pieces:
             checkpoint()

@@ -1,5 +1,7 @@
 """The fast CPU engine against the reference engine, on random portfolios and edge cases."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -290,3 +292,34 @@ def test_host_pieces_are_cut_by_predicted_time_and_long_rows_are_few_a_piece():
     reference = execute.host_pieces(table, rows[:short], "reference", model)
     per_piece = [execute.ENGINES["reference"].node_step_seconds * table.geometry.node_steps[p].sum() for p in reference]
     assert max(per_piece) < 1.5 * execute.PIECE_SECONDS
+
+
+def test_measure_pieces_are_sized_for_the_engine_that_measures():
+    """Risk measures come in pieces of about MEASURE_PIECE_SECONDS of the measuring engine's predicted work (times
+    the passes): on a GPU by the GPU's prediction, not the CPU's (20 000 short rows under the full measure set are
+    one piece on an H200, several on the CPU); past that, about that much a piece; the pieces cover the rows in
+    order."""
+    from types import SimpleNamespace
+
+    from distprice import execute
+    from distprice.lattice.geometry import tree_geometry
+    from distprice.tuning import shipped_default
+
+    class Book(SimpleNamespace):
+        def __len__(self):
+            return len(self.geometry.width)
+
+    n, passes = 20_000, 17
+    geometry = tree_geometry(np.full(n, 0.05), np.full(n, 0.01), np.linspace(1.0, 10.0, n), np.full(n, 26))
+    table = Book(geometry=geometry)
+    gpu, cpu = shipped_default("NVIDIA H200", "fp64"), shipped_default("cpu", "fp64")
+    seconds = execute.named_seconds(table, "gpu-flat", gpu, True) * passes
+    for more in (1, 200):
+        pieces = execute.measure_pieces(table, "gpu-flat", gpu, passes * more)
+        assert len(pieces) == math.ceil(more * seconds / execute.MEASURE_PIECE_SECONDS)
+        np.testing.assert_array_equal(np.concatenate(pieces), np.arange(n))
+    on_cpu = execute.measure_pieces(table, "cpu", cpu, passes)
+    rows = np.arange(n)
+    cpu_seconds = execute.row_seconds(geometry, rows, "cpu", cpu) * passes
+    assert len(on_cpu) == math.ceil(cpu_seconds.sum() / execute.MEASURE_PIECE_SECONDS) > 1
+    np.testing.assert_array_equal(np.concatenate(on_cpu), rows)

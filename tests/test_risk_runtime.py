@@ -55,9 +55,10 @@ def test_price_adds_the_measure_columns_after_the_prices(quoted):
         np.testing.assert_allclose(alone[column], expected[column], rtol=0, atol=1e-6 * scale, err_msg=column)
 
 
-def test_a_job_measures_its_rows_in_the_pieces_of_a_pricing(monkeypatch, quoted):
-    """A job in this process measures its rows piece by piece, as it prices them (a risk engine holds all of
-    its rows' trees and bumped values at once): the same bits as the whole book measured at once."""
+def test_a_job_measures_its_rows_in_pieces(monkeypatch, quoted):
+    """A job in this process measures its rows piece by piece (a risk engine holds all of its rows' trees and
+    bumped values at once; :func:`~distprice.execute.measure_pieces`): the same bits as the whole book measured
+    at once."""
     from distprice import execute
 
     whole = distprice.price(quoted, engine="cpu", measures=ALL)
@@ -68,7 +69,7 @@ def test_a_job_measures_its_rows_in_the_pieces_of_a_pricing(monkeypatch, quoted)
         calls.append(len(instruments))
         return measure(instruments, *args, **kwargs)
 
-    monkeypatch.setattr(execute, "PIECE_SECONDS", 1e-5)
+    monkeypatch.setattr(execute, "MEASURE_PIECE_SECONDS", 1e-5)
     monkeypatch.setattr("distprice.job.price_measures", counted)
     pieces = distprice.price(quoted, engine="cpu", measures=ALL)
     assert len(calls) >= 5 and sum(calls) == len(quoted)

@@ -55,13 +55,18 @@ OAS_SECOND_POINT = 1e-3
 """The OAS search starts from spreads 0 and this (decimal)."""
 
 
-def risk_engine(engine: str, instruments: Instruments, curves: dict[str, ZeroCurve]):
-    """The risk engine of a named engine (``auto``: a GPU engine where there is a GPU, else ``cpu``) for
-    ``instruments`` on ``curves``; :class:`OptionError` for an unknown name, GpuUnavailableError for a GPU
-    engine without a GPU."""
+def measured_by(engine: str) -> str:
+    """The engine whose risk engine measures for a named one (``auto``: ``gpu-flat`` where there is a GPU, else
+    ``cpu``); :class:`OptionError` for an unknown name, GpuUnavailableError for a GPU engine without a GPU."""
     engine = resolve(engine, np.float64)
     if engine == AUTO:
-        engine = "gpu-flat" if gpu_available() else "cpu"
+        return "gpu-flat" if gpu_available() else "cpu"
+    return engine
+
+
+def risk_engine(engine: str, instruments: Instruments, curves: dict[str, ZeroCurve]):
+    """The risk engine of a named engine (:func:`measured_by`) for ``instruments`` on ``curves``."""
+    engine = measured_by(engine)
     if engine == "reference":
         return ReferenceRisk(instruments, curves)
     batch = pack(instruments, curves, np.float64)
