@@ -27,9 +27,9 @@ def unit_command(name: str) -> list[str]:
 
 
 def test_host_units_run_tls_only_with_the_dashboard_on_loopback():
-    scheduler, worker = unit_command("dask-scheduler.service"), unit_command("dask-cuda-worker.service")
+    scheduler, worker = unit_command("dask-scheduler.service"), unit_command("distprice-gpu-worker@.service")
     assert scheduler[:2] == ["/opt/distprice/venv/bin/dask", "scheduler"]
-    assert worker[:4] == ["/opt/distprice/venv/bin/dask", "cuda", "worker", "tls://scheduler.example.org:8786"]
+    assert worker[:3] == ["/opt/distprice/venv/bin/dask", "worker", "tls://scheduler.example.org:8786"]
     for words, role in ((scheduler, "scheduler"), (worker, "worker")):
         options = dict(zip(words, words[1:]))
         assert options["--tls-ca-file"] == "/etc/distprice/tls/ca.pem"
@@ -37,7 +37,18 @@ def test_host_units_run_tls_only_with_the_dashboard_on_loopback():
         assert options["--tls-key"] == f"/etc/distprice/tls/{role}-key.pem"
     options = dict(zip(scheduler, scheduler[1:]))
     assert (options["--protocol"], options["--dashboard-address"]) == ("tls", "127.0.0.1:8787")
-    for name in ("dask-scheduler.service", "dask-cuda-worker.service"):
+
+
+def test_the_gpu_worker_unit_runs_a_local_cuda_clusters_processes_on_its_own_gpu():
+    """An instance per GPU (``distprice-gpu-worker@0``): that GPU alone, as many worker processes of 2 threads as
+    a ``local-cuda`` cluster gives a GPU of 16 cores, so that their host work keeps the GPU busy."""
+    from distprice.cluster.config import WORKERS_PER_GPU
+
+    words = unit_command("distprice-gpu-worker@.service")
+    options = dict(zip(words, words[1:]))
+    assert (int(options["--nworkers"]), options["--nthreads"]) == (WORKERS_PER_GPU, "2")
+    assert "Environment=CUDA_VISIBLE_DEVICES=%i" in (DEPLOY / "hosts" / "distprice-gpu-worker@.service").read_text()
+    for name in ("dask-scheduler.service", "distprice-gpu-worker@.service"):
         assert "Environment=DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION=True" in (DEPLOY / "hosts" / name).read_text()
 
 
@@ -48,7 +59,9 @@ def dask_commands(compose, manifests) -> list[list[str]]:
     pods = [c[role]["spec"] for c in clusters for role in ("scheduler", "worker")]
     pods.append(manifests["DaskWorkerGroup"]["spec"]["worker"]["spec"])
     commands += [c["args"] for pod in pods for c in pod["containers"]]
-    commands += [["dask", *unit_command(name)[1:]] for name in ("dask-scheduler.service", "dask-cuda-worker.service")]
+    commands += [
+        ["dask", *unit_command(name)[1:]] for name in ("dask-scheduler.service", "distprice-gpu-worker@.service")
+    ]
     return commands
 
 
