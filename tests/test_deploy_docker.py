@@ -46,11 +46,15 @@ def test_compose_services_and_what_compose_needs_of_them(compose):
 
 
 def test_compose_gpu_workers_get_one_gpu_each_and_never_run_with_cpu_workers(compose):
+    from distprice.cluster.config import WORKERS_PER_GPU
+
     services = compose["services"]
     gpu = {name: s for name, s in services.items() if name.startswith("worker-")}
     devices = []
     for service in gpu.values():
-        assert service["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
+        assert service["command"][:3] == ["dask", "worker", "tcp://scheduler:8786"]
+        options = dict(zip(service["command"], service["command"][1:]))
+        assert (int(options["--nworkers"]), options["--nthreads"]) == (WORKERS_PER_GPU, "2")
         (device,) = service["deploy"]["resources"]["reservations"]["devices"]
         assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
         devices += device["device_ids"]
