@@ -43,9 +43,9 @@ MEASURE_PIECE_SECONDS = 2.0
 """Predicted seconds of a piece of risk measures (:func:`measure_pieces`, all its passes): a piece pays for its
 events, cash-flow placement, tree groups and forward passes once, 15-20 ms on the CPU (and its layout, uploads
 and per-bump launches on a GPU), so measures come in pieces five times a pricing's: 4 000 desk rows under the
-full set take 1.68 s in 8 pieces on two cores against 1.53 s whole and 2.17 s in 38 pieces of PIECE_SECONDS. The
-cost model's CPU figures predict the desk's measures about five times too long: a stop waits about half a
-second."""
+full set take 1.73-1.78 s in 8 pieces on two cores, against 1.53 s whole and 2.12 s in 38 pieces of
+PIECE_SECONDS. The cost model's CPU figures predict the desk's measures about five times too long: a stop waits
+about half a second."""
 HOST_PIECE_MAX_ROWS = 1 << 18
 """Rows of a piece at most: each piece's event table and the engine's per-row arrays (a few tens of MB) reuse
 the memory of the piece before instead of growing with the part, so a big table's first job does not pay for
@@ -195,7 +195,7 @@ def measure_pieces(instruments: Instruments, engine: str, model: CostModel, pass
     g = instruments.geometry
     seconds = named_seconds(instruments, engine, model, True) * passes
     pieces = max(math.ceil(seconds / MEASURE_PIECE_SECONDS), math.ceil(len(rows) / HOST_PIECE_MAX_ROWS), 1)
-    return [rows[s] for s in cut_by_cost(node_steps(g.width, g.height).astype(np.float64), pieces)]
+    return [rows[s] for s in cut_by_cost(node_steps(g.width, g.height), pieces)]
 
 
 def _finish(pending, bond: np.ndarray, option: np.ndarray, progress) -> float:

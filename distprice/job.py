@@ -212,8 +212,8 @@ class Risk:
         """The measure columns of ``instruments`` (and ``error``, None or why a row's measures are NaN);
         ``bond`` and ``option``: their values on ``curves`` from the job's pricing in precision ``real``, which
         the OAS search starts from when they are float64. The rows are measured in pieces
-        (:func:`~.execute.measure_pieces`) of about a pricing piece's time on the engine that measures (over the
-        measure columns): a risk engine holds its rows' events, trees and bumped values at once, so a big book's
+        (:func:`~.execute.measure_pieces`) of about MEASURE_PIECE_SECONDS of predicted work on the engine that
+        measures: a risk engine holds its rows' events, trees and bumped values at once, so a big book's
         memory stays that of a piece, and a stop waits for one piece at most; each row's measures are what they
         are measured whole."""
         base = None

@@ -173,3 +173,17 @@ def test_a_data_file_with_a_number_out_of_range_or_bad_bytes_is_named(tmp_path, 
     (tmp_path / "bad.input.data").write_bytes(text.replace(edit[0], edit[1], 1))
     with pytest.raises(InvalidInputError, match="not a FinPar or Futhark data file"):
         read_inputs(tmp_path / "bad.input.data")
+
+
+def test_read_tables_are_the_callers_own(medium):
+    """Defaults go into tables of their own, never the caller's; an absent table comes back empty each time, whatever
+    a caller did to the one it got before."""
+    given = {name: frame.copy() for name, frame in medium.items() if name != "mc_detvals"}
+    jobs_before = given["mc_jobs"].copy()
+    first = read_inputs(given)
+    pd.testing.assert_frame_equal(given["mc_jobs"], jobs_before)
+    assert first["mc_jobs"]["sobol_bits"].notna().all()
+    first["mc_detvals"]["value"] = [] if first["mc_detvals"].empty else 0.0
+    first["mc_detvals"]["extra"] = []
+    second = read_inputs(given)
+    assert second["mc_detvals"].empty and list(second["mc_detvals"].columns) == ["job", "model", "k", "value"]

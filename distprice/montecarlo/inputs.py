@@ -94,7 +94,7 @@ def _table_file(folder: Path, name: str) -> Path | None:
 
 @functools.cache
 def _empty(name: str) -> pd.DataFrame:
-    """An absent table: its columns and no rows (shared: never written to)."""
+    """An absent table: its columns and no rows, made once (callers get shallow copies of it)."""
     return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS[name]})
 
 
@@ -107,7 +107,7 @@ def complete(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     for name, columns in COLUMNS.items():
         frame = tables.get(name)
         if frame is None:
-            frame = _empty(name)
+            frame = _empty(name).copy(deep=False)  # the caller's own frame: the shared one stays empty
         elif not frame.index.equals(pd.RangeIndex(len(frame))):
             frame = frame.reset_index(drop=True)
         problems += [Problem(None, name, c, "required column is missing") for c in columns if c not in frame]
