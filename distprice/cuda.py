@@ -34,6 +34,16 @@ def require_cupy():
     return cupy
 
 
+def visible_gpus() -> list[str]:
+    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs), or by index."""
+    names = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if names is not None:
+        return [name.strip() for name in names.split(",") if name.strip()]
+    import cupy
+
+    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
+
+
 @functools.cache
 def gpu_available() -> bool:
     """Whether CuPy and a CUDA device are usable in this process."""

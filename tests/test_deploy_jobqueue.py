@@ -3,7 +3,6 @@ tools, and a SLURM cluster whose jobs a stand-in sbatch runs on this machine."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -13,6 +12,7 @@ import numpy as np
 import psutil
 import pytest
 from click.testing import CliRunner
+from distributed import Client
 
 from distprice.cli import main
 from distprice.cluster.config import JobQueue, load_config, parse_config
@@ -36,20 +36,26 @@ def test_slurm_gpu_example_renders_its_job_script():
         "-A risk",
         "-t 02:00:00",
         "--gres=gpu:4",
-        "--cpus-per-task=32",
+        "--cpus-per-task=48",
         "--mem=256G",
         "--constraint=h100",
         "-n 1",
     ):
         assert f"#SBATCH {directive}" in lines
     prologue = lines.index("source /shared/venvs/distprice/bin/activate")
-    (worker,) = [i for i, line in enumerate(lines) if " -m dask cuda worker " in line]
+    (worker,) = [i for i, line in enumerate(lines) if " -m distributed.cli.dask_worker " in line]
     assert prologue < worker
-    assert lines[worker].startswith(f"{sys.executable} -m dask cuda worker tcp://")
+    assert lines[worker].startswith(f"{sys.executable} -m distributed.cli.dask_worker tcp://")
     words = lines[worker].split()
-    assert words[words.index("--nthreads") + 1] == "8" and words[words.index("--memory-limit") + 1] == "64.00GiB"
-    assert words[words.index("--local-directory") + 1] == "$TMPDIR" and "--nworkers" not in words
+    # 48 cores for 4 GPUs: 6 processes of 2 threads on each GPU, as on a local-cuda cluster
+    assert [words[words.index(flag) + 1] for flag in ("--nworkers", "--nthreads", "--memory-limit")] == [
+        "24",
+        "2",
+        "10.67GiB",
+    ]
+    assert words[words.index("--local-directory") + 1] == "$TMPDIR"
     assert words[words.index("--preload") + 1] == "distprice.cluster.worker"
+    assert words[words.index("--preload-nanny") + 1] == "distprice.cluster.nanny"
 
 
 def test_pbs_example_renders_its_job_script():
@@ -66,14 +72,15 @@ def test_pbs_example_renders_its_job_script():
     ]
 
 
-def test_pbs_gpu_jobs_ask_for_ngpus_and_run_dask_cuda_worker():
+def test_pbs_gpu_jobs_ask_for_ngpus_and_share_them():
     cluster = parse_config(
         {"cluster": {"kind": "pbs", "jobqueue": {"cores": 8, "memory": "64GiB", "gpus_per_job": 2}}}
     ).cluster
     lines = job_script(cluster).splitlines()
     assert "#PBS -l select=1:ncpus=8:ngpus=2:mem=64GB" in lines
-    (worker,) = [line for line in lines if " -m dask cuda worker " in line]
-    assert "--nthreads 4 --memory-limit 32.00GiB" in worker
+    (worker,) = [line for line in lines if " -m distributed.cli.dask_worker " in line]
+    assert "--nthreads 2 --memory-limit 16.00GiB --nworkers 4" in worker  # 2 processes of 2 threads a GPU
+    assert "--preload-nanny distprice.cluster.nanny" in worker
 
 
 def test_cluster_script_command():
@@ -204,21 +211,34 @@ def test_jobs_that_never_start_time_out_and_are_cancelled(fake_slurm):
     assert len(set((folder / "cancelled").read_text().split())) == 2
 
 
+def test_a_gpu_jobs_worker_processes_share_its_gpus_alike(fake_slurm):
+    fake_slurm()  # each job sees the GPUs its --gres asks for: CUDA_VISIBLE_DEVICES=0,1
+    queue = SLURM_CPU["jobqueue"] | {"gpus_per_job": 2, "processes": 4, "cores": 4}
+    config = parse_config({"cluster": SLURM_CPU | {"jobqueue": queue}}).cluster
+    with build_cluster(config) as cluster, Client(cluster) as client:
+        cluster.scale(jobs=1)
+        client.wait_for_workers(4, timeout=60)
+        seen = client.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"])
+    assert sorted(seen.values()) == ["0", "0", "1", "1"]
+
+
 @pytest.mark.gpu
-def test_a_slurm_gpu_job_runs_dask_cuda_worker(fake_slurm, small_book, small_priced):
+def test_a_slurm_gpu_job_prices_on_its_gpu(fake_slurm, small_book, small_priced):
     from distprice.cuda import gpu_available
 
-    if not gpu_available() or importlib.util.find_spec("dask_cuda") is None:
-        pytest.skip("needs a CUDA GPU and dask-cuda")
+    if not gpu_available():
+        pytest.skip("needs a CUDA GPU")
     folder = fake_slurm()
-    config = parse_config({"cluster": SLURM_CPU | {"jobqueue": SLURM_CPU["jobqueue"] | {"gpus_per_job": 1}}}).cluster
+    queue = SLURM_CPU["jobqueue"] | {"gpus_per_job": 1, "cores": 2}
+    config = parse_config({"cluster": SLURM_CPU | {"jobqueue": queue}}).cluster
     with Pricer(config) as pricer:
         priced = pricer.price(small_book, engine="gpu-flat")
-        assert pricer.workers == 1  # dask cuda worker: one worker for the job's one GPU
+        assert pricer.workers == 1  # 2 cores: one worker process of 2 threads on the job's GPU
     np.testing.assert_allclose(priced["price"], small_priced["price"], rtol=1e-12, atol=0)
     assert (priced["engine"] == "gpu-flat").all()
     (script,) = folder.glob("job-*.sh")
-    assert "#SBATCH --gres=gpu:1" in script.read_text() and " -m dask cuda worker " in script.read_text()
+    assert "#SBATCH --gres=gpu:1" in script.read_text()
+    assert "--preload-nanny distprice.cluster.nanny" in script.read_text()
 
 
 @pytest.mark.parametrize(
@@ -250,8 +270,8 @@ def test_a_slurm_gpu_job_runs_dask_cuda_worker(fake_slurm, small_book, small_pri
         ),
         (
             {"cores": 4, "memory": "8GiB", "gpus_per_job": 4, "processes": 2},
-            "x.yaml: cluster.jobqueue.processes: must equal gpus_per_job (4) or be left out: dask cuda worker runs one "
-            "worker per GPU, not 2",
+            "x.yaml: cluster.jobqueue.processes: must be a multiple of gpus_per_job (4), the same number of worker "
+            "processes on each GPU, not 2",
         ),
         (
             {"cores": 2, "memory": "8GiB", "processes": 4},

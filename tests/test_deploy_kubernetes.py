@@ -139,14 +139,18 @@ def test_the_operator_starts_gpu_workers_on_the_scheduler(manifests):
     for worker in worker_specs:
         deployment = build_worker_deployment_spec(f"{name}-default", "risk", name, "abc12", worker["spec"], {}, {})
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
-        assert container_command(container)[:7] == [
+        assert container_command(container) == [
             "dask",
-            "cuda",
             "worker",
             f"tcp://{name}-scheduler.risk.svc.cluster.local:8786",
             "--name",
             f"{name}-default-worker-abc12",
+            "--nworkers",
+            "6",
             "--nthreads",
+            "2",
+            "--preload",
+            "distprice.cluster.worker",
         ]
         resources = container["resources"]
         for side in ("requests", "limits"):

@@ -46,7 +46,7 @@ FLOORS = {
 }
 """Floor of each module or package (a module takes the floor of its longest listed prefix)."""
 FAMILIES = ("distprice.lattice", "distprice.montecarlo", "distprice.models")
-DASK = ("dask", "distributed", "dask_cuda", "dask_jobqueue")
+DASK = ("dask", "distributed", "dask_jobqueue")
 
 
 def module_name(path: Path) -> str:

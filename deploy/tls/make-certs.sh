@@ -7,7 +7,7 @@
 # OUTPUT_DIR/ca.pem                    the CA's certificate (the CA is made once, kept if present)
 # OUTPUT_DIR/scheduler.pem, -key.pem   for `dask scheduler`; CN and subjectAltName SCHEDULER_HOST (plus
 #                                      localhost and 127.0.0.1, for SSH tunnels and tests)
-# OUTPUT_DIR/worker.pem, -key.pem      for every `dask worker` / `dask cuda worker`
+# OUTPUT_DIR/worker.pem, -key.pem      for every `dask worker`
 # OUTPUT_DIR/client.pem, -key.pem      for distprice (configs/tls.yaml, configs/tls-local.yaml)
 # Every certificate is signed by the CA and valid for TLS servers and clients alike: Dask processes both
 # accept and open connections, and each side accepts only a peer whose certificate this CA signed.

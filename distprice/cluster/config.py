@@ -81,10 +81,12 @@ class JobQueue:
     walltime: str = "01:00:00"
     """Run time limit of each job, ``hours:minutes:seconds``."""
     processes: int | None = None
-    """Worker processes per job; None: one per GPU with ``gpus_per_job``, else 1."""
+    """Worker processes per job, a multiple of ``gpus_per_job`` (the same number on each GPU); None: 1 for a CPU
+    job, and for a GPU job as many a GPU as a ``local-cuda`` cluster gives one (at most
+    :data:`WORKERS_PER_GPU`, each of at least 2 of the job's cores)."""
     gpus_per_job: int | None = None
-    """GPUs of each job (SLURM ``--gres=gpu:N``, PBS ``ngpus``); the job then runs ``dask cuda worker``,
-    one worker per GPU. None: CPU jobs running Dask's default worker."""
+    """GPUs of each job (SLURM ``--gres=gpu:N``, PBS ``ngpus``); its worker processes then share them, each
+    seeing one (:mod:`distprice.cluster.nanny`). None: CPU jobs."""
     jobs: int = 1
     """Jobs to submit."""
     start_timeout: float = 600.0
@@ -97,6 +99,15 @@ class JobQueue:
     """Network interface of the workers and of the scheduler in this process (e.g. ``ib0``)."""
     local_directory: str | None = None
     """Workers' spill folder on the compute node (e.g. ``$TMPDIR``); taken as written, not from the file's folder."""
+
+    @property
+    def worker_processes(self) -> int:
+        """Worker processes of each job: ``processes``, or its default."""
+        if self.processes is not None:
+            return self.processes
+        if self.gpus_per_job is None:
+            return 1
+        return self.gpus_per_job * max(1, min(WORKERS_PER_GPU, self.cores // (2 * self.gpus_per_job)))
 
 
 @dataclass(frozen=True)
@@ -294,11 +305,11 @@ def _check_jobqueue(cluster: ClusterConfig, failed: bool, report) -> None:
     if queue is None:
         return
     gpus, processes = queue.gpus_per_job, queue.processes
-    if gpus is not None and processes is not None and processes != gpus:
+    if gpus is not None and processes is not None and processes % gpus:
         report(
             "cluster.jobqueue.processes",
-            f"must equal gpus_per_job ({gpus}) or be left out: dask cuda worker "
-            f"runs one worker per GPU, not {processes}",
+            f"must be a multiple of gpus_per_job ({gpus}), the same number of worker processes on each GPU, "
+            f"not {processes}",
         )
     if queue.cores < (processes or gpus or 1):
         report(

@@ -1,10 +1,10 @@
 """Dask workers in SLURM or PBS batch jobs through dask-jobqueue (cluster kinds ``slurm`` and ``pbs``).
 
 The scheduler runs in the submitting process (a login node); each batch job starts workers that connect back
-to it. A job with ``gpus_per_job`` runs ``dask cuda worker`` (one worker per GPU it was given), a CPU job runs
-Dask's default worker, each with distprice's worker preload (:mod:`~.worker`). A job's cores and memory are
-shared evenly by its worker processes. The workers run the submitting process's Python, so distprice must be
-installed where the compute nodes see it too.
+to it. Each job runs Dask's worker command with distprice's worker preload (:mod:`~.worker`), its cores and
+memory shared evenly by its worker processes. A job with ``gpus_per_job`` runs several processes on each of its
+GPUs, as a ``local-cuda`` cluster does: the nanny preload (:mod:`~.nanny`) gives each process one GPU. The
+workers run the submitting process's Python, so distprice must be installed where the compute nodes see it too.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from dask.utils import parse_bytes
 
 from ..errors import ClusterError, OptionError
 from .config import ClusterConfig
+from .nanny import PRELOAD_NANNY
 from .worker import PRELOAD
 
 SUBMIT_COMMANDS = {"slurm": "sbatch", "pbs": "qsub"}
-GPU_WORKER_COMMAND = "dask cuda worker"
-"""Run as ``<python> -m dask cuda worker``: dask-jobqueue puts ``<python> -m`` before a worker command."""
 JOB_NAME = "distprice"
 
 
@@ -77,7 +76,7 @@ def _options(config: ClusterConfig) -> dict:
         walltime=queue.walltime,
         cores=queue.cores,
         memory=queue.memory,
-        processes=queue.processes or gpus or 1,
+        processes=queue.worker_processes,
         interface=queue.interface,
         local_directory=queue.local_directory,
         job_script_prologue=list(queue.job_script_prologue),
@@ -87,7 +86,7 @@ def _options(config: ClusterConfig) -> dict:
         worker_extra_args=["--preload", PRELOAD],
     )
     if gpus:
-        options["worker_command"] = GPU_WORKER_COMMAND
+        options["worker_extra_args"] += ["--preload-nanny", PRELOAD_NANNY]
         if config.kind == "slurm":
             directives.append(f"--gres=gpu:{gpus}")
         else:

@@ -10,7 +10,7 @@ import sys
 
 import dask
 
-from ..cuda import gpu_available
+from ..cuda import gpu_available, visible_gpus
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
 from .worker import PRELOAD
@@ -22,16 +22,6 @@ def default_cluster() -> ClusterConfig:
     """The embedded default: a local cluster sized to this machine, worker processes sharing each GPU when GPUs
     are visible, else one single-threaded worker per core."""
     return ClusterConfig(kind="local-cuda" if gpu_available() else "local")
-
-
-def visible_gpus() -> list[str]:
-    """This process's GPUs as ``CUDA_VISIBLE_DEVICES`` names them (indices or UUIDs), or by index."""
-    names = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if names is not None:
-        return [name.strip() for name in names.split(",") if name.strip()]
-    import cupy
-
-    return [str(i) for i in range(cupy.cuda.runtime.getDeviceCount())]
 
 
 def workers_per_gpu(config: ClusterConfig, gpus: int) -> int:

@@ -1,5 +1,5 @@
 """What a distprice worker process runs as it starts: ``--preload distprice.cluster.worker`` on ``dask worker``
-or ``dask cuda worker`` (the local clusters, the batch jobs and the deployment files here pass it themselves).
+(the local clusters, the batch jobs and the deployment files here pass it themselves).
 
 It imports distprice's tasks, then keeps every object alive by then (pandas, numba, Dask, distprice) out of the
 garbage collector's full passes for the life of the process (``gc.freeze``). A full pass over them took about
