@@ -58,54 +58,70 @@ def _interval(kind, t, step, per_step, spy, q):
     return s0 if s0 >= 1 else -1
 
 
-@numba.njit(cache=True, nogil=True)
-def _spread_steps(lo, hi, offsets, time, step, kind, spy, phase, at, counts):
-    """For each event of rows ``lo .. hi``, the step s0 when it is a cash flow to spread over s0 and s0 + 1 (no
-    exercise of its row between those steps' times or on one), else -1 (``at``); and each row's events once its
-    flows are spread (a spread flow is two events: ``counts``). A row's events come in decreasing time: the
+@numba.njit(cache=True)
+def _row_steps(a, b, time, step, kind, per_step, spy, q, at):
+    """For each event e of one row's events ``a .. b``, ``at[e - a]``: the step s0 when e is a cash flow to spread
+    over s0 and s0 + 1 (no exercise of its row between those steps' times or on one), else -1; returns the row's
+    events once its flows are spread (a spread flow is two events). A row's events come in decreasing time: the
     exercises in that span are the flow's neighbours."""
+    count = 0
+    for e in range(a, b):
+        s0 = _interval(kind[e], time[e], step[e], per_step, spy, q)
+        if s0 >= 0:
+            first, last = step_time(s0, per_step, q), step_time(s0 + 1, per_step, q)
+            x = e - 1
+            while s0 >= 0 and x >= a and time[x] <= last:
+                if is_exercise(kind[x]):
+                    s0 = -1
+                x -= 1
+            x = e + 1
+            while s0 >= 0 and x < b and time[x] >= first:
+                if is_exercise(kind[x]):
+                    s0 = -1
+                x += 1
+        at[e - a] = s0
+        count += 2 if s0 >= 0 else 1
+    return count
+
+
+@numba.njit(cache=True)
+def _scratch(lo, hi, offsets):
+    """Room for the spread steps of the longest row of rows ``lo .. hi``."""
+    widest = 0
     for r in range(lo, hi):
-        per_step, sp, q = 1.0 / spy[r], spy[r], phase[r]
-        a, b = offsets[r], offsets[r + 1]
-        count = 0
-        for e in range(a, b):
-            s0 = _interval(kind[e], time[e], step[e], per_step, sp, q)
-            if s0 >= 0:
-                first, last = step_time(s0, per_step, q), step_time(s0 + 1, per_step, q)
-                x = e - 1
-                while s0 >= 0 and x >= a and time[x] <= last:
-                    if is_exercise(kind[x]):
-                        s0 = -1
-                    x -= 1
-                x = e + 1
-                while s0 >= 0 and x < b and time[x] >= first:
-                    if is_exercise(kind[x]):
-                        s0 = -1
-                    x += 1
-            at[e] = s0
-            count += 2 if s0 >= 0 else 1
-        counts[r] = count
+        widest = max(widest, offsets[r + 1] - offsets[r])
+    return np.empty(widest, np.int64)
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill(lo, hi, offsets, time, step, kind, amount, at, spy, phase, new_offsets, n_step, n_time, n_kind, n_amount):
-    """Rows ``lo .. hi``'s events into their new slices (``at``: :func:`_spread_steps`'): each run of spread flows
-    between the same two steps (consecutive: no other event lies between them) as their parts at the later step,
-    then at the earlier one, so that the table stays in decreasing step and time."""
+def _counts(lo, hi, offsets, time, step, kind, spy, phase, counts):
+    """Events per row of rows ``lo .. hi`` once their flows are spread."""
+    at = _scratch(lo, hi, offsets)
+    for r in range(lo, hi):
+        counts[r] = _row_steps(offsets[r], offsets[r + 1], time, step, kind, 1.0 / spy[r], spy[r], phase[r], at)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill(lo, hi, offsets, time, step, kind, amount, spy, phase, new_offsets, n_step, n_time, n_kind, n_amount):
+    """Rows ``lo .. hi``'s events into their new slices: each run of spread flows between the same two steps
+    (consecutive: no other event lies between them) as their parts at the later step, then at the earlier one,
+    so that the table stays in decreasing step and time."""
+    at = _scratch(lo, hi, offsets)
     for r in range(lo, hi):
         sp, q = spy[r], phase[r]
         a, b = offsets[r], offsets[r + 1]
+        _row_steps(a, b, time, step, kind, 1.0 / sp, sp, q, at)
         out = new_offsets[r]
         e = a
         while e < b:
-            s0 = at[e]
+            s0 = at[e - a]
             if s0 < 0:
                 n_step[out], n_time[out], n_kind[out], n_amount[out] = step[e], time[e], kind[e], amount[e]
                 out += 1
                 e += 1
                 continue
             end = e + 1
-            while end < b and at[end] == s0:
+            while end < b and at[end - a] == s0:
                 end += 1
             for upper in (True, False):
                 for f in range(e, end):
@@ -123,8 +139,7 @@ def spread_cash_flows(table: EventTable, steps_per_year, phase) -> EventTable:
     phase = np.ascontiguousarray(phase, np.int64)
     rows = len(table.offsets) - 1
     counts = np.zeros(rows, np.int64)
-    at = np.empty(len(table.time), np.int64)
-    over_rows(_spread_steps, rows, table.offsets, table.time, table.step, table.kind, spy, phase, at, counts)
+    over_rows(_counts, rows, table.offsets, table.time, table.step, table.kind, spy, phase, counts)
     offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     if offsets[-1] == table.offsets[-1]:
@@ -141,7 +156,6 @@ def spread_cash_flows(table: EventTable, steps_per_year, phase) -> EventTable:
         table.step,
         table.kind,
         table.amount,
-        at,
         spy,
         phase,
         offsets,
