@@ -96,7 +96,7 @@ def floor(instruments, curves, evaluations: float) -> dict:
     bond = (w * np.where(engine.bonded, engine.flow - last, 0)).sum()  # the discount bonds, once per tree
     grid = np.array(DEFAULT_KEY_RATES)
     bumps = np.concatenate([np.zeros((1, 8)), 1e-3 * key_rate_bumps(8), -1e-3 * key_rate_bumps(8)])
-    start = start_steps(grid, np.broadcast_to(bumps, (len(w), *bumps.shape)), g.dt[option], n)
+    start = start_steps(grid, np.broadcast_to(bumps, (len(w), *bumps.shape)), g.dt[option], n, g.phase[option])
     rolled = np.maximum(np.minimum(start, top[:, None]) - cut[:, None], 0)
     full = (w * rolled[:, 0]).sum()
     groups = instrument_groups(instruments, curves).group

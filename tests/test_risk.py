@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from distprice import price
+from distprice.cuda import gpu_available
 from distprice.curves import ZeroCurve, builtin_curves
 from distprice.errors import OptionError
 from distprice.lattice.batch import pack
@@ -159,11 +161,11 @@ def test_start_steps_skip_what_a_bump_cannot_change():
     h = 1e-3
     dz = np.concatenate([np.zeros((1, 4)), h * key_rate_bumps(4), np.full((1, 4), h), np.zeros((1, 4))])[None]
     dt, height = np.array([1 / 12]), np.array([36])  # three years, monthly
-    start = start_steps(grid, np.repeat(dz, 1, axis=0), dt, height)[0]
+    start = start_steps(grid, np.repeat(dz, 1, axis=0), dt, height, [0])[0]
     # bump 0 from the top; key 1 agrees beyond 2 y (step 25 on); key 2 beyond 3 y; keys 3, 4 and the parallel
     # shift run from the top; a bump equal to bump 0 copies it
     assert start.tolist() == [36, 25, 36, 36, 36, 36, 0]
-    short = start_steps(grid, dz, dt, np.array([12]))[0]  # one year: keys 3 and 4 are zero before 2 y: unseen
+    short = start_steps(grid, dz, dt, np.array([12]), [0])[0]  # one year: keys 3 and 4 are zero before 2 y: unseen
     assert short.tolist() == [12, 12, 12, 0, 0, 12, 0]
 
 
@@ -371,7 +373,7 @@ def test_cpu_risk_shares_trees_and_stops_at_the_first_exercise():
     grid = np.array(DEFAULT_KEY_RATES)
     dz = 0.002 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), 1e-3), 1e-3 * key_rate_bumps(8)])
     dz = np.broadcast_to(dz, (n, *dz.shape))
-    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height, rows.geometry.phase)
     assert ((start[:, 2:] <= cut[:, None]) & (start[:, 2:] > 0)).any() and (start[:, 2:] > cut[:, None]).any()
     reference = ReferenceRisk(rows, curves)
     ref_trees = reference.trees(trees.rows, sigma, dr)
@@ -401,7 +403,7 @@ def test_cpu_risk_rolls_two_bumps_from_one_step_in_one_sweep():
     keys = key_rate_bumps(len(grid))
     dz = 0.001 + np.concatenate([np.zeros((1, 8)), np.full((1, 8), h), np.full((1, 8), -h), h * keys, -h * keys])
     dz = np.broadcast_to(dz, (n, *dz.shape))
-    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height, rows.geometry.phase)
     rolled = start[:, 1:] > engine.cut[:, None]
     assert rolled.sum() >= 100 and (rolled & (start[:, 1:] < rows.geometry.height[:, None])).sum() >= 30
     together = engine.roll(trees, np.arange(n), grid, dz)
@@ -435,7 +437,7 @@ def test_cpu_risk_starts_bumps_at_the_last_exercise_from_a_discount_bond():
         [np.zeros((1, 8)), np.full((1, 8), 1e-3), np.full((1, 8), -1e-3), 1e-3 * keys, -1e-3 * keys]
     )
     dz = np.broadcast_to(dz, (n, *dz.shape))
-    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height)[engine.bonded, 1:]
+    start = start_steps(grid, dz, rows.geometry.dt, rows.geometry.height, rows.geometry.phase)[engine.bonded, 1:]
     above, cut = last[engine.bonded, None], engine.cut[engine.bonded, None]
     assert (start >= above).sum() >= 50 and ((start > cut) & (start < above)).sum() >= 10
     assert (start <= cut).sum() >= 10
@@ -455,3 +457,33 @@ def test_oas_search_survives_flat_functions():
         lambda rows, points: np.full(points.shape, 2.0), np.zeros(3), np.full(3, 1e-3), -0.2, 0.2, 1e-10
     )
     assert np.isnan(found).all()
+
+
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "cpu",
+        pytest.param(
+            "gpu-flat",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")],
+        ),
+    ],
+)
+def test_key_rate_durations_of_trees_whose_steps_lie_early_equal_the_references(engine):
+    """Desk rows whose trees have a negative phase (their steps lie early) and a cash flow within half a step
+    before a key rate's knot: a bump takes over bump 0's values only from steps whose events all lie beyond the
+    knot, so each key rate duration equals the reference engine's, which prices every bumped curve anew (they
+    were 4e-6 apart when the phase was left out)."""
+    from distprice.lattice.desk import desk
+
+    book = desk(400, seed=9)
+    rows = book.portfolio.iloc[[46, 162, 386]]
+    schedule = book.exercise_schedule[book.exercise_schedule["id"].isin(rows["id"])]
+    got, expected = (
+        price(rows, book.curves, exercise_schedule=schedule, engine=name, measures="krd")
+        for name in (engine, "reference")
+    )
+    columns = [c for c in got.columns if c.startswith("krd_")]
+    assert len(columns) == 8 and got[columns].notna().all().all()
+    for column in columns:
+        np.testing.assert_allclose(got[column], expected[column], rtol=1e-10, atol=1e-10, err_msg=column)

@@ -157,7 +157,7 @@ def test_block_kernels_equal_thread_kernels(monkeypatch, held, window, part_byte
     dz = np.broadcast_to(0.001 + bumps, (n, *bumps.shape))
     width = instruments.geometry.width
     assert width.min() < 32 and width.max() > gpu_risk.RISK_BLOCK_NODES  # one and several warps a block
-    starts = start_steps(grid, dz, instruments.geometry.dt, instruments.geometry.height)
+    starts = start_steps(grid, dz, instruments.geometry.dt, instruments.geometry.height, instruments.geometry.phase)
     assert (starts[:, 1:] < instruments.geometry.height[:, None]).mean() > 0.3  # bumps taking bump 0's rows
     row = np.repeat(np.arange(n), np.diff(batch.events.offsets))
     assert np.unique(np.c_[row, batch.events.step], axis=0, return_counts=True)[1].max() > 2  # a step of 3+

@@ -785,7 +785,7 @@ class CpuRisk:
             return bond, option
         rows = trees.rows[tasks]
         alpha_at, ea, cut, q_at, q, z_at, z = trees.state
-        start = start_steps(grid, dz, g.dt[rows], g.height[rows])
+        start = start_steps(grid, dz, g.dt[rows], g.height[rows], g.phase[rows])
         last = np.where(z_at[tasks] >= 0, b.option_from[rows], g.height[rows])[:, None]
         steps = np.maximum(np.where(start >= last, last, start) - cut[tasks, None], 0).sum(axis=1)
         order, thread_offsets = balance((g.width[rows] * steps).astype(np.float64), numba.get_num_threads())

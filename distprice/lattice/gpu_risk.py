@@ -221,7 +221,7 @@ class GpuRisk:
         g = self.batch.geometry
         rows = trees.rows[tasks]
         height, cut = g.height[rows].astype(np.int64), self.cut[rows]
-        start = start_steps(grid, dz, g.dt[rows], height)
+        start = start_steps(grid, dz, g.dt[rows], height, g.phase[rows])
         top = np.where(start < height[:, None], np.maximum(start, cut[:, None]), height[:, None])
         top[:, 0] = height
         # at most a kept row pair per bump that takes one (bumps of one key rate share theirs)

@@ -37,6 +37,7 @@ import numba
 import numpy as np
 
 from ..curves import ZeroCurve
+from .geometry import PHASES
 
 
 @dataclass(frozen=True)
@@ -118,15 +119,19 @@ class BumpedCurve:
         return np.exp(-self.rate(t) * t)
 
 
-def start_steps(grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.ndarray) -> np.ndarray:
+def start_steps(
+    grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.ndarray, phase: np.ndarray
+) -> np.ndarray:
     """The step from which each bump's backward pass must run, (tasks, bumps): the tree's height, or a lower
     step above which the bump agrees with the task's first bump at every time (0: it agrees over the whole
-    tree), where the engine takes over the first bump's values.
+    tree), where the engine takes over the first bump's values; ``phase`` each tree's (sixteenths of a step:
+    its step s >= 1 lies at ``(s + phase / 16) dt``).
 
-    Bumps that differ at knots k0 .. k1 only agree at every t > K_{k1+1} and every t <= K_{k0-1}. The step
-    ``ceil(K_{k1+1} / dt) + 1`` and every step above it use only times beyond K_{k1+1}: its rate factors use
-    ``t_m >= t_step``, and its events lie at least half a step after K_{k1+1}. A tree whose events and steps
-    all lie before K_{k0-1} (its height plus one step) does not see the difference at all.
+    Bumps that differ at knots k0 .. k1 only agree at every t >= K = K_{k1+1} and every t <= K_{k0-1}. The
+    events of step s lie after step s - 1 (a cash flow between two steps is paid in parts at both), so from the
+    first step s with ``t_{s-1} >= K``, ``ceil(K / dt - phase / 16) + 1``, every step's rate factors and events
+    use only times at or beyond K. A tree whose events and steps all lie before K_{k0-1} (its height plus one
+    step) does not see the difference at all.
     """
     differs = dz != dz[:, :1, :]
     m = len(grid)
@@ -135,7 +140,8 @@ def start_steps(grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.nda
     first = np.where(any_, np.argmax(differs, axis=2), m)
     height = np.asarray(height, dtype=np.int64)[:, None]
     dt = np.asarray(dt, dtype=np.float64)[:, None]
-    start = np.ceil(grid[np.minimum(last + 1, m - 1)] / dt).astype(np.int64) + 1
+    late = np.asarray(phase, dtype=np.float64)[:, None] / PHASES
+    start = np.ceil(grid[np.minimum(last + 1, m - 1)] / dt - late).astype(np.int64) + 1
     start = np.where(last == m - 1, height, np.minimum(start, height))
     unseen = ~any_ | ((first >= 1) & (grid[np.maximum(first - 1, 0)] >= (height + 1) * dt))
     start = np.where(unseen, 0, start)
