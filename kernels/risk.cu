@@ -363,13 +363,13 @@ extern "C" __global__ void
                     b = e * (up[u] * B[p + 1] + mid[u] * B[p] + down[u] * B[p - 1]);
                     if (with_option) o = e * (up[u] * O[p + 1] + mid[u] * O[p] + down[u] * O[p - 1]);
                 }
-                if (i == 0 && tree.phase != 0 && p == tree.jmax) {  // the root's first step of its own
-                    b = tree.root_value(e, B, 1);
-                    if (with_option) o = tree.root_value(e, O, 1);
-                }
             }
             B_next[p] = b;
             O_next[p] = o;
+        }
+        if (rolls && i == 0 && tree.phase != 0 && t == tree.jmax % threads) {  // the root's first step of its own,
+            B_next[tree.jmax] = tree.root_value(e, B, 1);                      // by the thread of its node
+            if (with_option) O_next[tree.jmax] = tree.root_value(e, O, 1);
         }
         for (int ev = events.first; ev < events.last; ++ev) {  // a thread's own nodes: no barrier before
             const real value = ev < e_high ? amount[ev - e_low]  // beyond the window: a step of many events
