@@ -119,9 +119,7 @@ class BumpedCurve:
         return np.exp(-self.rate(t) * t)
 
 
-def start_steps(
-    grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.ndarray, phase: np.ndarray
-) -> np.ndarray:
+def start_steps(grid: np.ndarray, dz: np.ndarray, dt: np.ndarray, height: np.ndarray, phase: np.ndarray) -> np.ndarray:
     """The step from which each bump's backward pass must run, (tasks, bumps): the tree's height, or a lower
     step above which the bump agrees with the task's first bump at every time (0: it agrees over the whole
     tree), where the engine takes over the first bump's values; ``phase`` each tree's (sixteenths of a step:
