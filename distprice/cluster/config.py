@@ -185,7 +185,7 @@ class JobConfig(JobOptions):
     ``curves`` and ``scenarios`` paths, ``shifts_bp`` as a YAML list or a string such as
     ``"-100,-50,0,50,100"``, ``engine``, ``precision``, ``on_invalid``, ``as_of``, ``exercise_schedule``,
     ``models``, ``allow_empty``, ``allow_large_rates``, ``max_invalid``, ``timeout``, ``max_seconds``,
-    ``scenario_table``) and ``chunks_per_worker``, the chunks a job is cut into per worker (None: the cluster's default,
+    ``scenario_table``) and ``chunks_per_worker``, the chunks a job is cut into per worker (None: the workers' default,
     :func:`~.start.default_chunks`). ``distprice run`` takes these as the defaults of its options of the same names.
     """
 

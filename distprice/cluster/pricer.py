@@ -58,13 +58,13 @@ class Pricer:
 
     ``cluster``: None (a local cluster sized to this machine), a config file, a scheduler address, a
     :class:`~.config.Config` / :class:`~.config.ClusterConfig`, or a :class:`distributed.Client` (used as
-    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 on a ``local-cuda``
-    cluster, whose worker processes share each GPU, else 4); ``read_on_workers_rows``: Parquet portfolios of at
-    least this many prices (rows × scenarios) are read by the workers, not the client (None: the lattice family's
-    ``READ_ON_WORKERS_ROWS``); ``task_seconds``: the least predicted work worth a task of its own (None: each
-    family's rule, e.g. :data:`~distprice.planner.TASK_SECONDS`; 0: every job cut into ``chunks_per_worker``
-    chunks per worker, whatever its size); ``progress``: a progress bar of each stage on stderr, when it is a
-    terminal. Use as a context manager::
+    it is, not closed). ``chunks_per_worker``: chunks a job is cut into per worker (None: 2 where worker
+    processes share each GPU, else 4: :func:`~.start.default_chunks`); ``read_on_workers_rows``: Parquet
+    portfolios of at least this many prices (rows × scenarios) are read by the workers, not the client (None: the
+    lattice family's ``READ_ON_WORKERS_ROWS``); ``task_seconds``: the least predicted work worth a task of its
+    own (None: each family's rule, e.g. :data:`~distprice.planner.TASK_SECONDS`; 0: every job cut into
+    ``chunks_per_worker`` chunks per worker, whatever its size); ``progress``: a progress bar of each stage on
+    stderr, when it is a terminal. Use as a context manager::
 
         with distprice.Pricer("configs/local-cuda.yaml") as pricer:
             for book in books:
@@ -113,7 +113,7 @@ class Pricer:
         """How the latest job's rows were cut and planned (:class:`~distprice.families.work.Outline`; None when its
         family does not tell: :func:`.dashboard.job_chunks` gives what each chunk took)."""
         self._posted: set[str] = set()
-        self.chunks_per_worker = chunks_per_worker or default_chunks(config)
+        self.chunks_per_worker = chunks_per_worker
         self.read_on_workers_rows = read_on_workers_rows
         self.task_seconds = task_seconds
         self.progress = progress
@@ -379,7 +379,7 @@ class Pricer:
         worker = self._workers[precision]
         return Workers(
             self.workers,
-            self.chunks_per_worker,
+            self.chunks_per_worker or default_chunks(worker["gpu_processes"]),
             worker["gpu"],
             worker["model"],
             worker["gpu_processes"],

@@ -42,13 +42,15 @@ def gpu_worker_threads(config: ClusterConfig, gpus: int) -> int:
 CHUNKS_PER_WORKER = 4
 """Chunks a job is cut into per worker, by default: several a worker, so that a slow chunk holds up none."""
 CHUNKS_PER_GPU_WORKER = 2
-"""The same for the worker processes of a ``local-cuda`` cluster: :func:`workers_per_gpu` of them share each
-GPU, whose chunks already interleave; each chunk costs its own reading, checks, launches and Parquet part."""
+"""The same for worker processes that share a GPU (a ``local-cuda`` cluster's, and the several processes a GPU
+that deploy/ and batch jobs start): their chunks already take turns on the GPU, and each chunk costs its own
+reading, checks, launches and Parquet part."""
 
 
-def default_chunks(config: ClusterConfig) -> int:
-    """Chunks a job is cut into per worker on the cluster ``config`` describes, unless the job says."""
-    return CHUNKS_PER_GPU_WORKER if config.kind == "local-cuda" else CHUNKS_PER_WORKER
+def default_chunks(gpu_processes: int) -> int:
+    """Chunks a job is cut into per worker, unless the job says, on workers of which up to ``gpu_processes``
+    share one GPU (1 for CPU workers)."""
+    return CHUNKS_PER_GPU_WORKER if gpu_processes > 1 else CHUNKS_PER_WORKER
 
 
 def gpu_cluster_spec(config: ClusterConfig, gpus: list[str], security) -> tuple[dict, dict]:
