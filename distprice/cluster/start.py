@@ -13,7 +13,7 @@ import dask
 from ..cuda import gpu_available, visible_gpus
 from ..errors import ClusterError, OptionError, SchedulerUnreachableError
 from .config import JOBQUEUE_KINDS, WORKER_THREADS, WORKERS_PER_GPU, ClusterConfig, Config, load_config
-from .worker import PRELOAD
+from .worker import DASK_TRIM, PRELOAD
 
 log = logging.getLogger(__name__)
 
@@ -194,13 +194,11 @@ def on_loopback(address: str | None) -> bool:
 
 
 TRIM_SETTING = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
-DASK_TRIM = 65536
-"""Dask's own setting of glibc's trim threshold for the worker processes its nannies start (bytes)."""
 
 
 def _freed_memory_kept() -> dict:
     """Dask config for the worker processes of a local cluster: without Dask's own ``MALLOC_TRIM_THRESHOLD_``
-    (:data:`DASK_TRIM`), which also makes glibc map every block over 128 KiB afresh from the system and unmap
+    (:data:`~.worker.DASK_TRIM`), which also makes glibc map every block over 128 KiB afresh from the system and unmap
     it when freed, so that each chunk's arrays were new memory (the system zeroing each page as it is first
     touched). A threshold that the environment or the Dask config sets otherwise is kept."""
     if "MALLOC_TRIM_THRESHOLD_" in os.environ or dask.config.get(TRIM_SETTING, None) != DASK_TRIM:
