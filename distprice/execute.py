@@ -85,12 +85,18 @@ def fixed_plan(engine: str, n: int, turns: bool = False) -> Plan:
 
 
 def choose_plan(
-    instruments: Instruments, engine: str, real, model=None, gpu: bool | None = None, gpu_processes: int = 1
+    instruments: Instruments,
+    engine: str,
+    real,
+    model=None,
+    gpu: bool | None = None,
+    gpu_processes: int = 1,
+    only: str | None = None,
 ) -> Plan:
     """The plan for ``instruments``: the inspector's for ``auto`` (with ``model``, or this machine's tuned
     model), else :func:`fixed_plan` with the named engine's predicted seconds (:func:`named_seconds`). ``gpu``
     says whether the pricing machine has one (default: this one), ``gpu_processes`` how many processes price on
-    that GPU at once (:func:`~distprice.inspector.plan`)."""
+    that GPU at once, ``only`` the one candidate ``auto`` makes (:func:`~distprice.inspector.plan`)."""
     gpu = gpu_available() if gpu is None else gpu
     if engine != AUTO:  # the model tells the time alone: tuned or not, it chooses nothing
         named = fixed_plan(engine, len(instruments), gpu_processes > 1)
@@ -100,7 +106,8 @@ def choose_plan(
             part.seconds = named.seconds
         return named
     geometry = instruments.geometry
-    return plan(geometry.width, geometry.height, model or current_model(precision_name(real), gpu), gpu, gpu_processes)
+    model = model or current_model(precision_name(real), gpu)
+    return plan(geometry.width, geometry.height, model, gpu, gpu_processes, only)
 
 
 def named_seconds(instruments: Instruments, engine: str, model: CostModel, gpu: bool) -> float:

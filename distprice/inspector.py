@@ -40,6 +40,7 @@ more: it cannot win then, and predicting costs host time (a sort).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 
@@ -51,7 +52,15 @@ from .lattice.batch import PACK_THREADS
 from .lattice.geometry import node_steps
 from .lattice.groups import instrument_groups, shared_node_steps
 from .lattice.instruments import Prepared
-from .lattice.layouts import FLAT_MAX_WIDTH, WARP, block_cost_factor, choose_flat_shape, flat_thread_steps, shape_sample
+from .lattice.layouts import (
+    FLAT_MAX_WIDTH,
+    WARP,
+    block_cost_factor,
+    choose_flat_shape,
+    flat_nodes,
+    flat_thread_steps,
+    shape_sample,
+)
 
 INVALID_RULES_SHOWN = 5
 """Rules of the invalid rows that ``distprice inspect`` names, the most broken first."""
@@ -102,18 +111,22 @@ class CostModel:
     # ---- predictions, seconds ----
 
     def flat(self, width: np.ndarray, height: np.ndarray) -> tuple[float, dict]:
-        """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH, a block each beyond."""
+        """``gpu-flat`` on these trees: flat blocks for trees up to FLAT_MAX_WIDTH (a launch for each count of
+        nodes per thread), a block each beyond. ``nodes``, ``threads`` and ``busy_share`` in the detail are
+        those of the flat launch of the most trees."""
         wide = width > FLAT_MAX_WIDTH
         seconds, detail = self.flat_host + len(width) * self.flat_host_row, {}
-        if (~wide).any():
-            w, h = width[~wide], height[~wide]
+        per_thread = flat_nodes(width[~wide])
+        for k in sorted(np.unique(per_thread), key=lambda k: -np.count_nonzero(per_thread == k)):
+            w, h = width[~wide][per_thread == k], height[~wide][per_thread == k]
             sample = shape_sample(w, FLAT_SAMPLE)
             w_sample, h_sample = w[sample], h[sample]
-            nodes, threads = choose_flat_shape(w_sample, h_sample)
+            nodes, threads = choose_flat_shape(w_sample, h_sample, int(k))
             busy_share = node_steps(w_sample, h_sample).sum() / flat_thread_steps(w_sample, h_sample, threads, nodes)
             busy = node_steps(w, h).sum() / busy_share * block_cost_factor(threads) * self.flat_node_step
             seconds += self.gpu_launch + max(busy, 2 * int(h.max()) * self.flat_block_step)
-            detail.update(nodes=nodes, threads=threads, busy_share=round(float(busy_share), 3))
+            if "nodes" not in detail:
+                detail.update(nodes=nodes, threads=threads, busy_share=round(float(busy_share), 3))
         if wide.any():
             work = node_steps(width[wide], height[wide])
             seconds += self.gpu_launch + max(work.sum() / self.multiprocessors, work.max()) * self.wide_node_step
@@ -183,6 +196,8 @@ class Plan:
     model: CostModel
     considered: dict[str, float] = field(default_factory=dict)
     """Predicted seconds of every candidate plan, by name."""
+    chosen: str | None = None
+    """The name of the candidate the plan is (None: a plan the inspector did not choose)."""
 
     def engine_of_rows(self, n: int) -> pd.Categorical:
         """The engine of each of the ``n`` rows the plan prices (codes of the parts' engines: no string per
@@ -223,34 +238,59 @@ def describe(width: np.ndarray, height: np.ndarray) -> dict:
     }
 
 
-def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu_processes: int = 1) -> Plan:
+SPLIT_NAME = "gpu-outer (width <= {}) + gpu-flat"
+"""The name of a candidate that prices trees up to a width on gpu-outer, the wider ones on gpu-flat."""
+SPLIT = re.compile(re.escape(SPLIT_NAME).replace(r"\{\}", r"(\d+)"))
+
+
+def plan(
+    width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu_processes: int = 1, only: str | None = None
+) -> Plan:
     """The cheapest plan for trees of these widths and heights (see the module docstring), for a process that
-    shares its GPU with ``gpu_processes - 1`` others pricing at once."""
+    shares its GPU with ``gpu_processes - 1`` others pricing at once; ``only``: the one candidate to make (a
+    name in :attr:`Plan.considered`, e.g. a whole job's :attr:`Plan.chosen` for one of its chunks)."""
     width, height = np.asarray(width, dtype=np.int64), np.asarray(height, dtype=np.int64)
     rows = np.arange(len(width))
     if len(rows) == 0:
         return Plan([], 0.0, model)
+    wanted = (lambda name: name == only) if only is not None else (lambda name: True)
+    split = SPLIT.fullmatch(only or "")
     candidates: dict[str, list[Part]] = {}
-    cpu_seconds, _ = model.cpu(width, height)
-    candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
-    if gpu:
+    if wanted("cpu"):
+        cpu_seconds, _ = model.cpu(width, height)
+        candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
+    if gpu and wanted("gpu-flat"):
         flat_seconds, flat_detail = model.flat(width, height)
         candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
-    if gpu and model.outer_cached_node_step < 2 * model.flat_node_step:
+    outer_pays = model.outer_cached_node_step < 2 * model.flat_node_step
+    if gpu and (outer_pays if only is None else only == "gpu-outer" or split is not None):
         by_width = np.argsort(-(width * (int(height.max()) + 1) + height), kind="stable")  # the outer kernel's order
-        outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
-        candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
-        for threshold in np.unique(np.quantile(width, (0.25, 0.5, 0.75, 0.9)).astype(np.int64)):
+        if wanted("gpu-outer"):
+            outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
+            candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
+        if split:
+            thresholds = [int(split[1])]
+        elif only is None:
+            thresholds = np.unique(np.quantile(width, (0.25, 0.5, 0.75, 0.9)).astype(np.int64))
+        else:
+            thresholds = []
+        for threshold in thresholds:
             narrow = width[by_width] <= threshold  # a tail of by_width
-            if narrow.all() or not narrow.any():
+            if only is None and (narrow.all() or not narrow.any()):
                 continue
             on_outer, on_flat = by_width[narrow], by_width[~narrow]
-            o, od = model.outer(width[on_outer], height[on_outer])
-            f, fd = model.flat(width[on_flat], height[on_flat])
-            candidates[f"gpu-outer (width <= {threshold}) + gpu-flat"] = [
-                Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od),
-                Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd),
-            ]
+            parts = []
+            if len(on_outer):
+                o, od = model.outer(width[on_outer], height[on_outer])
+                parts.append(Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od))
+            if len(on_flat):
+                f, fd = model.flat(width[on_flat], height[on_flat])
+                parts.append(
+                    Part("gpu-flat", np.sort(on_flat), f, f"trees wider than {threshold}, in shared-memory bins", fd)
+                )
+            candidates[SPLIT_NAME.format(threshold)] = parts
+    if not candidates:
+        raise ValueError(f"no plan {only!r} {'with' if gpu else 'without'} a GPU")
 
     def total(parts):
         """Seconds of the parts one after the other, each GPU part pipelined with its layout and copies."""
@@ -276,7 +316,7 @@ def plan(width: np.ndarray, height: np.ndarray, model: CostModel, gpu: bool, gpu
 
     considered = {name: total(parts) for name, parts in candidates.items()}
     best = min(considered, key=considered.get)
-    return Plan(candidates[best], considered[best], model, considered)
+    return Plan(candidates[best], considered[best], model, considered, best)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,18 @@ __device__ __forceinline__ void load_window(const real* row, int first, real (&w
     }
 }
 
+// In fp32 a neighbouring tree may overflow: its edge nodes, read here times zero weights, would make this
+// tree's 0 * inf = NaN. So the window's nodes outside this tree (p0 - 2 + i not in 0 .. w-1) read as zeros.
+// (fp64 stays far from overflow: its windows are read as they are.)
+__device__ __forceinline__ void keep_own(real (&window)[WINDOW], int p0, int w)
+{
+    if constexpr (sizeof(real) == 4) {
+#pragma unroll
+        for (int i = 0; i < WINDOW; ++i)
+            if (p0 - 2 + i < 0 || p0 - 2 + i >= w) window[i] = real(0);
+    }
+}
+
 __device__ __forceinline__ void store_nodes(real* row, int first, const real (&values)[NODES])
 {
     if constexpr (NODES == 1) {
@@ -169,6 +181,7 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
             if (m + 1 < height) {
                 real window[WINDOW], q[NODES];
                 load_window(Q, node, window);
+                keep_own(window, p0, w);
 #pragma unroll
                 for (int u = 0; u < NODES; ++u) {
                     q[u] = g[u][0] * window[u] + g[u][1] * window[u + 1] + g[u][2] * window[u + 2] +
@@ -234,12 +247,14 @@ extern "C" __global__ void __launch_bounds__(FLAT_MAX_THREADS, FLAT_MIN_BLOCKS)
             } else {
                 real window[WINDOW];
                 load_window(B, node, window);
+                keep_own(window, p0, w);
 #pragma unroll
                 for (int u = 0; u < NODES; ++u)
                     b[u] = e * (c[u][0] * window[u] + c[u][1] * window[u + 1] + c[u][2] * window[u + 2] +
                                 c[u][3] * window[u + 3] + c[u][4] * window[u + 4]);
                 if (i < last_exercise) {
                     load_window(O, node, window);
+                    keep_own(window, p0, w);
 #pragma unroll
                     for (int u = 0; u < NODES; ++u)
                         o[u] = e * (c[u][0] * window[u] + c[u][1] * window[u + 1] + c[u][2] * window[u + 2] +

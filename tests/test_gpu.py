@@ -136,7 +136,29 @@ def test_wide_trees_take_the_kernel_they_fit():
     instruments, curves = batch_of(pd.DataFrame(rows))
     run = price_gpu(pack(instruments, curves), "flat")
     assert run.detail["wide_rows"] == 3 and run.detail["flat_rows"] == len(rows) - 3
-    assert run.detail["nodes"] == 4
+    assert run.detail["nodes"] == 2 and set(run.detail["shapes"]) == {2, 4}  # 2057 and 4017 wide: 4 a thread
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("real", [np.float64, np.float32])
+def test_a_rows_price_is_the_same_bits_in_any_batch(kernel, real, mixed_portfolio):
+    """Whatever else a batch holds and in whatever order (a job's chunks change with its workers), each row's
+    prices are the same bits: the flat kernel's forward sums do not depend on where a tree lies in its block,
+    nor on its batch's widest tree, and a follower's prices are its own."""
+    widths = ("just above 1024 (1027)", "just above 2048 (2057)", "widest flat (4017)", "wider than flat (4419)")
+    wide = [{**HULL_PUT, "steps_per_year": 12, "id": c, **EDGE_CASES[c]} for c in widths]
+    few = datasets.generate("R1", 600, seed=3).assign(mean_reversion=0.1, volatility=0.01)  # shared trees
+    table = pd.concat([mixed_portfolio, pd.DataFrame(wide), few], ignore_index=True)
+    table = table.assign(id=np.arange(len(table)))
+    instruments, curves = batch_of(table)
+    whole = price_gpu(pack(instruments, curves, real), kernel, check_finite=False)
+    rng = np.random.default_rng(8)
+    order = rng.permutation(len(table))
+    for rows in np.array_split(order, [7, 160, 900]):
+        part = price_gpu(pack(instruments.take(rows), curves, real), kernel, check_finite=False)
+        np.testing.assert_array_equal(part.bond, whole.bond[rows])
+        np.testing.assert_array_equal(part.option, whole.option[rows])
+    assert np.isfinite(whole.bond[: len(mixed_portfolio)]).all()
 
 
 def test_outer_layouts_give_identical_prices():

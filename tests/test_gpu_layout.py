@@ -51,6 +51,77 @@ def test_flat_bins_hold_every_row_once_and_fit(nodes, threads):
     np.testing.assert_array_equal(layout.alpha_base[1:], np.cumsum(layout.bin_height.astype(np.int64) * counts)[:-1])
 
 
+@pytest.mark.parametrize("nodes,threads", [(2, 256), (2, 1024), (4, 544)])
+def test_aligned_flat_bins_keep_each_tree_in_a_warp_or_from_one(nodes, threads):
+    """A launch of forward passes: a tree of at most 32 lanes within one warp, a wider one from a warp's first
+    lane, trees one after another without overlap; every row once, as the plain layout holds it."""
+    width, height = shapes(3)
+    width = np.minimum(width, nodes * threads - 1)
+    layout = flat_layout(width, height, threads, nodes, aligned=True)
+    assert sorted(layout.order) == list(range(len(width)))
+    first = layout.bin_first
+    for b in range(layout.bins):
+        members = layout.order[first[b] : first[b + 1]]
+        lanes = -(-width[members] // nodes)
+        start = layout.node_offset[first[b] : first[b + 1]] // nodes
+        assert np.all(layout.node_offset[first[b] : first[b + 1]] % nodes == 0)
+        assert np.all(start[1:] >= start[:-1] + lanes[:-1]) and start[-1] + lanes[-1] <= threads
+        small = lanes <= WARP
+        assert np.all(start[small] // WARP == (start[small] + lanes[small] - 1) // WARP)
+        assert np.all(start[~small] % WARP == 0)
+        assert layout.bin_height[b] == height[members].max()
+    plain = flat_layout(width, height, threads, nodes)
+    assert layout.bins <= 1.2 * plain.bins  # the lanes skipped to reach a warp
+
+
+def forward_sum(values, start, nodes):
+    """A tree's S~ as flat.cu sums it (node values already times their discounts, ``values[p]`` at node
+    ``start + p`` of its bin): each thread its nodes in turn, a segmented Hillis-Steele scan by shuffles within
+    each warp (a lane adds the value d lanes down, d = 1, 2, 4, 8, 16, if that lane is in its segment), the
+    tree's last thread its own, then its earlier warps' last lanes, latest first."""
+    lanes = -(-len(values) // nodes)
+    first = start // nodes
+    threads = -(-(first + lanes) // WARP) * WARP
+    v = np.zeros(threads)
+    for t in range(first, first + lanes):
+        for u in range(nodes):
+            p = (t - first) * nodes + u
+            if p < len(values):
+                v[t] = v[t] + values[p]
+    segment = np.array([max(first - (t // WARP) * WARP, 0) for t in range(threads)])
+    for d in (1, 2, 4, 8, 16):
+        shifted = v.copy()
+        lane = np.arange(threads) % WARP
+        ok = lane - d >= 0
+        shifted[ok] = v[np.arange(threads)[ok] - d]
+        v = np.where(lane - d >= segment, v + shifted, v)
+    last = first + lanes - 1
+    total = v[last]
+    for warp in range(last // WARP - 1, first // WARP - 1, -1):
+        total = total + v[warp * WARP + WARP - 1]
+    return total
+
+
+def test_an_aligned_trees_forward_sums_are_the_same_bits_wherever_it_lies():
+    """flat.cu's grouping of a tree's sums follows its lanes' place among the warps: in aligned layouts a tree
+    is summed alike at every place they give it; at any place, a tree wider than a warp is not."""
+    rng = np.random.default_rng(4)
+    widths = shapes(5, 4000)[0]
+    for tree in (9, 41, 63, 201, 511):  # node counts: within a warp's lanes, and across warps
+        values = rng.lognormal(0.0, 3.0, tree)
+        places, sums = set(), set()
+        for _ in range(16):
+            width = np.concatenate([rng.choice(widths, 40), [tree]])
+            height = rng.integers(50, 60, 41)
+            layout = flat_layout(width, height, 512, FLAT_NODES, aligned=True)
+            place = int(layout.node_offset[np.flatnonzero(layout.order == 40)[0]])
+            places.add(place)
+            sums.add(forward_sum(values, place, FLAT_NODES))
+        assert len(places) > 1 and len(sums) == 1, tree
+        anywhere = {forward_sum(values, place, FLAT_NODES) for place in range(0, 4 * WARP * FLAT_NODES, FLAT_NODES)}
+        assert len(anywhere) > 1 or tree <= WARP * FLAT_NODES, tree
+
+
 def test_flat_packing_is_tight_and_keeps_heights_together():
     width, height = shapes(1, 20000)
     layout = flat_layout(width, height, 512, 2)

@@ -222,9 +222,16 @@ def test_the_planned_flat_shape_fits_a_rare_wide_tree():
     from distprice.lattice.layouts import flat_layout
 
     width = np.full(20_001, 33)
-    width[12_345] = 2057  # needs 4 nodes per thread
+    width[12_345] = 2047  # 2 nodes per thread, in a block of 1024 threads only
     height = np.full(20_001, 100)
-    chosen = plan(width, height, shipped_default(H100, "fp64"), gpu=True)
-    (part,) = chosen.parts
-    assert part.detail["nodes"] == 4
+    model = shipped_default(H100, "fp64")
+    (part,) = plan(width, height, model, gpu=True).parts
+    assert (part.detail["nodes"], part.detail["threads"]) == (2, 1024)
     flat_layout(width, height, part.detail["threads"], part.detail["nodes"])  # raises if the widest does not fit
+    width[12_345] = 2057  # 4 nodes per thread: a launch of its own, the others' shape judged without it
+    (part,) = plan(width, height, model, gpu=True).parts
+    assert part.detail["nodes"] == 2 and part.detail["threads"] < 1024
+    alone = model.flat(width[12_345:12_346], height[12_345:12_346])
+    assert alone[1]["nodes"] == 4
+    others = model.flat(np.delete(width, 12_345), np.delete(height, 12_345))[0]
+    assert part.seconds == pytest.approx(others + alone[0] - model.flat_host, rel=1e-12)

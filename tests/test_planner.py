@@ -153,3 +153,37 @@ def test_opening_slices_hold_half_a_slice(files, chunks, opening, sizes):
     assert [s.rows for s in slices] == sizes
     total = sum(sum(g) for _, g in files)
     assert np.array_equal(np.concatenate(slice_rows(files, slices)), np.arange(total))
+
+
+def test_auto_gives_a_row_the_same_engine_however_many_workers_share_its_job(tmp_path):
+    """On an H200's model, a 30 000-row S1 book is worth the GPU as a whole, but its chunks for many workers
+    are each cheaper on the CPU: ``auto`` plans the whole job once and prices every chunk so. A big file,
+    whose trees only the workers read, takes the GPU's flat engine in every slice."""
+    from distprice.families import Workers, lattice
+    from distprice.inspector import plan
+    from distprice.job import JobOptions
+    from distprice.lattice import datasets
+    from distprice.tuning import shipped_default
+
+    model = shipped_default("NVIDIA H200", "fp64")
+    book = datasets.generate("S1", 30_000, seed=2)
+    options = JobOptions.of(engine="auto").checked()
+    read = lattice.read(book, options)
+    engines, cuts, alone = [], set(), set()
+    for count in (2, 6, 12):
+        work = lattice.split(read, Workers(count, 2, True, model.to_json(), gpu_processes=6, task_seconds=0))
+        outline = work.outline
+        cuts.add(len(outline.chunks))
+        engines.append(np.asarray(outline.plan.engine_of_rows(len(book)).astype(str)))
+        width, height = read.job.instruments().geometry.width, read.job.instruments().geometry.height
+        alone.update(plan(width[c], height[c], model, True, 6).chosen for c in outline.chunks)
+    assert len(cuts) == 3 and alone == {"cpu", "gpu-flat"}  # what planning each chunk on its own would choose
+    assert all(np.array_equal(e, engines[0]) for e in engines) and set(engines[0]) == {"gpu-flat"}
+
+    path = tmp_path / "s1.parquet"
+    book.to_parquet(path)
+    big = lattice.read(str(path), options, read_on_workers_rows=1)
+    first = next(lattice.split(big, Workers(12, 2, True, model.to_json(), gpu_processes=6)))
+    slices = [chunk.args[0] for chunk in first.chunks]  # each inspect-chunk task takes its read-chunk task
+    assert len(slices) > 1 and {chunk.args[-1] for chunk in slices} == {"gpu-flat"}
+    assert {p.engine for p in slices[1].run(*slices[1].args).parts} == {"gpu-flat"}

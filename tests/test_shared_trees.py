@@ -472,11 +472,11 @@ def test_every_follower_finds_its_leaders_alphas(mixed_rows, kernel, options):
     if kernel == "flat":
         assert {launch.kernel for launch in run.launches if launch.followers} == {"flat", "wide"}
     groups = batch_groups(batch)
-    alphas = {launch.kernel: kernel_alphas(launch, height) for launch in run.launches if not launch.followers}
+    alphas = {launch.kind: kernel_alphas(launch, height) for launch in run.launches if not launch.followers}
     for launch in run.launches:
         for row in launch.rows:
             m = np.arange(height[row])
-            read = alphas[launch.kernel][run.leader_at[row] + m * run.leader_stride[row]]
+            read = alphas[launch.kind][run.leader_at[row] + m * run.leader_stride[row]]
             np.testing.assert_array_equal(read, 1000 * groups.leader_of[row] + m)
         assert launch.followers == bool((groups.leader_of[launch.rows] != launch.rows).all())
     assert run.node_steps == run.detail["node_steps"] == shared_node_steps(batch.geometry.width, height, groups.group)
@@ -513,9 +513,8 @@ def r1_few(size: int, models: int = 6):
 @pytest.mark.parametrize("book", ["desk", "r1", "mixed"])
 @pytest.mark.parametrize("real", [np.float64, np.float32])
 def test_gpu_shared_equals_every_row_alone(kernel, book, real, mixed_rows):
-    """Followers on their leaders' alphas against every row alone on the same kernel: the outer kernel bit for
-    bit, the flat kernel to rounding (its sums split where a tree lies in its block); both against the CPU
-    engine as the other GPU tests hold them."""
+    """Followers on their leaders' alphas against every row alone on the same kernel, bit for bit; both
+    against the CPU engine as the other GPU tests hold them."""
     from distprice.lattice.gpu import price_gpu
 
     instruments, curves = {"desk": lambda: desk_book(3000), "r1": lambda: r1_few(3000), "mixed": lambda: mixed_rows}[
@@ -526,22 +525,9 @@ def test_gpu_shared_equals_every_row_alone(kernel, book, real, mixed_rows):
     alone = price_gpu(batch, kernel, share=False, check_finite=real == np.float64)
     assert shared.detail["leaders"] < len(batch) / 10
     assert shared.detail["node_steps"] < 0.6 * alone.detail["node_steps"]
-    if kernel == "outer":
-        np.testing.assert_array_equal(shared.bond, alone.bond)
-        np.testing.assert_array_equal(shared.option, alone.option)
-    # fp32 may overflow on the longest trees; in the flat kernel a tree at the edge of overflow may fall either
-    # way with the last bits of its alphas (seen on the H100: 2 of R1's 3 000 rows)
-    finite = np.isfinite(alone.bond) & np.isfinite(alone.option)
-    shared_finite = np.isfinite(shared.bond) & np.isfinite(shared.option)
-    if real == np.float32 and kernel == "flat":
-        assert np.count_nonzero(shared_finite != finite) <= len(batch) // 1000
-        finite &= shared_finite
-    else:
-        np.testing.assert_array_equal(shared_finite, finite)
-    scale = np.abs(alone.bond[finite])
-    bond_tolerance, option_tolerance = (1e-13, 1e-13) if real == np.float64 else (1e-4, 1e-3)  # fp32: test_gpu's
-    assert np.max(np.abs(shared.bond - alone.bond)[finite] / scale) <= bond_tolerance
-    assert np.max(np.abs(shared.option - alone.option)[finite] / scale) <= option_tolerance
+    # fp32 overflows on the longest trees (NaN), the same rows whatever their neighbours in a flat block
+    np.testing.assert_array_equal(shared.bond, alone.bond)
+    np.testing.assert_array_equal(shared.option, alone.option)
     if real == np.float64:
         bond, option = price_cpu(batch)
         assert np.max(np.abs(shared.bond - bond) / np.abs(bond)) <= 1e-12

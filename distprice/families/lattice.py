@@ -4,7 +4,9 @@ A portfolio the client holds is validated there (:func:`read`) and cut into runs
 cost (:mod:`distprice.planner`), each priced by one ``price_<engine>_<precision>`` task (e.g.
 ``price_gpu_flat_fp64``) carrying its instruments and the plan the inspector made for the workers' device, under
 every scenario (or a block of them); the client makes each run's piece of the priced table as it comes, in
-portfolio order (:func:`split`, :func:`tables`).
+portfolio order (:func:`split`, :func:`tables`). ``auto`` chooses the engines once for the whole job
+(:func:`job_plan`), so that each row's engine, and with it the last bits of its prices, is the same however
+many workers share the job.
 
 A big Parquet portfolio (:data:`READ_ON_WORKERS_ROWS` rows or more) is read by the workers instead, in two stages
 (:func:`split_file`): ``read-chunk`` tasks each read and check a slice where it lies (:func:`read_chunk`) and the
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..choices import AUTO
 from ..errors import InvalidInputError, Problem
 from ..execute import choose_plan, fixed_plan, price_parts
 from ..inspector import CostModel, Part, Plan
@@ -162,9 +165,16 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
     firsts = [range(int(before[r.start]), int(before[r.stop])) for r in runs]  # each run's valid rows
     pieces = [instruments.take(np.arange(f.start, f.stop)) for f in firsts]
     quotes = job.valid_quotes()
+    chosen = job_plan(instruments, portfolio.engine, job.real, model, workers) if len(pieces) > 1 else None
     plans = [
         choose_plan(
-            piece, portfolio.engine, job.real, model=model, gpu=workers.gpu, gpu_processes=workers.gpu_processes
+            piece,
+            portfolio.engine,
+            job.real,
+            model=model,
+            gpu=workers.gpu,
+            gpu_processes=workers.gpu_processes,
+            only=chosen,
         )
         for piece in pieces
     ]
@@ -211,6 +221,15 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
     return Work(
         priced, lambda results: (tally, tables(job, results, runs, blocks, tally)), "pricing", figures, outline=outline
     )
+
+
+def job_plan(instruments: Instruments, engine: str, real, model: CostModel, workers: Workers) -> str | None:
+    """The candidate ``auto`` plans every chunk of a job with: the one the inspector chooses for the whole
+    job, so that a row's engine, and so its prices' last bits, do not depend on the chunk the workers' count
+    puts it in (a named engine: None)."""
+    if engine != AUTO:
+        return None
+    return choose_plan(instruments, engine, real, model, workers.gpu, workers.gpu_processes).chosen
 
 
 def joined(plans: list[Plan], firsts: list[range]) -> Plan:
@@ -287,6 +306,12 @@ def price_chunk(
 # ---- a big file, read by the workers ----
 
 
+FILE_PLAN = "gpu-flat"
+"""What ``auto`` prices a big file's slices with on GPU workers, where the file takes several: no slice is
+planned on its own, which would give a row an engine, and its prices their last bits, by the slice the workers'
+count puts it in; the workers read the trees, so no plan of the whole file is made before they are priced."""
+
+
 def split_file(file: BigFile, workers: Workers) -> Stages:
     """A big file's job in two stages. First ``read-chunk`` tasks each read, check and plan a slice of its rows,
     which stays where it was read, and ``inspect-chunk`` tasks send the client what it needs of each; once the
@@ -312,11 +337,12 @@ def split_file(file: BigFile, workers: Workers) -> Stages:
     # client joins the parts while the rest are priced: checks first, then reads, then pricing, each in file order;
     # on several GPUs that several workers share, the slices go round the GPUs, and each is priced where it is read
     n = len(slices)
+    only = FILE_PLAN if options.engine == AUTO and workers.gpu and n > 1 else None
     read = [
         Chunk(
             f"read-chunk-{i}",
             read_chunk,
-            (piece, market, options, workers.model, workers.gpu, workers.gpu_processes),
+            (piece, market, options, workers.model, workers.gpu, workers.gpu_processes, only),
             priority=n - i,
             workers=workers.on_gpu(i),
         )
@@ -408,10 +434,16 @@ def read_slice(piece: FileSlice) -> pd.DataFrame:
 
 
 def read_chunk(
-    piece: FileSlice, market: Market, options: JobOptions, model_json: str, gpu: bool, gpu_processes: int = 1
+    piece: FileSlice,
+    market: Market,
+    options: JobOptions,
+    model_json: str,
+    gpu: bool,
+    gpu_processes: int = 1,
+    only: str | None = None,
 ) -> ReadChunk:
-    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers (``gpu`` and
-    ``gpu_processes``: :func:`~distprice.execute.choose_plan`'s)."""
+    """Reads and checks a slice of a big Parquet portfolio and plans it for this cluster's workers (``gpu``,
+    ``gpu_processes`` and ``only``: :func:`~distprice.execute.choose_plan`'s)."""
     table = read_slice(piece)
     schedule = exercise_table(options.exercise_schedule)
     lines = exercise_lines(options.exercise_schedule, table)
@@ -439,6 +471,7 @@ def read_chunk(
         model=CostModel.from_json(model_json),
         gpu=gpu,
         gpu_processes=gpu_processes,
+        only=only,
     )
     return ReadChunk(job, plan.parts, lines, plan.seconds, stepped_lines)
 

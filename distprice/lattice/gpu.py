@@ -6,11 +6,12 @@ and compiles through the same functions.
 Rows whose trees share a forward pass (:mod:`~.groups`) are priced in two launches of their kernel: the
 groups' leaders (each group's tallest tree, and every row alone in its group) run their forward and backward
 passes as before; then their followers run the backward pass only, reading their leader's ``exp(-alpha_m dt)``
-from the leaders' launch (:class:`RunLayout`). A follower of the outer or wide kernel computes bit for bit
-what it would alone (its leader's forward pass is its own, step for step, in the same code); in the flat
-kernel a forward pass's sums are split at the block's warps where its tree happens to lie, so a follower's
-prices differ from its own forward pass's in the last bits. The outer engine prices every row alone unless
-told to share (:data:`SHARES` says why).
+from the leaders' launch (:class:`RunLayout`). A follower computes bit for bit what it would alone: its
+leader's forward pass is its own, step for step, in the same code, and a flat launch of leaders lays its trees
+out ``aligned`` (:func:`~.layouts.flat_layout`), so that a forward pass's sums do not depend on where its tree
+lies in the block; a flat tree's nodes per thread are its own (:func:`~.layouts.flat_nodes`), its batch's trees
+of each count launched apart. So a row's price is the same bits in any batch its engine prices it in. The
+outer engine prices every row alone unless told to share (:data:`SHARES` says why).
 
 The CUDA sources are compiled once per process, precision and build option (NVRTC, through
 ``cupy.RawModule``). The host layouts (sorting, padding, bin packing: :mod:`~.layouts`) are timed apart from
@@ -33,11 +34,11 @@ from .batch import Batch
 from .groups import TreeGroups, batch_groups, shared_node_steps
 from .layouts import (
     FLAT_MAX_WIDTH,
-    FLAT_NODES,
     WARP,
     choose_flat_shape,
     exclusive_cumsum,
     flat_layout,
+    flat_nodes,
     flat_shared_bytes,
     outer_layout,
 )
@@ -244,6 +245,11 @@ class Launch:
     layout: object
     followers: bool
 
+    @property
+    def kind(self) -> tuple[str, int]:
+        """What a launch of followers shares with its leaders' launch: the kernel and its nodes per thread."""
+        return self.kernel, getattr(self.layout, "nodes", 1)
+
 
 @dataclass(frozen=True)
 class RunLayout:
@@ -308,25 +314,28 @@ def layout_run(
     groups = batch_groups(batch) if share else TreeGroups.alone(n)
     leads = groups.is_leader
     rows_idx = np.arange(n, dtype=np.int64)
+    kinds: dict[tuple[str, int], np.ndarray] = {}  # (kernel, nodes per thread) -> rows
     if kernel == "flat":
         wide = width > FLAT_MAX_WIDTH
-        kinds = {"flat": rows_idx[~wide], "wide": rows_idx[wide]}
+        flat_rows = rows_idx[~wide]
+        per_thread = np.full(len(flat_rows), nodes) if nodes else flat_nodes(width[flat_rows])
+        for k in np.unique(per_thread):
+            kinds["flat", int(k)] = flat_rows[per_thread == k]
+        kinds["wide", 1] = rows_idx[wide]
     else:
-        kinds = {"outer": rows_idx}
-    shape = None
-    if len(kinds.get("flat", ())):
-        flat_rows = kinds["flat"]
-        shape = (
-            choose_flat_shape(width[flat_rows], height[flat_rows], nodes)
-            if threads is None
-            else (nodes or FLAT_NODES, threads)
-        )
+        kinds["outer", 1] = rows_idx
+    shapes = {
+        k: choose_flat_shape(width[rows], height[rows], k) if threads is None else (k, threads)
+        for (name, k), rows in kinds.items()
+        if name == "flat"
+    }
 
-    def layout(kind: str, rows: np.ndarray):
-        if kind == "outer":
+    def layout(kind: tuple[str, int], rows: np.ndarray, followers: bool):
+        name, k = kind
+        if name == "outer":
             return outer_layout(width[rows], height[rows], lanes=lanes or len(rows), sort=sort)
-        if kind == "flat":
-            return flat_layout(width[rows], height[rows], shape[1], shape[0])
+        if name == "flat":
+            return flat_layout(width[rows], height[rows], shapes[k][1], k, aligned=not followers)
         return wide_layout(width[rows], height[rows])
 
     launches = []
@@ -334,7 +343,7 @@ def layout_run(
         for kind, rows in kinds.items():
             chosen = rows[leads[rows] != followers]
             if len(chosen):
-                launches.append(Launch(kind, chosen, layout(kind, chosen), followers))
+                launches.append(Launch(kind[0], chosen, layout(kind, chosen, followers), followers))
     leader_at, leader_stride = np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int32)
     for launch in launches:
         if not launch.followers:
@@ -344,20 +353,23 @@ def layout_run(
     detail = {"node_steps": groups.shared_node_steps(width, height), "leaders": int(leads.sum())}
     flat = [launch for launch in launches if launch.kernel == "flat"]
     if flat:
-        flat_rows = kinds["flat"]
+        flat_rows = np.concatenate([rows for (name, _), rows in kinds.items() if name == "flat"])
         run = sum(launch.layout.thread_steps() // (2 if launch.followers else 1) for launch in flat)
         computed = shared_node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows])
+        most = max(shapes, key=lambda k: len(kinds["flat", k]))
         detail.update(
-            nodes=shape[0],
-            threads=shape[1],
+            nodes=shapes[most][0],
+            threads=shapes[most][1],
             bins=sum(launch.layout.bins for launch in flat),
             flat_rows=len(flat_rows),
             occupancy=computed / max(run, 1),
         )
-    if "outer" in kinds:
+        if len(shapes) > 1:
+            detail.update(shapes={k: shapes[k][1] for k in shapes})
+    if ("outer", 1) in kinds:
         detail.update(outer_rows=n)
-    if len(kinds.get("wide", ())):
-        detail.update(wide_rows=len(kinds["wide"]))
+    if len(kinds.get(("wide", 1), ())):
+        detail.update(wide_rows=len(kinds["wide", 1]))
     return RunLayout(tuple(launches), leader_at, leader_stride, detail["node_steps"], detail)
 
 
@@ -510,11 +522,11 @@ def start_gpu(
     for launch in layouts.launches:
         given = {**none, "followers": types["followers"](0)}
         if launch.followers:
-            given.update(places, followers=types["followers"](1), leader_alphas=leader_alphas[launch.kernel])
+            given.update(places, followers=types["followers"](1), leader_alphas=leader_alphas[launch.kind])
         leaders = tuple(given[name] for name, _ in LEADER_ARGS)
         run, alphas = _launch(device, leading, launch, real, leaders, bond, option, defines)
         if not launch.followers:
-            leader_alphas[launch.kernel] = alphas
+            leader_alphas[launch.kind] = alphas
         launches.append(run)
     if time_upload:
         cupy.cuda.Device().synchronize()

@@ -5,8 +5,14 @@ the launchers of :mod:`~.gpu` lay portfolios out with them.
   transposed (V4); ``lanes`` and ``sort`` select the plain variants (V1: no interleave, V2: global
   padding) that the benchmarks compare against.
 - flat: instruments sorted by decreasing height, packed into bins whose summed (padded) widths fit the
-  block's ``nodes * threads`` nodes; one block per bin, ``nodes`` consecutive nodes per thread. Trees
-  wider than FLAT_MAX_WIDTH take the wide kernel: one block per tree, rows in global memory.
+  block's ``nodes * threads`` nodes; one block per bin, ``nodes`` consecutive nodes per thread (FLAT_NODES,
+  or FLAT_MAX_NODES for the trees too wide for that: :func:`flat_nodes`). Trees wider than FLAT_MAX_WIDTH
+  take the wide kernel: one block per tree, rows in global memory.
+
+A flat tree's forward pass sums its nodes a thread at a time, then over its lanes by a warp scan, then over
+its warps: the grouping follows where the tree lies among the block's warps. A layout ``aligned`` for forward
+passes puts each tree of at most 32 lanes within one warp and starts each wider one on a warp, so that its
+sums, and so its prices, are the same bits in any batch (:func:`flat_layout`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,12 @@ FLAT_WINDOW = 16
 """Open bins a tree may join when packing (first fit over the last ones): a bin's heights stay close."""
 FLAT_MAX_WIDTH = FLAT_MAX_NODES * FLAT_THREADS[-1]
 """Wider trees take the wide kernel: four rows of them no longer fit a block's shared memory in fp64."""
+
+
+def flat_nodes(width: np.ndarray) -> np.ndarray:
+    """Nodes per thread of each flat tree: FLAT_NODES where a block holds it so, else FLAT_MAX_NODES. A tree's
+    own, not its batch's: a batch's trees of each count are launched apart (their sums group differently)."""
+    return np.where(np.asarray(width) > FLAT_NODES * FLAT_THREADS[-1], FLAT_MAX_NODES, FLAT_NODES)
 
 
 # ---- outer ----
@@ -106,6 +118,35 @@ def _first_fit(widths, capacity, window):
     return bin_of
 
 
+@numba.njit(cache=True)
+def _first_fit_aligned(lanes, capacity, window):
+    """Bin and first lane of each item (a tree's lanes), placed in order into the first of the last ``window``
+    open bins it fits, each after the last one placed there: at its bin's next lane where it ends in that lane's
+    warp, else at the next warp (an item of more than a warp always starts on one)."""
+    n = len(lanes)
+    bin_of = np.empty(n, dtype=np.int64)
+    start = np.empty(n, dtype=np.int64)
+    filled = np.empty(n, dtype=np.int64)
+    bins = 0
+    for i in range(n):
+        w = lanes[i]
+        placed, at = -1, 0
+        for b in range(max(0, bins - window), bins):
+            f = filled[b]
+            if f % 32 + w > 32:
+                f = -(-f // 32) * 32
+            if f + w <= capacity:
+                placed, at = b, f
+                break
+        if placed < 0:
+            placed, at = bins, 0
+            bins += 1
+        filled[placed] = at + w
+        bin_of[i] = placed
+        start[i] = at
+    return bin_of, start
+
+
 @dataclass(frozen=True)
 class FlatLayout:
     """Bins of instruments for the flat kernel: bin b holds kernel positions ``bin_first[b] .. bin_first[b+1]``;
@@ -161,22 +202,35 @@ def flat_thread_steps(
 
 
 def flat_layout(
-    width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES, window: int = FLAT_WINDOW
+    width: np.ndarray,
+    height: np.ndarray,
+    threads: int,
+    nodes: int = FLAT_NODES,
+    window: int = FLAT_WINDOW,
+    aligned: bool = False,
 ) -> FlatLayout:
     """Sort by decreasing height (then width), pack into bins of ``nodes * threads`` nodes (first fit over the
-    last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas."""
+    last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas. ``aligned``: each
+    tree's lanes within one warp, or from a warp's first (see the module's docstring), for launches that run
+    forward passes; the lanes skipped idle as padding does."""
     capacity = nodes * threads
     by_height, sorted_padded = _by_height(width, height, nodes)
     if len(width) and sorted_padded.max() > capacity:
         raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
-    bin_of = _first_fit(sorted_padded, capacity, window)
+    if aligned:
+        bin_of, lane = _first_fit_aligned(sorted_padded // nodes, threads, window)
+    else:
+        bin_of = _first_fit(sorted_padded, capacity, window)
     grouped = np.argsort(bin_of, kind="stable")
     order = by_height[grouped]
     bin_of = bin_of[grouped]
     bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
     bin_first = np.searchsorted(bin_of, np.arange(bins + 1)).astype(np.int32)
-    starts, _ = exclusive_cumsum(sorted_padded[grouped])
-    node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
+    if aligned:
+        node_offset = (lane[grouped] * nodes).astype(np.int32)
+    else:
+        starts, _ = exclusive_cumsum(sorted_padded[grouped])
+        node_offset = (starts - starts[bin_first[:-1]][bin_of]).astype(np.int32)
     bin_height = np.maximum.reduceat(height[order], bin_first[:-1]) if bins else np.zeros(0, np.int64)
     alpha_base, alpha_elements = exclusive_cumsum(bin_height.astype(np.int64) * np.diff(bin_first))
     return FlatLayout(
@@ -222,15 +276,13 @@ def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None =
     padded loop counts included) times :func:`block_cost_factor`, judged on a sample of FLAT_SHAPE_SAMPLE rows
     (packing every row once per candidate would cost more host time than most kernels take).
 
-    ``nodes`` is FLAT_NODES unless the widest tree needs more. Thread counts: FLAT_THREADS and, for
+    ``nodes`` is the widest tree's :func:`flat_nodes` unless given. Thread counts: FLAT_THREADS and, for
     portfolios of one or a few widths, 1 to 4 of the widest tree in whole warps (U1's width 259, 260
     padded, packs two to a block of 288 threads with 10% of the nodes idle, but one to 256 threads).
     """
     widest = int(width.max())
     if nodes is None:
-        nodes = FLAT_NODES
-        while nodes * FLAT_THREADS[-1] < widest and nodes < FLAT_MAX_NODES:
-            nodes *= 2
+        nodes = int(flat_nodes(widest))
     per_thread = -(-int(padded_width(np.array([widest]), nodes)[0]) // nodes)
     multiples = {-(-m * per_thread // WARP) * WARP for m in range(1, 5)}
     fits = sorted(c for c in {*FLAT_THREADS, *multiples} if per_thread <= c <= FLAT_THREADS[-1])
