@@ -282,7 +282,9 @@ def plan(
             parts = []
             if len(on_outer):
                 o, od = model.outer(width[on_outer], height[on_outer])
-                parts.append(Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od))
+                parts.append(
+                    Part("gpu-outer", np.sort(on_outer), o, f"trees up to {threshold} wide, one per thread", od)
+                )
             if len(on_flat):
                 f, fd = model.flat(width[on_flat], height[on_flat])
                 parts.append(

@@ -72,6 +72,11 @@ def test_aligned_flat_bins_keep_each_tree_in_a_warp_or_from_one(nodes, threads):
         assert layout.bin_height[b] == height[members].max()
     plain = flat_layout(width, height, threads, nodes)
     assert layout.bins <= 1.2 * plain.bins  # the lanes skipped to reach a warp
+    small = width % 60 + 3  # at most a warp's lanes: they fill the warps' rests
+    assert (
+        flat_layout(small, height, threads, nodes, aligned=True).bins
+        <= 1.05 * flat_layout(small, height, threads, nodes).bins
+    )
 
 
 def forward_sum(values, start, nodes):

@@ -324,18 +324,15 @@ def layout_run(
         kinds["wide", 1] = rows_idx[wide]
     else:
         kinds["outer", 1] = rows_idx
-    shapes = {
-        k: choose_flat_shape(width[rows], height[rows], k) if threads is None else (k, threads)
-        for (name, k), rows in kinds.items()
-        if name == "flat"
-    }
 
     def layout(kind: tuple[str, int], rows: np.ndarray, followers: bool):
         name, k = kind
         if name == "outer":
             return outer_layout(width[rows], height[rows], lanes=lanes or len(rows), sort=sort)
         if name == "flat":
-            return flat_layout(width[rows], height[rows], shapes[k][1], k, aligned=not followers)
+            # the leaders' bins are laid out aligned, the followers' not: each launch its own shape
+            shape = (k, threads) if threads else choose_flat_shape(width[rows], height[rows], k, not followers)
+            return flat_layout(width[rows], height[rows], shape[1], k, aligned=not followers)
         return wide_layout(width[rows], height[rows])
 
     launches = []
@@ -356,16 +353,17 @@ def layout_run(
         flat_rows = np.concatenate([rows for (name, _), rows in kinds.items() if name == "flat"])
         run = sum(launch.layout.thread_steps() // (2 if launch.followers else 1) for launch in flat)
         computed = shared_node_steps(width[flat_rows], height[flat_rows], groups.group[flat_rows])
-        most = max(shapes, key=lambda k: len(kinds["flat", k]))
+        most = max(flat, key=lambda launch: len(launch.rows)).layout
         detail.update(
-            nodes=shapes[most][0],
-            threads=shapes[most][1],
+            nodes=most.nodes,
+            threads=most.threads,
             bins=sum(launch.layout.bins for launch in flat),
             flat_rows=len(flat_rows),
             occupancy=computed / max(run, 1),
         )
-        if len(shapes) > 1:
-            detail.update(shapes={k: shapes[k][1] for k in shapes})
+        threads_of = {launch.layout.nodes: launch.layout.threads for launch in flat}
+        if len(threads_of) > 1:
+            detail.update(shapes=threads_of)
     if ("outer", 1) in kinds:
         detail.update(outer_rows=n)
     if len(kinds.get(("wide", 1), ())):

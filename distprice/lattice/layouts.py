@@ -119,29 +119,48 @@ def _first_fit(widths, capacity, window):
 
 
 @numba.njit(cache=True)
-def _first_fit_aligned(lanes, capacity, window):
+def _first_fit_aligned(lanes, threads, window):
     """Bin and first lane of each item (a tree's lanes), placed in order into the first of the last ``window``
-    open bins it fits, each after the last one placed there: at its bin's next lane where it ends in that lane's
-    warp, else at the next warp (an item of more than a warp always starts on one)."""
+    open bins it fits, each bin's warps filled from their first lane: an item of at most a warp into the first
+    warp with room for it at its end, a wider one from the first of enough empty warps in a row (its last
+    warp's rest open to items of a warp or less)."""
     n = len(lanes)
+    warps = threads // 32
     bin_of = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
-    filled = np.empty(n, dtype=np.int64)
+    free = np.zeros((window, warps), dtype=np.int64)  # lanes free at the end of each warp of the open bins
     bins = 0
     for i in range(n):
         w = lanes[i]
+        need = (w + 31) // 32
         placed, at = -1, 0
         for b in range(max(0, bins - window), bins):
-            f = filled[b]
-            if f % 32 + w > 32:
-                f = -(-f // 32) * 32
-            if f + w <= capacity:
-                placed, at = b, f
+            room = free[b % window]
+            if need == 1:
+                for k in range(warps):
+                    if room[k] >= w:
+                        placed, at = b, 32 * k + 32 - room[k]
+                        room[k] -= w
+                        break
+            else:
+                run = 0
+                for k in range(warps):
+                    run = run + 1 if room[k] == 32 else 0
+                    if run == need:
+                        first = k - need + 1
+                        placed, at = b, 32 * first
+                        room[first:k] = 0
+                        room[k] = 32 * need - w
+                        break
+            if placed >= 0:
                 break
         if placed < 0:
             placed, at = bins, 0
+            room = free[bins % window]
+            room[:] = 32
+            room[: need - 1] = 0
+            room[need - 1] = 32 * need - w
             bins += 1
-        filled[placed] = at + w
         bin_of[i] = placed
         start[i] = at
     return bin_of, start
@@ -184,21 +203,33 @@ def _by_height(width: np.ndarray, height: np.ndarray, nodes: int):
     return by_height, padded_width(width.astype(np.int64), nodes)[by_height]
 
 
-def _thread_steps(padded: np.ndarray, height: np.ndarray, capacity: int, window: int = FLAT_WINDOW) -> int:
+def _thread_steps(
+    padded: np.ndarray, height: np.ndarray, nodes: int, threads: int, window: int = FLAT_WINDOW, aligned: bool = False
+) -> int:
     """:meth:`FlatLayout.thread_steps` of trees already in packing order, without laying the bins out: a
     bin is as tall as the tree that opened it (trees come tallest first)."""
-    bin_of = _first_fit(padded, capacity, window)
+    capacity = nodes * threads
+    if aligned:
+        bin_of, _ = _first_fit_aligned(padded // nodes, threads, window)
+    else:
+        bin_of = _first_fit(padded, capacity, window)
     opened = np.ones(len(bin_of), dtype=bool)
     opened[1:] = bin_of[1:] > np.maximum.accumulate(bin_of)[:-1]
     return int(2 * capacity * height[opened].astype(np.int64).sum())
 
 
 def flat_thread_steps(
-    width: np.ndarray, height: np.ndarray, threads: int, nodes: int = FLAT_NODES, window: int = FLAT_WINDOW
+    width: np.ndarray,
+    height: np.ndarray,
+    threads: int,
+    nodes: int = FLAT_NODES,
+    window: int = FLAT_WINDOW,
+    aligned: bool = False,
 ) -> int:
-    """``flat_layout(width, height, threads, nodes).thread_steps()``, cheaper (the bins are not laid out)."""
+    """``flat_layout(width, height, threads, nodes, window, aligned).thread_steps()``, cheaper (the bins are not
+    laid out)."""
     by_height, padded = _by_height(width, height, nodes)
-    return _thread_steps(padded, height[by_height], nodes * threads, window)
+    return _thread_steps(padded, height[by_height], nodes, threads, window, aligned)
 
 
 def flat_layout(
@@ -219,9 +250,10 @@ def flat_layout(
         raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
     if aligned:
         bin_of, lane = _first_fit_aligned(sorted_padded // nodes, threads, window)
+        grouped = np.lexsort((lane, bin_of))  # a bin's trees by their first node, as the kernel looks them up
     else:
         bin_of = _first_fit(sorted_padded, capacity, window)
-    grouped = np.argsort(bin_of, kind="stable")
+        grouped = np.argsort(bin_of, kind="stable")
     order = by_height[grouped]
     bin_of = bin_of[grouped]
     bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
@@ -271,10 +303,13 @@ def shape_sample(width: np.ndarray, size: int) -> np.ndarray:
     return sample if at < size and sample[at] == widest else np.insert(sample, at, widest)
 
 
-def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None = None) -> tuple[int, int]:
+def choose_flat_shape(
+    width: np.ndarray, height: np.ndarray, nodes: int | None = None, aligned: bool = False
+) -> tuple[int, int]:
     """``(nodes, threads)`` of the flat blocks: the lowest predicted cost, i.e. node-steps run (idle nodes and
     padded loop counts included) times :func:`block_cost_factor`, judged on a sample of FLAT_SHAPE_SAMPLE rows
-    (packing every row once per candidate would cost more host time than most kernels take).
+    (packing every row once per candidate would cost more host time than most kernels take), packed
+    ``aligned`` or not (:func:`flat_layout`).
 
     ``nodes`` is the widest tree's :func:`flat_nodes` unless given. Thread counts: FLAT_THREADS and, for
     portfolios of one or a few widths, 1 to 4 of the widest tree in whole warps (U1's width 259, 260
@@ -291,7 +326,10 @@ def choose_flat_shape(width: np.ndarray, height: np.ndarray, nodes: int | None =
     sample = shape_sample(width, FLAT_SHAPE_SAMPLE)
     by_height, padded = _by_height(width[sample], height[sample], nodes)
     tallest_first = height[sample][by_height]
-    threads = min(fits, key=lambda c: _thread_steps(padded, tallest_first, nodes * c) * block_cost_factor(c))
+    threads = min(
+        fits,
+        key=lambda c: _thread_steps(padded, tallest_first, nodes, c, aligned=aligned) * block_cost_factor(c),
+    )
     return nodes, threads
 
 
