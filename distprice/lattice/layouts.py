@@ -203,19 +203,23 @@ def _by_height(width: np.ndarray, height: np.ndarray, nodes: int):
     return by_height, padded_width(width.astype(np.int64), nodes)[by_height]
 
 
+def _pack(padded: np.ndarray, nodes: int, threads: int, window: int, aligned: bool):
+    """The bin of each tree of these padded widths, in packing order, and where ``aligned`` its first lane in
+    its bin (else None)."""
+    if aligned:
+        return _first_fit_aligned(padded // nodes, threads, window)
+    return _first_fit(padded, nodes * threads, window), None
+
+
 def _thread_steps(
     padded: np.ndarray, height: np.ndarray, nodes: int, threads: int, window: int = FLAT_WINDOW, aligned: bool = False
 ) -> int:
     """:meth:`FlatLayout.thread_steps` of trees already in packing order, without laying the bins out: a
     bin is as tall as the tree that opened it (trees come tallest first)."""
-    capacity = nodes * threads
-    if aligned:
-        bin_of, _ = _first_fit_aligned(padded // nodes, threads, window)
-    else:
-        bin_of = _first_fit(padded, capacity, window)
+    bin_of, _ = _pack(padded, nodes, threads, window, aligned)
     opened = np.ones(len(bin_of), dtype=bool)
     opened[1:] = bin_of[1:] > np.maximum.accumulate(bin_of)[:-1]
-    return int(2 * capacity * height[opened].astype(np.int64).sum())
+    return int(2 * nodes * threads * height[opened].astype(np.int64).sum())
 
 
 def flat_thread_steps(
@@ -248,12 +252,9 @@ def flat_layout(
     by_height, sorted_padded = _by_height(width, height, nodes)
     if len(width) and sorted_padded.max() > capacity:
         raise ValueError(f"a tree of width {int(width.max())} does not fit a bin of {capacity} nodes")
-    if aligned:
-        bin_of, lane = _first_fit_aligned(sorted_padded // nodes, threads, window)
-        grouped = np.lexsort((lane, bin_of))  # a bin's trees by their first node, as the kernel looks them up
-    else:
-        bin_of = _first_fit(sorted_padded, capacity, window)
-        grouped = np.argsort(bin_of, kind="stable")
+    bin_of, lane = _pack(sorted_padded, nodes, threads, window, aligned)
+    # a bin's trees by their first node, as the kernel looks them up
+    grouped = np.lexsort((lane, bin_of)) if aligned else np.argsort(bin_of, kind="stable")
     order = by_height[grouped]
     bin_of = bin_of[grouped]
     bins = int(bin_of[-1]) + 1 if len(bin_of) else 0
