@@ -88,6 +88,17 @@ def test_a_model_where_outer_wins_on_cached_narrow_trees_splits_the_bimodal_mix(
     assert {"gpu-outer", "gpu-flat"} <= set(engines)
     assert width[engines["gpu-outer"].rows].max() < width[engines["gpu-flat"].rows].min()
     assert_partition(chosen, 20_000)
+    # a chunk of the job, planned with the job's choice: the same split by width, however its widths fall
+    threshold = width[engines["gpu-outer"].rows].max()
+    assert chosen.chosen == f"gpu-outer (width <= {threshold}) + gpu-flat"
+    for chunk in (np.arange(0, 20_000, 7), np.flatnonzero(width <= threshold)[:50], np.flatnonzero(width > threshold)):
+        part = plan(width[chunk], height[chunk], cheap_outer, gpu=True, only=chosen.chosen)
+        assert list(part.considered) == [chosen.chosen] and part.chosen == chosen.chosen
+        assert_partition(part, len(chunk))
+        for p in part.parts:
+            assert ((width[chunk][p.rows] <= threshold) == (p.engine == "gpu-outer")).all()
+    with pytest.raises(ValueError, match="no plan 'gpu-flat' without a GPU"):
+        plan(width, height, cheap_outer, gpu=False, only="gpu-flat")
 
 
 def test_a_tiny_portfolio_stays_on_the_cpu_when_a_launch_costs_more():
