@@ -52,9 +52,10 @@ def test_flat_bins_hold_every_row_once_and_fit(nodes, threads):
 
 
 @pytest.mark.parametrize("nodes,threads", [(2, 256), (2, 1024), (4, 544)])
-def test_aligned_flat_bins_keep_each_tree_in_a_warp_or_from_one(nodes, threads):
+def test_aligned_flat_bins_cut_each_tree_by_warps_at_its_own_places(nodes, threads):
     """A launch of forward passes: a tree of at most 32 lanes within one warp, a wider one from a warp's first
-    lane, trees one after another without overlap; every row once, as the plain layout holds it."""
+    lane or to a warp's last, by its lanes past its whole warps; trees one after another without overlap; every
+    row once, as the plain layout holds it."""
     width, height = shapes(3)
     width = np.minimum(width, nodes * threads - 1)
     layout = flat_layout(width, height, threads, nodes, aligned=True)
@@ -68,7 +69,9 @@ def test_aligned_flat_bins_keep_each_tree_in_a_warp_or_from_one(nodes, threads):
         assert np.all(start[1:] >= start[:-1] + lanes[:-1]) and start[-1] + lanes[-1] <= threads
         small = lanes <= WARP
         assert np.all(start[small] // WARP == (start[small] + lanes[small] - 1) // WARP)
-        assert np.all(start[~small] % WARP == 0)
+        leading = lanes % WARP <= WARP // 2  # a wide tree of a short last warp starts on a warp, another ends on one
+        assert np.all(start[~small & leading] % WARP == 0)
+        assert np.all((start + lanes)[~small & ~leading] % WARP == 0)
         assert layout.bin_height[b] == height[members].max()
     plain = flat_layout(width, height, threads, nodes)
     assert layout.bins <= 1.2 * plain.bins  # the lanes skipped to reach a warp
@@ -112,7 +115,14 @@ def test_an_aligned_trees_forward_sums_are_the_same_bits_wherever_it_lies():
     is summed alike at every place they give it; at any place, a tree wider than a warp is not."""
     rng = np.random.default_rng(4)
     widths = shapes(5, 4000)[0]
-    for tree in (9, 41, 63, 201, 511):  # node counts: within a warp's lanes, and across warps
+    for tree in (
+        9,
+        41,
+        63,
+        121,
+        201,
+        511,
+    ):  # node counts: within a warp's lanes, and across warps (61 lanes: to a warp's end)
         values = rng.lognormal(0.0, 3.0, tree)
         places, sums = set(), set()
         for _ in range(16):

@@ -11,8 +11,9 @@ the launchers of :mod:`~.gpu` lay portfolios out with them.
 
 A flat tree's forward pass sums its nodes a thread at a time, then over its lanes by a warp scan, then over
 its warps: the grouping follows where the tree lies among the block's warps. A layout ``aligned`` for forward
-passes puts each tree of at most 32 lanes within one warp and starts each wider one on a warp, so that its
-sums, and so its prices, are the same bits in any batch (:func:`flat_layout`).
+passes puts each tree of at most 32 lanes within one warp and each wider one where the warps cut it at its
+own places (:func:`_aligned_lane`), so that its sums, and so its prices, are the same bits in any batch
+(:func:`flat_layout`).
 """
 
 from __future__ import annotations
@@ -119,47 +120,60 @@ def _first_fit(widths, capacity, window):
 
 
 @numba.njit(cache=True)
+def _aligned_lane(room, w):
+    """The first lane of an item of ``w`` lanes in a bin whose warps have ``room[k]`` lanes free at their end,
+    or -1 where it does not fit; ``room`` is updated. An item of at most a warp goes into the first warp with
+    room for it. A wider one of ``r = w % 32`` lanes past its whole warps starts on a warp where ``r`` is 0 or at
+    most 16 (its last warp's rest stays open), else ends on one: its first ``r`` lanes at the end of a warp with
+    that room, its whole warps after. Either way where its warps cut it is its own, whatever the bin."""
+    warps = len(room)
+    r = w % 32
+    if w <= 32:
+        for k in range(warps):
+            if room[k] >= w:
+                at = 32 * k + 32 - room[k]
+                room[k] -= w
+                return at
+        return -1
+    whole = w // 32
+    if r <= 16:
+        need = whole + (r > 0)
+        run = 0
+        for k in range(warps):
+            run = run + 1 if room[k] == 32 else 0
+            if run == need:
+                first = k - need + 1
+                room[first:k] = 0
+                room[k] = 32 * need - w
+                return 32 * first
+        return -1
+    for k in range(warps - whole):
+        if room[k] >= r and (room[k + 1 : k + 1 + whole] == 32).all():
+            room[k : k + 1 + whole] = 0
+            return 32 * k + 32 - r
+    return -1
+
+
+@numba.njit(cache=True)
 def _first_fit_aligned(lanes, threads, window):
     """Bin and first lane of each item (a tree's lanes), placed in order into the first of the last ``window``
-    open bins it fits, each bin's warps filled from their first lane: an item of at most a warp into the first
-    warp with room for it at its end, a wider one from the first of enough empty warps in a row (its last
-    warp's rest open to items of a warp or less)."""
+    open bins it fits (:func:`_aligned_lane`), each bin's warps filled from their first lane."""
     n = len(lanes)
-    warps = threads // 32
     bin_of = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
-    free = np.zeros((window, warps), dtype=np.int64)  # lanes free at the end of each warp of the open bins
+    free = np.zeros((window, threads // 32), dtype=np.int64)  # lanes free at the end of each warp of the open bins
     bins = 0
     for i in range(n):
-        w = lanes[i]
-        need = (w + 31) // 32
-        placed, at = -1, 0
+        placed, at = -1, -1
         for b in range(max(0, bins - window), bins):
-            room = free[b % window]
-            if need == 1:
-                for k in range(warps):
-                    if room[k] >= w:
-                        placed, at = b, 32 * k + 32 - room[k]
-                        room[k] -= w
-                        break
-            else:
-                run = 0
-                for k in range(warps):
-                    run = run + 1 if room[k] == 32 else 0
-                    if run == need:
-                        first = k - need + 1
-                        placed, at = b, 32 * first
-                        room[first:k] = 0
-                        room[k] = 32 * need - w
-                        break
-            if placed >= 0:
+            at = _aligned_lane(free[b % window], lanes[i])
+            if at >= 0:
+                placed = b
                 break
         if placed < 0:
-            placed, at = bins, 0
-            room = free[bins % window]
-            room[:] = 32
-            room[: need - 1] = 0
-            room[need - 1] = 32 * need - w
+            placed = bins
+            free[bins % window, :] = 32
+            at = _aligned_lane(free[bins % window], lanes[i])
             bins += 1
         bin_of[i] = placed
         start[i] = at
@@ -246,8 +260,8 @@ def flat_layout(
 ) -> FlatLayout:
     """Sort by decreasing height (then width), pack into bins of ``nodes * threads`` nodes (first fit over the
     last ``window`` open bins, so a bin's heights stay close), and lay out the bins' alphas. ``aligned``: each
-    tree's lanes within one warp, or from a warp's first (see the module's docstring), for launches that run
-    forward passes; the lanes skipped idle as padding does."""
+    tree's lanes within one warp, or cut by the warps at its own places (see the module's docstring), for
+    launches that run forward passes; the lanes skipped idle as padding does."""
     capacity = nodes * threads
     by_height, sorted_padded = _by_height(width, height, nodes)
     if len(width) and sorted_padded.max() > capacity:
