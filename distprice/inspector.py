@@ -253,19 +253,25 @@ def plan(
     rows = np.arange(len(width))
     if len(rows) == 0:
         return Plan([], 0.0, model)
-    wanted = (lambda name: name == only) if only is not None else (lambda name: True)
     split = SPLIT.fullmatch(only or "")
+    if only is None:  # every candidate; the outer kernel's where it may pay, split at the widths' quantiles
+        wanted = (
+            {"cpu", "gpu-flat", "gpu-outer"}
+            if model.outer_cached_node_step < 2 * model.flat_node_step
+            else {"cpu", "gpu-flat"}
+        )
+    else:
+        wanted = {only}
     candidates: dict[str, list[Part]] = {}
-    if wanted("cpu"):
+    if "cpu" in wanted:
         cpu_seconds, _ = model.cpu(width, height)
         candidates["cpu"] = [Part("cpu", rows, cpu_seconds, "no GPU" if not gpu else "the CPU alone")]
-    if gpu and wanted("gpu-flat"):
+    if gpu and "gpu-flat" in wanted:
         flat_seconds, flat_detail = model.flat(width, height)
         candidates["gpu-flat"] = [Part("gpu-flat", rows, flat_seconds, "bins of trees in shared memory", flat_detail)]
-    outer_pays = model.outer_cached_node_step < 2 * model.flat_node_step
-    if gpu and (outer_pays if only is None else only == "gpu-outer" or split is not None):
+    if gpu and ("gpu-outer" in wanted or split):
         by_width = np.argsort(-(width * (int(height.max()) + 1) + height), kind="stable")  # the outer kernel's order
-        if wanted("gpu-outer"):
+        if "gpu-outer" in wanted:
             outer_seconds, outer_detail = model.outer(width[by_width], height[by_width])
             candidates["gpu-outer"] = [Part("gpu-outer", rows, outer_seconds, "one tree per thread", outer_detail)]
         if split:

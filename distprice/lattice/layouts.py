@@ -120,36 +120,36 @@ def _first_fit(widths, capacity, window):
 
 
 @numba.njit(cache=True)
-def _aligned_lane(room, w):
-    """The first lane of an item of ``w`` lanes in a bin whose warps have ``room[k]`` lanes free at their end,
-    or -1 where it does not fit; ``room`` is updated. An item of at most a warp goes into the first warp with
-    room for it. A wider one of ``r = w % 32`` lanes past its whole warps starts on a warp where ``r`` is 0 or at
-    most 16 (its last warp's rest stays open), else ends on one: its first ``r`` lanes at the end of a warp with
-    that room, its whole warps after. Either way where its warps cut it is its own, whatever the bin."""
-    warps = len(room)
-    r = w % 32
+def _aligned_lane(free, b, w):
+    """The first lane of an item of ``w`` lanes in bin ``b``, whose warps have ``free[b, k]`` lanes free at their
+    end, or -1 where it does not fit; ``free`` is updated. An item of at most a warp goes into the first warp with
+    room for it. A wider one of ``r = w % 32`` lanes past its whole warps starts on a warp where ``r`` is at most
+    16 (its last warp's rest stays open), else ends on one: its first ``r`` lanes at the end of a warp with that
+    room, its whole warps after. Either way where its warps cut it is its own, whatever the bin."""
+    warps = free.shape[1]
     if w <= 32:
         for k in range(warps):
-            if room[k] >= w:
-                at = 32 * k + 32 - room[k]
-                room[k] -= w
-                return at
+            if free[b, k] >= w:
+                free[b, k] -= w
+                return 32 * k + 32 - (free[b, k] + w)
         return -1
-    whole = w // 32
-    if r <= 16:
-        need = whole + (r > 0)
-        run = 0
-        for k in range(warps):
-            run = run + 1 if room[k] == 32 else 0
-            if run == need:
-                first = k - need + 1
-                room[first:k] = 0
-                room[k] = 32 * need - w
-                return 32 * first
-        return -1
-    for k in range(warps - whole):
-        if room[k] >= r and (room[k + 1 : k + 1 + whole] == 32).all():
-            room[k : k + 1 + whole] = 0
+    r, whole = w % 32, w // 32
+    need = whole + (r > 0) if r <= 16 else whole  # empty warps in a row
+    run = 0
+    for j in range(warps):
+        run = run + 1 if free[b, j] == 32 else 0
+        if run < need:
+            continue
+        if r <= 16:  # from warp j - need + 1, its last warp's rest open
+            first = j - need + 1
+            for k in range(first, j):
+                free[b, k] = 0
+            free[b, j] = 32 * need - w
+            return 32 * first
+        k = j - whole  # its first r lanes at the end of warp k, its whole warps after
+        if k >= 0 and free[b, k] >= r:
+            for m in range(k, j + 1):
+                free[b, m] = 0
             return 32 * k + 32 - r
     return -1
 
@@ -161,20 +161,33 @@ def _first_fit_aligned(lanes, threads, window):
     n = len(lanes)
     bin_of = np.empty(n, dtype=np.int64)
     start = np.empty(n, dtype=np.int64)
-    free = np.zeros((window, threads // 32), dtype=np.int64)  # lanes free at the end of each warp of the open bins
+    warps = threads // 32
+    free = np.zeros((window, warps), dtype=np.int64)  # lanes free at the end of each warp of the open bins
+    # each open bin's most free lanes in a warp and its empty warps: a bin without the room is passed over
+    most = np.zeros(window, dtype=np.int64)
+    empty = np.zeros(window, dtype=np.int64)
     bins = 0
     for i in range(n):
+        w = lanes[i]
+        least = min(w, 32) if w <= 32 or w % 32 <= 16 else w % 32  # the room one warp must have
+        empties = 0 if w <= 32 else w // 32 + (0 < w % 32 <= 16)  # and the empty warps
         placed, at = -1, -1
         for b in range(max(0, bins - window), bins):
-            at = _aligned_lane(free[b % window], lanes[i])
-            if at >= 0:
-                placed = b
-                break
+            if most[b % window] >= least and empty[b % window] >= empties:
+                at = _aligned_lane(free, b % window, w)
+                if at >= 0:
+                    placed = b
+                    break
         if placed < 0:
             placed = bins
             free[bins % window, :] = 32
-            at = _aligned_lane(free[bins % window], lanes[i])
+            at = _aligned_lane(free, bins % window, w)
             bins += 1
+        b = placed % window
+        most[b], empty[b] = 0, 0
+        for k in range(warps):
+            most[b] = max(most[b], free[b, k])
+            empty[b] += free[b, k] == 32
         bin_of[i] = placed
         start[i] = at
     return bin_of, start
