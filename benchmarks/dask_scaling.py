@@ -1,7 +1,7 @@
 """Whole distprice jobs on a Dask cluster of 1, 2, ... GPUs (or CPU workers): wall time, speed-up, and the Dask
 overhead (time outside the pricing tasks); one job, or the rows of a scale-out table.
 
-    python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10] [--workers 1,2,4] [--cpu]
+    python benchmarks/dask_scaling.py OUTPUT_DIR [--dataset R1] [--copies 10 | --book-rows N] [--workers 1,2,4] [--cpu]
         [--threads-per-worker T] [--workers-per-gpu K] [--shifts-bp -100,0,100 | --shift-count 50] [--repeat 3]
         [--chunks-per-worker C] [--folder] [--rows job | all | file,folder,shifted-file,shifted-folder,mc]
         [--mc-paths 33554432,2097152] [--scheduler tcp://HOST:PORT [--scheduler-workers N]]
@@ -29,7 +29,8 @@ once however many workers share it), and its speed-ups are 1; compare with a run
 workers read the portfolio and write folders of parts themselves, so OUTPUT_DIR must be at the same path on their
 machines.
 
-The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered), written to
+The portfolio is ``--copies`` copies of the dataset at full size (other seeds, ids renumbered; ``--book-rows N``:
+their first N rows, for a small job), written to
 ``OUTPUT_DIR/portfolio.parquet`` in row groups of 65 536 rows; at 10⁶ rows and over the workers read it themselves.
 ``--dataset desk`` takes copies of 10⁵ rows of the dated ``desk`` book, with its curves and exercise schedule
 (``OUTPUT_DIR/desk*.parquet``). ``--shifts-bp`` (or ``--shift-count N``: N shifts 10 bp apart, centred on 0) prices
@@ -204,6 +205,11 @@ def measure(on: Cluster, row: Row, path: Path, repeat: int, output, options: dic
     return figures, priced.to_numpy().T
 
 
+def book_name(args) -> str:
+    """The book's name in the tables: ``10xR1``, or ``R1[:1000]`` for the first rows of its copies."""
+    return f"{args.dataset}[:{args.book_rows}]" if args.book_rows else f"{args.copies}x{args.dataset}"
+
+
 def quote(pricer: Pricer, path: Path, output: Path, options: dict) -> None:
     """Gives the portfolio at ``path`` a clean ``market_price`` 0.5 % below each row's model clean price (its
     price for a time-form row), from one untimed run of ``pricer``."""
@@ -287,7 +293,7 @@ def chosen_rows(args, shifts_bp) -> list[Row]:
     if unknown:
         raise SystemExit(f"--rows: no row {', '.join(sorted(unknown))}; rows: job, all or some of {', '.join(ROWS)}")
     shifted = shifts_bp or tuple(10.0 * (i - (SUITE_SHIFTS - 1) / 2) for i in range(SUITE_SHIFTS))
-    book = f"{args.copies}x{args.dataset}"
+    book = book_name(args)
     rows = {
         "file": [Row(f"{book}, one file", None, False)],
         "folder": [Row(f"{book}, folder of parts", None, True)],
@@ -303,6 +309,7 @@ def main(argv=None):
     parser.add_argument("output_dir", type=Path)
     parser.add_argument("--dataset", default="R1")
     parser.add_argument("--copies", type=int, default=10)
+    parser.add_argument("--book-rows", type=int, help="rows of the book, the copies' first rows (a small job)")
     parser.add_argument("--workers", default="1,2", help="GPUs (CPU workers with --cpu) of each local cluster")
     parser.add_argument("--cpu", action="store_true", help="CPU workers instead of one worker per GPU")
     parser.add_argument(
@@ -361,11 +368,12 @@ def main(argv=None):
     options, path, rows = {}, args.output_dir / "portfolio.parquet", 0
     if any(row.mc_paths is None for row in rows_wanted):
         if args.dataset == "desk":
-            options = write_desk_copies(args.output_dir, args.copies * DESK_COPY_ROWS, DESK_COPY_ROWS)
-            path, rows = Path(options.pop("portfolio")), args.copies * DESK_COPY_ROWS
+            rows = args.book_rows or args.copies * DESK_COPY_ROWS
+            options = write_desk_copies(args.output_dir, rows, DESK_COPY_ROWS)
+            path = Path(options.pop("portfolio"))
         else:
             size = DEFAULT_SIZES[args.dataset]
-            rows = write_copies(path, args.dataset, args.copies * size, size)
+            rows = write_copies(path, args.dataset, args.book_rows or args.copies * size, size)
     if args.scenario_table is not None:
         options["scenario_table"] = args.scenario_table
     quoted = args.measures is not None and "oas" in args.measures and any(r.mc_paths is None for r in rows_wanted)
@@ -420,7 +428,7 @@ def main(argv=None):
     if args.rows == "job":
         scenarios = len(shifts_bp) if shifts_bp else 1
         report = {
-            "dataset": f"{args.copies}x{args.dataset}" + (f" x {scenarios} shifts" if shifts_bp else ""),
+            "dataset": book_name(args) + (f" x {scenarios} shifts" if shifts_bp else ""),
             "output": "folder of parts" if args.folder else "one file",
             "rows": rows,
             "scenarios": scenarios,
@@ -432,7 +440,7 @@ def main(argv=None):
         lines = job_table(report, settings)
     else:
         report = {"rows": rows, "device": device, "scheduler": args.scheduler, "jobs": results}
-        book = f"{args.copies}x{args.dataset} ({rows} rows), " if rows else ""
+        book = f"{book_name(args)} ({rows} rows), " if rows else ""
         lines = scale_table(results, book + settings)
     save(args.output_dir, "dask_scaling", report, lines)
 

@@ -214,6 +214,7 @@ def split(portfolio: Portfolio | BigFile, workers: Workers) -> Work | Stages:
                 None if quotes is None else quotes.take(np.arange(f.start, f.stop)),
             ),
             priority=-(b * len(pieces) + i),
+            workers=workers.home(b * len(pieces) + i, len(pieces) * len(blocks)),
         )
         for b, block in enumerate(blocks)
         for i, (piece, plan, f) in enumerate(zip(pieces, plans, firsts))

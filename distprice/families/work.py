@@ -52,6 +52,17 @@ class Workers:
             return self.gpus[i % len(self.gpus)]
         return ()
 
+    def home(self, i: int, chunks: int) -> tuple[str, ...]:
+        """The worker chunk ``i`` of a job of ``chunks`` chunks goes to where the job leaves GPU workers idle (fewer
+        chunks than workers): the ``i``-th of them taken a GPU at a time (each GPU's first worker, then each one's
+        second...), the same for every such job, so that a small job run again finds workers that ran it (a
+        worker's first chunk of a kind costs it tenths of a second more: kernels loaded, memory pools filled); any
+        other worker where that one is gone. Elsewhere none (any worker)."""
+        if not self.gpus or chunks >= self.count:
+            return ()
+        order = [gpu[p] for p in range(max(map(len, self.gpus))) for gpu in self.gpus if p < len(gpu)]
+        return (order[i % len(order)],)
+
     def at_once(self, chunks: int) -> float:
         """The pricings in one process whose work the workers do at once on a job of ``chunks`` chunks: the cost
         model's seconds of the whole job over this are its predicted seconds on the cluster."""
