@@ -254,20 +254,27 @@ def test_a_big_file_on_shared_gpus_goes_round_the_gpus_in_slices_one_gpu_would_t
     assert {chunk.args[0].workers for chunk in first.chunks} == {()} and len(first.chunks) == 16
 
 
-def test_a_small_job_on_gpus_goes_to_the_same_workers_every_time():
-    """A job of fewer chunks than workers sends chunk i to the i-th worker taken a GPU at a time, every time (a
-    worker that ran it has its kernels loaded); a job that fills the workers, and one on CPU workers, to any."""
+def test_a_small_job_goes_to_the_same_workers_every_time(local, book):
+    """A job of fewer chunks than workers sends chunk i to the i-th worker of ``Workers.order`` (a GPU, or a host,
+    at a time), every time: a worker that ran it has its code loaded; a job that fills the workers, to any."""
     from distprice.tuning import shipped_default
 
     model = shipped_default("NVIDIA H200", "fp64").to_json()
     gpus = tuple(tuple(f"tcp://gpu{g}:{p}" for p in range(8)) for g in range(4))
+    order = tuple(gpus[g][p] for p in range(8) for g in range(4))
     read = lattice.read(datasets.generate("R1", 30_000, seed=1), JobOptions.of().checked())
-    whole = lattice.split(read, Workers(32, 2, True, model, 8, None, gpus=gpus))
+    whole = lattice.split(read, Workers(32, 2, True, model, 8, None, gpus=gpus, order=order))
     assert [chunk.workers for chunk in whole.chunks] == [("tcp://gpu0:0",)]
-    cut = lattice.split(read, Workers(32, 2, True, model, 8, 1e-3, gpus=gpus)).chunks
+    cut = lattice.split(read, Workers(32, 2, True, model, 8, 1e-3, gpus=gpus, order=order)).chunks
     assert 4 < len(cut) < 32 and [c.workers for c in cut] == [(gpus[i % 4][i // 4],) for i in range(len(cut))]
-    assert {c.workers for c in lattice.split(read, Workers(4, 2, True, model, 8, 1e-3, gpus=gpus)).chunks} == {()}
-    assert {c.workers for c in lattice.split(read, Workers(32, 2, False, model, 1, 1e-3)).chunks} == {()}
+    filled = Workers(4, 2, True, model, 8, 1e-3, gpus=gpus, order=order)
+    assert {c.workers for c in lattice.split(read, filled).chunks} == {()}
+    with Pricer(local) as pricer:  # two CPU workers of one host: a one-task job to the first, each time
+        with get_task_stream(client=local) as stream:
+            for _ in range(4):
+                pricer.price(book.head(500), engine="cpu")
+    first = min(local.scheduler_info()["workers"])
+    assert [t["worker"] for t in stream.data if t["key"].startswith("price_cpu_fp64")] == [first] * 4
 
 
 def test_a_big_file_to_one_file_where_the_workers_cannot_write(local, book, in_process, tmp_path, monkeypatch, caplog):

@@ -353,8 +353,9 @@ class Pricer:
 
     def _cut_for(self, precision: str, watch: Watch) -> Workers:
         """The cluster a job is cut for: its workers now, and the device and model of the first to answer
-        (it speaks for all) with ``gpu_processes``, the most workers that share one GPU, and the
-        :func:`~.tasks.pricing_share` of them all; waits up to ``no_workers_timeout`` seconds for one to join."""
+        (it speaks for all) with ``gpu_processes``, the most workers that share one GPU, the
+        :func:`~.tasks.pricing_share` of them all and the order small jobs take them in (:attr:`Workers.order`);
+        waits up to ``no_workers_timeout`` seconds for one to join."""
         if precision not in self._workers:
             try:
                 self.client.wait_for_workers(1, timeout=self.no_workers_timeout)
@@ -366,15 +367,18 @@ class Pricer:
             watch.check()
             answers = self.client.run(describe_worker, precision)
             described = list(answers.values())
-            places = collections.defaultdict(list)
+            places, hosts = collections.defaultdict(list), collections.defaultdict(list)
             for address, d in sorted(answers.items()):
                 if d["place"] is not None:
                     places[d["place"]].append(address)
+                hosts[d["host"]].append(address)
+            groups = [places[place] for place in sorted(places)] or [hosts[host] for host in sorted(hosts)]
             self._workers[precision] = {
                 **described[0],
                 "gpu_processes": max(map(len, places.values()), default=1),
                 "pricing_share": pricing_share(described),
                 "gpus": tuple(tuple(places[place]) for place in sorted(places)),
+                "order": tuple(g[k] for k in range(max(map(len, groups), default=0)) for g in groups if k < len(g)),
             }
         worker = self._workers[precision]
         return Workers(
@@ -386,6 +390,7 @@ class Pricer:
             self.task_seconds,
             worker["pricing_share"],
             worker["gpus"],
+            worker["order"],
         )
 
     def _show_progress(self, futures, label: str) -> None:

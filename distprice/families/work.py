@@ -43,6 +43,9 @@ class Workers:
     pricing_share: float = 1.0
     gpus: tuple[tuple[str, ...], ...] = ()
     """The addresses of the workers on each GPU, a tuple per GPU (empty without GPUs, or where not known)."""
+    order: tuple[str, ...] = ()
+    """The workers' addresses in the order a small job takes them (:meth:`home`): a GPU at a time (each GPU's
+    first worker, then each one's second...), on CPU workers a host at a time (empty where not known)."""
 
     def on_gpu(self, i: int) -> tuple[str, ...]:
         """The workers of GPU ``i`` (counted round the GPUs), for a task sent there: where several worker processes
@@ -53,15 +56,14 @@ class Workers:
         return ()
 
     def home(self, i: int, chunks: int) -> tuple[str, ...]:
-        """The worker chunk ``i`` of a job of ``chunks`` chunks goes to where the job leaves GPU workers idle (fewer
-        chunks than workers): the ``i``-th of them taken a GPU at a time (each GPU's first worker, then each one's
-        second...), the same for every such job, so that a small job run again finds workers that ran it (a
-        worker's first chunk of a kind costs it tenths of a second more: kernels loaded, memory pools filled); any
-        other worker where that one is gone. Elsewhere none (any worker)."""
-        if not self.gpus or chunks >= self.count:
+        """The worker chunk ``i`` of a job of ``chunks`` chunks goes to where the job leaves workers idle (fewer
+        chunks than workers): the ``i``-th in :attr:`order`, the same for every such job, so that a small job run
+        again finds workers that ran it (a worker's first chunk of a kind costs it more: on a GPU tenths of a
+        second, its kernels loaded and memory pools filled; on a CPU worker tens of milliseconds, numba's code
+        loaded); any other worker where that one is gone. Elsewhere none (any worker)."""
+        if not self.order or chunks >= self.count:
             return ()
-        order = [gpu[p] for p in range(max(map(len, self.gpus))) for gpu in self.gpus if p < len(gpu)]
-        return (order[i % len(order)],)
+        return (self.order[i % len(self.order)],)
 
     def at_once(self, chunks: int) -> float:
         """The pricings in one process whose work the workers do at once on a job of ``chunks`` chunks: the cost
