@@ -20,8 +20,10 @@ the grid of twice the steps is measured too; its cost both grids' node-steps) an
 ``TreeCallableFixedRateBondEngine`` given ``round(T * spy)`` steps, which it spreads over a time grid with every
 coupon and exercise date on a node (american rows have no QuantLib counterpart: left out of its columns). Errors are
 per 100 of face: the root mean square and the largest over the rows. Node-steps are distprice's (``2 width
-height``); QuantLib's are estimated as ``2 width n`` for the n steps it is given and the width of distprice's tree
-of that step: its time grid adds a node for a date between two steps, so it does at least that much work.
+height``); QuantLib's are estimated as ``2 width n`` for the n steps of the time grid it builds
+(:func:`~distprice.lattice.quantlib_dated.quantlib_steps`: each interval between two of its dates takes the
+nearest whole number of the steps it is given, so n may be more or fewer) and the width of distprice's tree of
+that mean step.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from distprice.curves import load_curves
 from distprice.lattice import instruments
 from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.geometry import tree_geometry
-from distprice.lattice.quantlib_dated import price_dated_quantlib
+from distprice.lattice.quantlib_dated import price_dated_quantlib, quantlib_steps
 
 from common import save
 
@@ -126,8 +128,11 @@ def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
         phase = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
         with uniform_grid():
             uniform = distprice.price(rows, curves_table, engine="cpu", as_of=as_of, exercise_schedule=schedule)
-        T = np.round(truth["height"].to_numpy() / D * spy).astype(int)  # QuantLib's steps: round(T * spy)
-        theirs = price_dated_quantlib(rows[peer], curves, as_of, schedule, steps=np.maximum(T[peer], 1).tolist())
+        years = truth["height"].to_numpy() / D
+        given = np.maximum(np.round(years * spy).astype(int), 1)[peer].tolist()  # QuantLib's steps: round(T * spy)
+        theirs = price_dated_quantlib(rows[peer], curves, as_of, schedule, steps=given)
+        grid = quantlib_steps(rows[peer], curves, given, as_of, schedule)
+        treed = grid > 0  # a plain bond: no tree
         per_grid[spy] = dict(
             uniform=uniform["price"].to_numpy() - true,
             phase=phase["price"].to_numpy() - true,
@@ -137,12 +142,14 @@ def measure(portfolio, schedule, curves_table, grids, as_of=None) -> dict:
             node_steps_uniform=float((2.0 * uniform["width"] * uniform["height"]).sum()),
             quantlib_node_steps=float(
                 node_steps(
-                    rows["mean_reversion"][peer],
-                    rows["volatility"][peer],
-                    [spy] * int(peer.sum()),
-                    np.maximum(T[peer], 1),
+                    rows["mean_reversion"][peer][treed],
+                    rows["volatility"][peer][treed],
+                    grid[treed] / years[peer][treed],
+                    grid[treed],
                 ).sum()
             ),
+            quantlib_steps_given=int(np.sum(np.asarray(given)[treed])),
+            quantlib_steps=int(grid[treed].sum()),
             seconds=time.perf_counter() - started,
         )
         _say(f"{spy} steps a year")

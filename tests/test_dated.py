@@ -404,3 +404,35 @@ def test_an_exercise_table_naming_an_unknown_id_is_refused():
     )
     with pytest.raises(distprice.InvalidInputError, match=r"exercise schedule row 2 \(id 'nobody'\), column 'id'"):
         distprice.price(years, curve_table("ACT/365F"), as_of=AS_OF, exercise_schedule=schedule)  # no dated row
+
+
+def test_quantlibs_time_grid_takes_the_nearest_whole_steps_between_its_dates():
+    """QuantLib's tree engine cuts each interval between two of its dates (coupons, calls, redemption) into the
+    nearest whole number of the steps it is given: quarterly dates 1.8 steps apart take 2 each, 1.2 apart one
+    each; a plain bond takes no tree."""
+    from distprice.lattice.quantlib_dated import quantlib_steps
+
+    row = dict(
+        id="quarterly",
+        instrument="callable_bond",
+        exercise="bermudan",
+        coupon=0.025,
+        coupon_frequency=4,
+        issue_date="2004-09-16",
+        maturity_date="2012-09-15",
+        day_count="ACT/ACT-ICMA",
+        calendar="US",
+        payment_convention="following",
+        valuation_date="2006-08-16",
+        mean_reversion=0.06,
+        volatility=0.2,
+        curve="flat",
+    )
+    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
+    calls = pd.DataFrame(dict(id="quarterly", date=dates, price=100.0, price_type="clean"))
+    curves = load_curves(pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465)))
+    book = pd.DataFrame([row, {**row, "id": "plain", "instrument": "bond", "exercise": None}])
+    # 25 coupon dates from 2006-09-15 (30 days away, a step) to 2012-09-15: 6.09 years
+    assert quantlib_steps(book, curves, [44, 44], exercise_schedule=calls).tolist() == [1 + 24 * 2, 0]
+    assert quantlib_steps(book.head(1), curves, [29], exercise_schedule=calls).tolist() == [1 + 24]
+    assert quantlib_steps(book.head(1), curves, [97], exercise_schedule=calls).tolist() == [1 + 24 * 4]

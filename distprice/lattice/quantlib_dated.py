@@ -147,6 +147,47 @@ def price_dated_quantlib(
     return pd.DataFrame(out, index=portfolio.index)[["price", "bond_price", "dirty_price", "clean_price", "accrued"]]
 
 
+WEEK = 1.0 / 52.0
+"""How far before a coupon QuantLib's tree moves an exercise date onto the coupon's date (years)."""
+
+
+def quantlib_steps(
+    portfolio: pd.DataFrame,
+    curves: dict[str, ZeroCurve],
+    steps,
+    as_of=None,
+    exercise_schedule: pd.DataFrame | None = None,
+) -> np.ndarray:
+    """The steps of the time grid QuantLib's tree engine prices each row on, given ``steps`` (per row; the other
+    arguments as :func:`price_dated_quantlib`; 0 for a plain bond, priced without a tree). Its grid puts every
+    coupon payment, exercise date (moved onto a coupon up to a week after it) and the redemption on a node, each
+    interval between two of them cut into the nearest whole number (at least one) of steps of ``T / steps``, T
+    the last date's time: more or fewer steps than it is given (quarterly dates 1.52 steps apart take 2 each)."""
+    import QuantLib as ql
+
+    settings = ql.Settings.instance()
+    saved = settings.evaluationDate
+    out = []
+    try:
+        for i, (_, row) in enumerate(portfolio.iterrows()):
+            built = _bonds(row, curves, as_of, exercise_schedule, steps[i])
+            bond, handle = built["bond"], built["handle"]
+            if bond is None:
+                out.append(0)
+                continue
+            settlement = bond.settlementDate()
+            coupons = [handle.timeFromReference(c.date()) for c in bond.cashflows() if c.date() > settlement]
+            exercises = []
+            for c in bond.callability():
+                t = handle.timeFromReference(c.date())
+                exercises.append(next((u for u in coupons if t <= u <= t + WEEK), t))
+            times = sorted({t for t in coupons + exercises if t >= 0.0})
+            out.append(len(ql.TimeGrid(times, int(steps[i]))) - 1)
+    finally:
+        settings.evaluationDate = saved
+    return np.asarray(out, dtype=np.int64)
+
+
 def risk_dated_quantlib(
     portfolio: pd.DataFrame,
     curves: dict[str, ZeroCurve],
