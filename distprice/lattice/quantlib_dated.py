@@ -23,6 +23,8 @@ QuantLib's ``Swaption`` on ``TreeSwaptionEngine`` (:func:`price_swaptions_quantl
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pandas as pd
 
@@ -94,6 +96,20 @@ def _value(frame: pd.Series, column: str, default):
     return default if value is None or (isinstance(value, float) and np.isnan(value)) else value
 
 
+@contextlib.contextmanager
+def _evaluation_date_kept():
+    """QuantLib's evaluation date as it was once the block ends (the functions here set it to each row's
+    valuation date)."""
+    import QuantLib as ql
+
+    settings = ql.Settings.instance()
+    saved = settings.evaluationDate
+    try:
+        yield
+    finally:
+        settings.evaluationDate = saved
+
+
 def price_dated_quantlib(
     portfolio: pd.DataFrame,
     curves: dict[str, ZeroCurve],
@@ -113,12 +129,9 @@ def price_dated_quantlib(
     the portfolio's index, ``price``, ``bond_price``, ``dirty_price``, ``clean_price`` and ``accrued`` (face
     units; ``clean_price`` and ``accrued`` NaN for bond options).
     """
-    import QuantLib as ql
 
-    settings = ql.Settings.instance()
-    saved = settings.evaluationDate
     out = []
-    try:
+    with _evaluation_date_kept():
         for i, (_, row) in enumerate(portfolio.iterrows()):
             payments = (coupon_schedule, principal_schedule)
             built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i], payments)
@@ -142,8 +155,6 @@ def price_dated_quantlib(
                     clean_price=bond.cleanPrice() * face / 100.0,
                 )
             out.append(result)
-    finally:
-        settings.evaluationDate = saved
     return pd.DataFrame(out, index=portfolio.index)[["price", "bond_price", "dirty_price", "clean_price", "accrued"]]
 
 
@@ -165,10 +176,8 @@ def quantlib_steps(
     the last date's time: more or fewer steps than it is given (quarterly dates 1.52 steps apart take 2 each)."""
     import QuantLib as ql
 
-    settings = ql.Settings.instance()
-    saved = settings.evaluationDate
     out = []
-    try:
+    with _evaluation_date_kept():
         for i, (_, row) in enumerate(portfolio.iterrows()):
             built = _bonds(row, curves, as_of, exercise_schedule, steps[i])
             bond, handle = built["bond"], built["handle"]
@@ -183,8 +192,6 @@ def quantlib_steps(
                 exercises.append(next((u for u in coupons if t <= u <= t + WEEK), t))
             times = sorted({t for t in coupons + exercises if t >= 0.0})
             out.append(len(ql.TimeGrid(times, int(steps[i]))) - 1)
-    finally:
-        settings.evaluationDate = saved
     return np.asarray(out, dtype=np.int64)
 
 
@@ -208,10 +215,8 @@ def risk_dated_quantlib(
     in the portfolio's index."""
     import QuantLib as ql
 
-    settings = ql.Settings.instance()
-    saved = settings.evaluationDate
     out = []
-    try:
+    with _evaluation_date_kept():
         for i, (_, row) in enumerate(portfolio.iterrows()):
             built = _bonds(row, curves, as_of, exercise_schedule, None if steps is None else steps[i])
             bond, handle, face = built["bond"], built["handle"], built["face"]
@@ -230,8 +235,6 @@ def risk_dated_quantlib(
                     ),
                 )
             )
-    finally:
-        settings.evaluationDate = saved
     return pd.DataFrame(out, index=portfolio.index)
 
 
@@ -410,13 +413,11 @@ def price_swaptions_quantlib(
     ``round(T * steps_per_year)``, T the time of the swap's last payment on the curve's day count)."""
     import QuantLib as ql
 
-    settings = ql.Settings.instance()
-    saved = settings.evaluationDate
     out = []
-    try:
+    with _evaluation_date_kept():
         for i, (_, row) in enumerate(portfolio.iterrows()):
             valuation = int(day_numbers([_value(row, "valuation_date", as_of)])[0])
-            settings.evaluationDate = ql_date(valuation)
+            ql.Settings.instance().evaluationDate = ql_date(valuation)
             curve = curves[_value(row, "curve", "default")]
             handle = curve_handle(curve, valuation)
             calendar = quantlib_calendar(_value(row, "calendar", "none"))
@@ -461,6 +462,4 @@ def price_swaptions_quantlib(
             model = ql.HullWhite(handle, float(row["mean_reversion"]), float(row["volatility"]))
             option.setPricingEngine(ql.TreeSwaptionEngine(model, int(n), handle))
             out.append(option.NPV())
-    finally:
-        settings.evaluationDate = saved
     return pd.Series(out, index=portfolio.index, name="price")
