@@ -11,7 +11,7 @@ import distprice
 from distprice.curves import load_curves
 from distprice.dates import CALENDARS, DAY_COUNTS, cash_flows, day_numbers, quantlib_calendar, terms_from_frame, to_iso
 
-from utils import random_dated_bonds
+from utils import quantlib_example, random_dated_bonds
 
 ql = pytest.importorskip("QuantLib")
 from distprice.lattice.quantlib_dated import price_dated_quantlib, ql_date  # noqa: E402
@@ -412,26 +412,9 @@ def test_quantlibs_time_grid_takes_the_nearest_whole_steps_between_its_dates():
     each; a plain bond takes no tree."""
     from distprice.lattice.quantlib_dated import quantlib_steps
 
-    row = dict(
-        id="quarterly",
-        instrument="callable_bond",
-        exercise="bermudan",
-        coupon=0.025,
-        coupon_frequency=4,
-        issue_date="2004-09-16",
-        maturity_date="2012-09-15",
-        day_count="ACT/ACT-ICMA",
-        calendar="US",
-        payment_convention="following",
-        valuation_date="2006-08-16",
-        mean_reversion=0.06,
-        volatility=0.2,
-        curve="flat",
-    )
-    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
-    calls = pd.DataFrame(dict(id="quarterly", date=dates, price=100.0, price_type="clean"))
-    curves = load_curves(pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465)))
-    book = pd.DataFrame([row, {**row, "id": "plain", "instrument": "bond", "exercise": None}])
+    example, calls, curve = quantlib_example(0.06, 0.20, 6)
+    curves = load_curves(curve)
+    book = pd.concat([example, example.assign(id="plain", instrument="bond", exercise=None)], ignore_index=True)
     # 25 coupon dates from 2006-09-15 (30 days away, a step) to 2012-09-15: 6.09 years
     assert quantlib_steps(book, curves, [44, 44], exercise_schedule=calls).tolist() == [1 + 24 * 2, 0]
     assert quantlib_steps(book.head(1), curves, [29], exercise_schedule=calls).tolist() == [1 + 24]

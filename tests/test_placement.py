@@ -18,7 +18,7 @@ from distprice.lattice.events import COUPON, REDEMPTION, is_exercise, step_time
 from distprice.lattice.instruments import prepare
 from distprice.lattice.sweeps import cut_steps
 
-from utils import random_dated_bonds
+from utils import quantlib_example, random_dated_bonds
 
 AS_OF = "2025-12-15"
 CURVES = pd.DataFrame(
@@ -116,40 +116,12 @@ def test_the_tree_still_reprices_the_bond_on_the_curve(coarse_book):
     np.testing.assert_allclose(priced["bond_price"], plain["price"], rtol=1e-13)
 
 
-def example(a: float, sigma: float, steps_per_year: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """QuantLib-SWIG's callable bond example (callablebonds.py): 2.5 % quarterly ACT/ACT-ICMA to 2012-09-15,
-    callable at 100 clean each quarter from 2006-09-15, valued on 2006-08-16, T+3 on the US calendar, on its flat
-    4.65 % semiannual curve (read on ACT/365F years)."""
-    row = dict(
-        id="example",
-        instrument="callable_bond",
-        exercise="bermudan",
-        coupon=0.025,
-        coupon_frequency=4,
-        issue_date="2004-09-16",
-        maturity_date="2012-09-15",
-        day_count="ACT/ACT-ICMA",
-        calendar="US",
-        payment_convention="following",
-        settlement_days=3,
-        valuation_date="2006-08-16",
-        mean_reversion=a,
-        volatility=sigma,
-        steps_per_year=steps_per_year,
-        curve="flat",
-    )
-    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
-    calls = pd.DataFrame(dict(id="example", date=dates, price=100.0, price_type="clean"))
-    curve = pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465, compounding="semiannual"))
-    return pd.DataFrame([row]), calls, curve
-
-
 def test_quantlibs_example_at_8_steps_a_year_is_as_close_as_quantlibs_own_grid():
     """At a = 0.06, sigma = 0.20 and 8 steps a year, the clean price was 0.43 from its daily limit with every flow
     whole on its nearest step; spread, 0.21, as QuantLib's grid with every date a node (0.20 from its own daily
     limit: measured once, 53.1743 at 49 steps against 53.3710)."""
-    coarse, calls, curve = example(0.06, 0.20, 8)
-    fine, _, _ = example(0.06, 0.20, 365)
+    coarse, calls, curve = quantlib_example(0.06, 0.20, 8)
+    fine, _, _ = quantlib_example(0.06, 0.20, 365)
     priced = distprice.price(
         pd.concat([coarse, fine.assign(id="fine")], ignore_index=True),
         curve,
