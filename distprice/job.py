@@ -387,17 +387,17 @@ class Job:
             changing["dirty_price"] = np.stack([d["dirty_price"] for d in dated])
             changing["accrued"] = dated[0]["accrued"]
             changing["clean_price"] = np.stack([d["clean_price"] for d in dated])
-        below = [self._below_zero(changing, s, start) for s in range(k)]
-        if any(below) and self.on_invalid == "strict":
+        impossible = [self._impossible(changing, s, start) for s in range(k)]
+        if any(impossible) and self.on_invalid == "strict":
             names = self.market.scenarios
             raise InvalidInputError(
                 [
                     p if names is None else dataclasses.replace(p, where=f"{p.where} under scenario {names[s]!r}")
-                    for s, found in enumerate(below, first_set)
+                    for s, found in enumerate(impossible, first_set)
                     for p in found
                 ]
             )
-        for s, found in enumerate(below):  # such a price is no output: the row's error under that curve set
+        for s, found in enumerate(impossible):  # such a price is no output: the row's error under that curve set
             at = [p.position - start for p in found]
             for values in changing.values():
                 if values.ndim == 2:
@@ -424,7 +424,7 @@ class Job:
                     **{int(r): p.rule for r, p in zip(rows_failed, self._unpriced(start + rows_failed))},
                     **{p.position - start: str(p) for p in found},
                 }
-                for rows_failed, found in zip(failed, below)
+                for rows_failed, found in zip(failed, impossible)
             ],
             node_steps=steps,
         )
@@ -441,26 +441,35 @@ class Job:
         """How a message names row ``r`` of the portfolio."""
         return f"row {r + 1} (id {self.prepared.table['id'].iat[r]!r})"
 
-    def _below_zero(self, changing: dict[str, np.ndarray], s: int, start: int) -> list[Problem]:
-        """Problems of the rows of ``changing`` (some rows from ``start``, under their curve set ``s``) priced below
-        zero: a ``price``, or a dated row's ``clean_price`` (its dirty price less the accrued interest). No bond
-        has such a price: it comes of zero rates or coupons too large, most likely percentages typed as
-        numbers."""
-        price = changing["price"][s]
+    def _impossible(self, changing: dict[str, np.ndarray], s: int, start: int) -> list[Problem]:
+        """Problems of the rows of ``changing`` (some rows from ``start``, under their curve set ``s``) priced as no
+        bond can be: a ``price``, or a dated row's ``clean_price`` (its dirty price less the accrued interest), below
+        zero, which comes of zero rates or coupons too large, most likely percentages typed as numbers; or a
+        ``bond_price`` of 0 or less, where coupons and a redemption to come are worth more than 0 (rates so large
+        that every discount factor is 0, or an engine's fault)."""
+        price, bond = changing["price"][s], changing["bond_price"][s]
         clean = changing["clean_price"][s] if "clean_price" in changing else price
-        below = (price < 0) | (clean < 0)
-        if not below.any():  # the usual case: one pass over the prices
+        wrong = (price < 0) | (clean < 0) | (bond <= 0)
+        if not wrong.any():  # the usual case: one pass over the prices
             return []
         hint = "a price is never below zero; check the curve's zero rates and the coupon (decimals: 0.05 is 5 %)"
         problems = []
-        for r in np.flatnonzero(below).tolist():
-            if price[r] < 0:
-                column, said = "price", f"{price[r]:.6g}"
+        for r in np.flatnonzero(wrong).tolist():
+            if bond[r] <= 0:
+                column, said = (
+                    "bond_price",
+                    (
+                        f"{bond[r]:.6g}: coupons and a redemption to come are worth more than 0; check the curve's zero "
+                        "rates, or price the row again"
+                    ),
+                )
+            elif price[r] < 0:
+                column, said = "price", f"{price[r]:.6g}: {hint}"
             else:
                 dirty, accrued = changing["dirty_price"][s, r], changing["accrued"][r]
                 column = "clean_price"
-                said = f"{clean[r]:.6g} (dirty {dirty:.6g} less accrued {accrued:.6g})"
-            problems.append(Problem(start + r, self._row(start + r), column, f"{said}: {hint}"))
+                said = f"{clean[r]:.6g} (dirty {dirty:.6g} less accrued {accrued:.6g}): {hint}"
+            problems.append(Problem(start + r, self._row(start + r), column, said))
         return problems
 
     def _dated_prices(self, price: np.ndarray, curves, span: slice) -> dict[str, np.ndarray]:

@@ -219,3 +219,27 @@ def test_the_option_flows_from_the_command_line_and_the_config(tmp_path):
     assert parse_config({"job": {"allow_large_rates": True}}).job.allow_large_rates is True
     with pytest.raises(distprice.ConfigError, match="job.allow_large_rates"):
         parse_config({"job": {"allow_large_rates": "yes please"}})
+
+
+def test_a_bond_an_engine_values_at_zero_is_the_rows_error_never_an_output(monkeypatch):
+    """A bond's coupons and redemption to come are worth more than 0: where an engine gives 0 (a fault seen once
+    on a GPU: whole groups of rows at 0, some with no accrued interest, whose clean price 0 passed as a price), the
+    row is refused, in strict mode the job; the other rows keep their prices."""
+    import distprice.api as api
+
+    priced_by = api.price_parts
+
+    def faulty(*args, **keywords):
+        bond, option, seconds = priced_by(*args, **keywords)
+        bond[:, 0] = option[:, 0] = 0.0
+        return bond, option, seconds
+
+    monkeypatch.setattr(api, "price_parts", faulty)
+    book = pd.concat([bond(), bond(id="B2", coupon=0.05)], ignore_index=True)
+    rule = "column 'bond_price': 0: coupons and a redemption to come are worth more than 0; check the curve's zero "
+    rule += "rates, or price the row again"
+    priced = distprice.price(book, USD, engine="cpu", as_of=AS_OF, on_invalid="report")
+    assert priced["error"].fillna("").tolist() == [f"row 1 (id 'B1'), {rule}", ""]
+    assert priced.loc[0, ["price", "bond_price", "dirty_price", "clean_price"]].isna().all()
+    assert priced.loc[1, "price"] > 90
+    assert problems(book, USD, as_of=AS_OF) == [f"row 1 (id 'B1'), {rule}"]

@@ -6,6 +6,7 @@ layout of leaders and followers, and (``-m gpu``) the GPU engines shared against
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import re
 
 import numpy as np
@@ -554,3 +555,33 @@ def test_inspect_counts_the_node_steps_shared_trees_compute(tmp_path):
     assert report["shared"] == {"groups": len(groups), "node_steps": shared_node_steps(g.width, g.height, groups.group)}
     assert len(groups) < len(table) / 10
     assert 0.5 <= report["shared"]["node_steps"] / report["shape"]["node_steps"] < 0.6
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs a CUDA GPU and CuPy")
+@pytest.mark.parametrize("kernel", ["outer", "flat"])
+def test_a_follower_reading_alphas_no_leader_wrote_is_named_not_priced(kernel):
+    """The leaders' alphas start as NaN: followers sent past what their leaders write (a bigger buffer, read
+    from its unwritten tail) price NaN, and the run names them, where memory never written would give 0 or an
+    old value."""
+    from distprice.lattice.gpu import price_gpu
+
+    instruments, curves = r1_few(500)
+    batch = pack(instruments, curves)
+    run = layout_run(batch, kernel, share=True)
+    leading = next(launch for launch in run.launches if not launch.followers)
+    written = leading.layout.alpha_elements
+    tail = int(batch.geometry.height.max())
+    grown = dataclasses.replace(leading, layout=dataclasses.replace(leading.layout, alpha_elements=written + tail))
+    follows = ~batch_groups(batch).is_leader & np.isin(batch_groups(batch).leader_of, leading.rows)
+    broken = dataclasses.replace(
+        run,
+        launches=tuple(grown if launch is leading else launch for launch in run.launches),
+        leader_at=np.where(follows, written, run.leader_at),
+        leader_stride=np.where(follows, 1, run.leader_stride).astype(run.leader_stride.dtype),
+    )
+    assert follows.sum() > 100
+    with pytest.raises(RuntimeError, match=rf"left {follows.sum()} rows unpriced"):
+        price_gpu(batch, kernel, layouts=broken)
+    unchecked = price_gpu(batch, kernel, layouts=broken, check_finite=False)
+    assert np.isnan(unchecked.bond[follows]).all() and np.isfinite(unchecked.bond[~follows]).all()

@@ -121,9 +121,9 @@ class _Device:
         self.bytes += out.nbytes
         return out
 
-    def poisoned(self, n):
-        """float64 outputs filled with NaN, so that a row the kernel never wrote cannot pass."""
-        out = self.cupy.full(n, np.nan)
+    def poisoned(self, n, dtype=np.float64):
+        """``n`` elements of ``dtype`` filled with NaN, so that a value no kernel wrote cannot pass for one."""
+        out = self.cupy.full(n, np.nan, dtype=dtype)
         self.bytes += out.nbytes
         return out
 
@@ -179,8 +179,9 @@ class DeviceBatch:
 
 
 def _adjusted(device: _Device, args: dict, real, rows: int, previous_bytes: int = 0) -> DeviceBatch:
-    """``args`` with ``event_amount`` computed by ``kernels/adjust.cu`` under their curves."""
-    amount = device.empty(max(len(args["event_time"]), 1), real)
+    """``args`` with ``event_amount`` computed by ``kernels/adjust.cu`` under their curves (NaN until written, so
+    that an amount never written cannot pass for a cash flow of 0)."""
+    amount = device.poisoned(max(len(args["event_time"]), 1), real)
     if rows:
         kernel = _module("adjust.cu", real).get_function("adjust_amounts")
         kernel(
@@ -372,12 +373,15 @@ def layout_run(
 
 
 def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option, defines=()):
-    """The launch of ``launch`` (a callable) and the alphas its trees write (a launch of leaders) or one
-    unused element (followers). ``leaders``: the values of LEADER_ARGS."""
+    """The launch of ``launch`` (a callable) and the alphas its trees write (a launch of leaders: NaN until
+    written, so that a follower reading one its leader never wrote prices NaN, which the job names, not 0 or an
+    old value) or one unused element (followers). ``leaders``: the values of LEADER_ARGS."""
     layout = launch.layout
     rows_idx = launch.rows
-    elements = 1 if launch.followers else max(getattr(layout, "alpha_elements", 1), 1)
-    alphas = device.empty(elements, real)
+    if launch.followers:
+        alphas = device.empty(1, real)
+    else:
+        alphas = device.poisoned(max(getattr(layout, "alpha_elements", 1), 1), real)
     if launch.kernel == "outer":
         kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
         n = len(layout.order)
