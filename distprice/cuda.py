@@ -5,6 +5,10 @@ the compiled code on disk).
 CuPy's disk cache is keyed by a module's own source text and options, not by the text of the headers it
 includes: after an upgrade that changed only a header, a cached module would run the old code. Every module
 is therefore compiled with a define naming a digest of every source in the folder (:func:`sources_digest`).
+
+A process loads each module once, whatever its threads (:func:`load_kernel`): CuPy unloads a module as soon as
+nothing refers to it, and a second copy loaded by a thread racing another would be unloaded when that thread let
+go of it, its kernels perhaps still queued on the device.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import functools
 import hashlib
 import importlib.resources
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from .errors import GpuUnavailableError
 
@@ -129,3 +135,31 @@ def compile_module(cupy, source: str, options: tuple[str, ...] = ()):
         code=(kernels / source).read_text(),
         options=(*options, f"-I{kernels}", f"-DDISTPRICE_SOURCES=0x{sources_digest()}"),
     )
+
+
+_LOADING = threading.Lock()
+_MODULES: dict[tuple, Any] = {}
+_KERNELS: dict[tuple, Any] = {}
+
+
+def load_kernel(source: str, name: str, options: tuple[str, ...] = ()):
+    """The kernel ``name`` of ``kernels/<source>`` compiled with ``options`` (:func:`compile_module`) on the current
+    device: each module compiled and loaded once per process and device, under a lock, and kept for the life of
+    the process (see the module's notes)."""
+    cupy = require_cupy()
+    device = cupy.cuda.Device().id
+    with _LOADING:
+        key = (source, options, device)
+        if key not in _MODULES:
+            _MODULES[key] = compile_module(cupy, source, options)
+        if key + (name,) not in _KERNELS:
+            _KERNELS[key + (name,)] = _MODULES[key].get_function(name)
+        return _KERNELS[key + (name,)]
+
+
+def allow_shared(kernel, shared: int) -> None:
+    """Lets ``kernel`` take ``shared`` bytes of dynamic shared memory a block: its limit only ever raised, under the
+    lock (a thread lowering it between another's raising it and launching would fail that launch)."""
+    with _LOADING:
+        if shared > kernel.max_dynamic_shared_size_bytes:
+            kernel.max_dynamic_shared_size_bytes = shared

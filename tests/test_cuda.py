@@ -4,6 +4,9 @@ CuPy's disk cache (keyed by a module's own text and options) never serves code b
 from __future__ import annotations
 
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
@@ -107,3 +110,48 @@ def test_under_mps_turns_are_free(monkeypatch, tmp_path):
     with cuda.gpu_turn(), cuda.gpu_turn():  # no lock: the same thread may nest them
         pass
     assert not (tmp_path / "temp").exists()
+
+
+class SlowCompiler:
+    """Stands in for CuPy: one device, whose modules take 20 ms to compile and count their compilations."""
+
+    def __init__(self):
+        self.compiled = 0
+        self.cuda = SimpleNamespace(Device=lambda: SimpleNamespace(id=0))
+
+    def RawModule(self, code, options):
+        self.compiled += 1
+        time.sleep(0.02)
+        return SimpleNamespace(get_function=self.kernel)
+
+    @staticmethod
+    def kernel(name):
+        return SimpleNamespace(name=name, max_dynamic_shared_size_bytes=49152)
+
+
+@pytest.fixture
+def compiler(monkeypatch):
+    cupy = SlowCompiler()
+    monkeypatch.setattr(cuda, "require_cupy", lambda: cupy)
+    monkeypatch.setattr(cuda, "_MODULES", {})
+    monkeypatch.setattr(cuda, "_KERNELS", {})
+    return cupy
+
+
+def test_threads_asking_at_once_share_one_module(compiler):
+    """Eight threads ask for a kernel at once: one compilation, one kernel object (a second module, loaded by a
+    racing thread and dropped, would be unloaded with its kernels perhaps still queued)."""
+    with ThreadPoolExecutor(8) as threads:
+        kernels = list(threads.map(lambda _: cuda.load_kernel("risk.cu", "risk_roll", ("-DREAL=double",)), range(8)))
+    assert compiler.compiled == 1 and all(k is kernels[0] for k in kernels) and kernels[0].name == "risk_roll"
+    other = cuda.load_kernel("risk.cu", "risk_forward", ("-DREAL=double",))
+    assert compiler.compiled == 1 and other.name == "risk_forward"
+    cuda.load_kernel("risk.cu", "risk_roll", ("-DREAL=float",))
+    assert compiler.compiled == 2
+
+
+def test_a_kernels_shared_memory_limit_is_only_ever_raised(compiler):
+    kernel = cuda.load_kernel("flat.cu", "flat_price")
+    cuda.allow_shared(kernel, 65536)
+    cuda.allow_shared(kernel, 30000)
+    assert kernel.max_dynamic_shared_size_bytes == 65536

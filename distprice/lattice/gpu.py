@@ -22,13 +22,12 @@ says of its leaders in :data:`LEADER_ARGS` (``LEADER_PARAMS``; a test holds each
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cuda import compile_module, require_cupy
+from ..cuda import allow_shared, load_kernel, require_cupy
 from ..errors import Fp32OverflowError
 from .batch import Batch
 from .groups import TreeGroups, batch_groups, shared_node_steps
@@ -84,13 +83,11 @@ CURVE_ARGS = ("curve_offsets", "curve_t", "curve_z")
 ADJUST_THREADS = 128
 
 
-@functools.cache
-def _module(source: str, real: np.dtype, defines: tuple[tuple[str, int], ...] = ()):
-    """The compiled module of ``kernels/<source>`` for a precision and extra ``-D`` options (cached)."""
+def _kernel(source: str, real: np.dtype, name: str, defines: tuple[tuple[str, int], ...] = ()):
+    """The kernel ``name`` of ``kernels/<source>`` for a precision and extra ``-D`` options
+    (:func:`~distprice.cuda.load_kernel`: once per process)."""
     c_real = {np.dtype(np.float64): "double", np.dtype(np.float32): "float"}[np.dtype(real)]
-    return compile_module(
-        require_cupy(), source, ("-std=c++17", f"-DREAL={c_real}", *(f"-D{k}={v}" for k, v in defines))
-    )
+    return load_kernel(source, name, ("-std=c++17", f"-DREAL={c_real}", *(f"-D{k}={v}" for k, v in defines)))
 
 
 @dataclass
@@ -183,7 +180,7 @@ def _adjusted(device: _Device, args: dict, real, rows: int, previous_bytes: int 
     that an amount never written cannot pass for a cash flow of 0)."""
     amount = device.poisoned(max(len(args["event_time"]), 1), real)
     if rows:
-        kernel = _module("adjust.cu", real).get_function("adjust_amounts")
+        kernel = _kernel("adjust.cu", real, "adjust_amounts")
         kernel(
             (-(-rows // ADJUST_THREADS),),
             (ADJUST_THREADS,),
@@ -383,7 +380,7 @@ def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option,
     else:
         alphas = device.poisoned(max(getattr(layout, "alpha_elements", 1), 1), real)
     if launch.kernel == "outer":
-        kernel = _module("outer.cu", real, (("OUTER_THREADS", OUTER_THREADS), *defines)).get_function("outer_price")
+        kernel = _kernel("outer.cu", real, "outer_price", (("OUTER_THREADS", OUTER_THREADS), *defines))
         n = len(layout.order)
         args = (
             *leading,
@@ -407,9 +404,9 @@ def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option,
             "FLAT_MIN_BLOCKS": max(1, 65536 // (FLAT_REGISTERS * layout.threads)),
             **dict(defines),
         }
-        kernel = _module("flat.cu", real, tuple(sorted(build.items()))).get_function("flat_price")
+        kernel = _kernel("flat.cu", real, "flat_price", tuple(sorted(build.items())))
         shared = flat_shared_bytes(layout, real)
-        kernel.max_dynamic_shared_size_bytes = shared
+        allow_shared(kernel, shared)
         args = (
             *leading,
             device.put(rows_idx[layout.order]),
@@ -423,7 +420,7 @@ def _launch(device, leading, launch: Launch, real, leaders: tuple, bond, option,
             option,
         )
         return (lambda: kernel((layout.bins,), (layout.threads,), args, shared_mem=shared)), alphas
-    kernel = _module("wide.cu", real, (("WIDE_THREADS", WIDE_THREADS),)).get_function("wide_price")
+    kernel = _kernel("wide.cu", real, "wide_price", (("WIDE_THREADS", WIDE_THREADS),))
     args = (
         *leading,
         device.put(rows_idx),

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cuda import require_cupy
+from ..cuda import allow_shared, require_cupy
 from .batch import Batch
-from .gpu import KERNEL_ARGS, _Device, _module, upload
+from .gpu import KERNEL_ARGS, _Device, _kernel, upload
 from .groups import kept_states, tree_groups
 from .layouts import WARP, exclusive_cumsum, outer_layout
 from .sweeps import Trees, cut_steps, start_steps
@@ -50,8 +50,7 @@ def _block_launches(width: np.ndarray, height: np.ndarray, chosen: np.ndarray):
 
 def _launch_blocks(kernel, blocks: np.ndarray, threads: int, shared: int, arguments: tuple) -> None:
     """``kernel`` on a block per entry of ``blocks`` with ``shared`` bytes of dynamic shared memory each."""
-    if shared > kernel.max_dynamic_shared_size_bytes:
-        kernel.max_dynamic_shared_size_bytes = shared
+    allow_shared(kernel, shared)
     kernel((len(blocks),), (threads,), arguments, shared_mem=shared)
 
 
@@ -73,7 +72,7 @@ def _risk_kernel(name: str):
         ("RISK_EVENT_WINDOW", RISK_EVENT_WINDOW),
         ("RISK_BLOCK_NODES", RISK_BLOCK_NODES),
     )
-    return _module("risk.cu", np.dtype(np.float64), defines).get_function(name)
+    return _kernel("risk.cu", np.dtype(np.float64), name, defines)
 
 
 class GpuRisk:

@@ -10,11 +10,9 @@ build of the kernels.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from ..cuda import compile_module, require_cupy
+from ..cuda import load_kernel, require_cupy
 from .heston_quotes import Surface
 from .heston_reference import GL_NODES
 from .quadrature import laguerre
@@ -81,18 +79,12 @@ KERNEL_ARGUMENTS = {
 arguments by name through these lists (and the tests build a host emulation of the kernels from them)."""
 
 
-@functools.cache
-def module():
-    """The compiled ``heston.cu`` (NVRTC, once per process)."""
-    return compile_module(require_cupy(), SOURCE, OPTIONS)
-
-
 class CupyDevice:
     """The current CUDA device: arrays in and out, and launches of ``heston.cu``'s kernels by name."""
 
     def __init__(self):
         self.cupy = require_cupy()
-        self.kernels = {name: module().get_function(name) for name in KERNEL_ARGUMENTS}
+        self.kernels = {name: load_kernel(SOURCE, name, OPTIONS) for name in KERNEL_ARGUMENTS}  # once per process
 
     def upload(self, array: np.ndarray):
         return self.cupy.asarray(np.ascontiguousarray(array))

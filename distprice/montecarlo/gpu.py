@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cuda import compile_module, kernel_dir, require_cupy
+from ..cuda import allow_shared, kernel_dir, load_kernel, require_cupy
 from ..errors import OptionError
 from . import elementary, normal
 from .job import BATCHES, Job
@@ -25,8 +25,6 @@ MAX_THREADS = 256
 MIN_THREADS = 32
 MIN_PATHS = MIN_THREADS * BATCHES
 """The fewest paths the GPU engine prices: a block of MIN_THREADS paths must fit in a batch."""
-SHARED_DEFAULT = 48 * 1024
-"""Dynamic shared memory a block gets without asking (bytes); the Sobol tables take 4 · D · (1 + log2 threads)."""
 
 
 @functools.cache
@@ -124,12 +122,11 @@ def fold(job: Job, launch: Launch, sums: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out[:BATCHES].T)
 
 
-@functools.cache
 def _kernel(precision: str, defines: tuple[tuple[str, int], ...]):
-    """The compiled kernel for a precision and shape (cached per process; CuPy caches on disk too)."""
+    """The compiled kernel for a precision and shape (:func:`~distprice.cuda.load_kernel`: once per process; CuPy
+    caches on disk too)."""
     real = {"fp64": "double", "fp32": "float"}[precision]
-    options = ("-std=c++17", f"-DREAL={real}", *(f"-D{k}={v}" for k, v in defines))
-    return compile_module(require_cupy(), SOURCE, options).get_function("mc_batch_sums")
+    return load_kernel(SOURCE, "mc_batch_sums", ("-std=c++17", f"-DREAL={real}", *(f"-D{k}={v}" for k, v in defines)))
 
 
 def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
@@ -139,8 +136,7 @@ def batch_sums(job: Job, first: int, count: int) -> np.ndarray:
         return np.zeros((len(job.models), BATCHES))
     cupy = require_cupy()
     kernel = _kernel(launch.precision, launch.defines)
-    if launch.shared_bytes > SHARED_DEFAULT:
-        kernel.max_dynamic_shared_size_bytes = launch.shared_bytes
+    allow_shared(kernel, launch.shared_bytes)
     args = [
         cupy.asarray(value) if isinstance(value, np.ndarray) else value
         for value in (launch.arguments[name] for _, name in fields())
