@@ -453,16 +453,12 @@ class Job:
         if not wrong.any():  # the usual case: one pass over the prices
             return []
         hint = "a price is never below zero; check the curve's zero rates and the coupon (decimals: 0.05 is 5 %)"
+        worthless = "coupons and a redemption to come are worth more than 0; check the curve's zero rates, or price "
+        worthless += "the row again"
         problems = []
         for r in np.flatnonzero(wrong).tolist():
             if bond[r] <= 0:
-                column, said = (
-                    "bond_price",
-                    (
-                        f"{bond[r]:.6g}: coupons and a redemption to come are worth more than 0; check the curve's zero "
-                        "rates, or price the row again"
-                    ),
-                )
+                column, said = "bond_price", f"{bond[r]:.6g}: {worthless}"
             elif price[r] < 0:
                 column, said = "price", f"{price[r]:.6g}: {hint}"
             else:
