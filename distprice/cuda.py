@@ -8,7 +8,8 @@ is therefore compiled with a define naming a digest of every source in the folde
 
 A process loads each module once, whatever its threads (:func:`load_kernel`): CuPy unloads a module as soon as
 nothing refers to it, and a second copy loaded by a thread racing another would be unloaded when that thread let
-go of it, its kernels perhaps still queued on the device.
+go of it, its kernels perhaps still queued on the device. CuPy loads its own kernels the same way: the one
+distprice launches, the fill of :func:`full`, is loaded under the same lock.
 """
 
 from __future__ import annotations
@@ -163,3 +164,19 @@ def allow_shared(kernel, shared: int) -> None:
     with _LOADING:
         if shared > kernel.max_dynamic_shared_size_bytes:
             kernel.max_dynamic_shared_size_bytes = shared
+
+
+_FILLED: set[tuple] = set()
+
+
+def full(n: int, value: float, dtype):
+    """``cupy.full(n, value, dtype)`` on the current device; the first of each dtype in this process under the lock
+    of :func:`load_kernel`, which CuPy's fill kernel is loaded by."""
+    cupy = require_cupy()
+    key = (str(dtype), cupy.cuda.Device().id)
+    if key in _FILLED:
+        return cupy.full(n, value, dtype=dtype)
+    with _LOADING:
+        out = cupy.full(n, value, dtype=dtype)
+        _FILLED.add(key)
+        return out

@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from distprice import cuda
@@ -135,6 +136,7 @@ def compiler(monkeypatch):
     monkeypatch.setattr(cuda, "require_cupy", lambda: cupy)
     monkeypatch.setattr(cuda, "_MODULES", {})
     monkeypatch.setattr(cuda, "_KERNELS", {})
+    monkeypatch.setattr(cuda, "_FILLED", set())
     return cupy
 
 
@@ -155,3 +157,25 @@ def test_a_kernels_shared_memory_limit_is_only_ever_raised(compiler):
     cuda.allow_shared(kernel, 65536)
     cuda.allow_shared(kernel, 30000)
     assert kernel.max_dynamic_shared_size_bytes == 65536
+
+
+def test_the_first_fill_of_a_dtype_is_made_under_the_lock(compiler):
+    """CuPy loads its fill kernel at the first fill: eight threads' first fills at once go one at a time, later
+    fills at once."""
+    inside, most = [], []
+
+    def fill(n, value, dtype):
+        inside.append(1)
+        most.append(len(inside))
+        time.sleep(0.05)
+        inside.pop()
+        return np.full(n, value, dtype=dtype)
+
+    compiler.full = fill
+    with ThreadPoolExecutor(8) as threads:
+        filled = list(threads.map(lambda _: cuda.full(3, np.nan, np.float64), range(8)))
+    assert max(most) == 1 and all(np.isnan(f).all() for f in filled)
+    most.clear()
+    with ThreadPoolExecutor(8) as threads:
+        list(threads.map(lambda _: cuda.full(3, np.nan, np.float64), range(8)))
+    assert max(most) > 1

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cuda import allow_shared, load_kernel, require_cupy
+from ..cuda import allow_shared, full, load_kernel, require_cupy
 from ..errors import Fp32OverflowError
 from .batch import Batch
 from .groups import TreeGroups, batch_groups, shared_node_steps
@@ -120,7 +120,7 @@ class _Device:
 
     def poisoned(self, n, dtype=np.float64):
         """``n`` elements of ``dtype`` filled with NaN, so that a value no kernel wrote cannot pass for one."""
-        out = self.cupy.full(n, np.nan, dtype=dtype)
+        out = full(n, np.nan, dtype)
         self.bytes += out.nbytes
         return out
 
