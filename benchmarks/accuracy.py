@@ -51,38 +51,11 @@ from distprice.curves import load_curves
 from distprice.lattice import instruments
 from distprice.lattice.desk import AS_OF, desk
 from distprice.lattice.geometry import tree_geometry
-from distprice.lattice.quantlib_dated import price_dated_quantlib, quantlib_steps
+from distprice.lattice.quantlib_dated import price_dated_quantlib, quantlib_example, quantlib_steps
 
 from common import save
 
-EXAMPLE_AS_OF = "2006-08-16"
 EXAMPLE_MODELS = ((0.06, 0.20), (0.03, 0.15))
-
-
-def example_book(a: float, sigma: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """QuantLib's callable bond example as a dated row, its calls and its curve."""
-    row = dict(
-        id=f"example a={a} sigma={sigma}",
-        instrument="callable_bond",
-        exercise="bermudan",
-        coupon=0.025,
-        coupon_frequency=4,
-        issue_date="2004-09-16",
-        maturity_date="2012-09-15",
-        day_count="ACT/ACT-ICMA",
-        calendar="US",
-        accrual_convention="unadjusted",
-        payment_convention="following",
-        settlement_days=3,
-        valuation_date=EXAMPLE_AS_OF,
-        mean_reversion=a,
-        volatility=sigma,
-        curve="flat",
-    )
-    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
-    calls = pd.DataFrame(dict(id=row["id"], date=dates, price=100.0, price_type="clean"))
-    curve = pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465, compounding="semiannual"))
-    return pd.DataFrame([row]), calls, curve
 
 
 def desk_rows(rows: int, seed: int, years: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -265,7 +238,7 @@ def main() -> None:
     grids = parse_grids(args.grids)
     report, lines = {}, ["## Accuracy per node: error (per 100 of face) against steps a year", ""]
     for a, sigma in EXAMPLE_MODELS:
-        portfolio, calls, curve = example_book(a, sigma)
+        portfolio, calls, curve = quantlib_example(a, sigma)
         name = f"QuantLib's callable bond example, a = {a}, sigma = {sigma}"
         report[name] = measure(portfolio, calls, curve, grids)
         lines += table(name, report[name]) + summary(report[name])

@@ -11,10 +11,10 @@ import distprice
 from distprice.curves import load_curves
 from distprice.dates import CALENDARS, DAY_COUNTS, cash_flows, day_numbers, quantlib_calendar, terms_from_frame, to_iso
 
-from utils import quantlib_example, random_dated_bonds
+from utils import random_dated_bonds
 
 ql = pytest.importorskip("QuantLib")
-from distprice.lattice.quantlib_dated import price_dated_quantlib, ql_date  # noqa: E402
+from distprice.lattice.quantlib_dated import price_dated_quantlib, ql_date, quantlib_example  # noqa: E402
 
 AS_OF = "2025-12-15"
 PRICES = ["price", "dirty_price", "clean_price", "accrued"]

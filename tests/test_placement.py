@@ -16,9 +16,10 @@ from distprice.lattice.batch import events_of, pack
 from distprice.lattice.engines import GPU_ENGINES
 from distprice.lattice.events import COUPON, REDEMPTION, is_exercise, step_time
 from distprice.lattice.instruments import prepare
+from distprice.lattice.quantlib_dated import quantlib_example
 from distprice.lattice.sweeps import cut_steps
 
-from utils import quantlib_example, random_dated_bonds
+from utils import random_dated_bonds
 
 AS_OF = "2025-12-15"
 CURVES = pd.DataFrame(

@@ -374,31 +374,3 @@ def require_compiler(name: str, found: str | None) -> str:
             pytest.fail(message + " (CI is set: install it, see docs/develop/testing.rst)")
         pytest.skip(message)
     return found
-
-
-def quantlib_example(a: float, sigma: float, steps_per_year: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """QuantLib-SWIG's callable bond example (callablebonds.py): 2.5 % quarterly ACT/ACT-ICMA to 2012-09-15,
-    callable at 100 clean each quarter from 2006-09-15, valued on 2006-08-16, T+3 on the US calendar, on its flat
-    4.65 % semiannual curve (read on ACT/365F years)."""
-    row = dict(
-        id="example",
-        instrument="callable_bond",
-        exercise="bermudan",
-        coupon=0.025,
-        coupon_frequency=4,
-        issue_date="2004-09-16",
-        maturity_date="2012-09-15",
-        day_count="ACT/ACT-ICMA",
-        calendar="US",
-        payment_convention="following",
-        settlement_days=3,
-        valuation_date="2006-08-16",
-        mean_reversion=a,
-        volatility=sigma,
-        steps_per_year=steps_per_year,
-        curve="flat",
-    )
-    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
-    calls = pd.DataFrame(dict(id="example", date=dates, price=100.0, price_type="clean"))
-    curve = pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465, compounding="semiannual"))
-    return pd.DataFrame([row]), calls, curve

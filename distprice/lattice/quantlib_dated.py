@@ -37,6 +37,37 @@ FAR_DAYS = 150 * 365
 """A flat knot this far after V keeps QuantLib's curve flat beyond the last knot."""
 
 
+def quantlib_example(
+    a: float, sigma: float, steps_per_year: int = 365
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """QuantLib-SWIG's callable bond example (``callablebonds.py``) as a dated row: a 2.5 % quarterly ACT/ACT-ICMA
+    bond to 2012-09-15, callable at 100 clean each quarter from 2006-09-15, valued on 2006-08-16, T+3 on the US
+    calendar; its calls; its flat 4.65 % semiannual curve (read on ACT/365F years)."""
+    row = dict(
+        id="example",
+        instrument="callable_bond",
+        exercise="bermudan",
+        coupon=0.025,
+        coupon_frequency=4,
+        issue_date="2004-09-16",
+        maturity_date="2012-09-15",
+        day_count="ACT/ACT-ICMA",
+        calendar="US",
+        accrual_convention="unadjusted",
+        payment_convention="following",
+        settlement_days=3,
+        valuation_date="2006-08-16",
+        mean_reversion=a,
+        volatility=sigma,
+        steps_per_year=steps_per_year,
+        curve="flat",
+    )
+    dates = pd.date_range("2006-09-15", periods=24, freq=pd.DateOffset(months=3)).strftime("%Y-%m-%d")
+    calls = pd.DataFrame(dict(id=row["id"], date=dates, price=100.0, price_type="clean"))
+    curve = pd.DataFrame(dict(curve="flat", t=[1.0, 30.0], zero_rate=0.0465, compounding="semiannual"))
+    return pd.DataFrame([row]), calls, curve
+
+
 def day_counter(name: str):
     """QuantLib's day counter of a distprice day count name."""
     import QuantLib as ql
