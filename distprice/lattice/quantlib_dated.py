@@ -160,7 +160,6 @@ def price_dated_quantlib(
     the portfolio's index, ``price``, ``bond_price``, ``dirty_price``, ``clean_price`` and ``accrued`` (face
     units; ``clean_price`` and ``accrued`` NaN for bond options).
     """
-
     out = []
     with _evaluation_date_kept():
         for i, (_, row) in enumerate(portfolio.iterrows()):
